@@ -1,0 +1,104 @@
+"""Command line: ``python -m chapter20 env | audit | bench NAME``.
+
+- ``env``    each dependency as [OK] / [FAIL] with its version, and the device chosen.
+- ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
+- ``bench``  a named benchmark (``bench`` alone lists them); each prints ratios measured in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import sys
+
+#: Benchmark name → (module, function, what it measures). Section modules own their benchmark;
+#: the import is lazy so that one benchmark's dependencies never slow another.
+BENCHMARKS: dict[str, tuple[str, str, str]] = {
+    "step-memory": (
+        "chapter20.overview",
+        "benchmark",
+        "peak memory of one Adam step: measured / predicted per component",
+    ),
+}
+
+
+def _status(ok: bool) -> str:
+    return "[OK]  " if ok else "[FAIL]"
+
+
+def cmd_env() -> int:
+    from chapter20.device import DEPENDENCIES, check_dependency, describe_environment
+
+    failures = 0
+    py_ok = sys.version_info >= (3, 10)
+    print(f"{_status(py_ok)} python {platform.python_version()} (needs >= 3.10)")
+    failures += not py_ok
+    for module, _ in DEPENDENCIES:
+        dep = check_dependency(module)
+        print(f"{_status(dep.ok)} {module} {dep.version if dep.ok else dep.detail}")
+        failures += not dep.ok
+    if failures == 0 or check_dependency("torch").ok:
+        info = describe_environment()
+        gpu = f", {info['gpu']} x{info['gpu_count']}" if "gpu" in info else ""
+        print(
+            f"device: {info['device']}{gpu} | distributed backend: {info['dist_backend']} | "
+            f"autocast dtype: {info['autocast_dtype']} | torch threads: {info['cpu_threads']}"
+        )
+    print("all dependencies OK" if failures == 0 else f"{failures} dependency check(s) failed")
+    return 0 if failures == 0 else 1
+
+
+def cmd_audit(width: int) -> int:
+    import pandas as pd
+
+    from chapter20.claims import NOT_YET_MEASURED, audit
+    from chapter20.paths import results_dir
+
+    frame = audit()
+    with pd.option_context("display.max_colwidth", width, "display.width", 250):
+        print(
+            frame[
+                ["id", "section", "claim", "expected", "measured", "verdict", "source"]
+            ].to_string(index=False)
+        )
+    counts = frame.drop_duplicates("id", keep="last")["verdict"].value_counts()
+    print("\nverdicts (latest per claim): " + ", ".join(f"{v}: {n}" for v, n in counts.items()))
+    measured = (frame["verdict"] != NOT_YET_MEASURED).sum()
+    print(f"{measured} row(s) measured, read from {results_dir()}")
+    return 0
+
+
+def cmd_bench(name: str | None) -> int:
+    if name is None or name not in BENCHMARKS:
+        if name is not None:
+            print(f"unknown benchmark {name!r}", file=sys.stderr)
+        print("benchmarks:")
+        for key, (_, _, what) in BENCHMARKS.items():
+            print(f"  {key:<14} {what}")
+        return 0 if name is None else 2
+    module, function, _ = BENCHMARKS[name]
+    getattr(importlib.import_module(module), function)()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m chapter20", description=__doc__.splitlines()[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("env", help="check dependencies and show the device")
+    audit_parser = sub.add_parser("audit", help="print the claims audit table")
+    audit_parser.add_argument("--width", type=int, default=60, help="max characters of claim text")
+    bench_parser = sub.add_parser("bench", help="run a named benchmark (no name: list them)")
+    bench_parser.add_argument("name", nargs="?", help="benchmark name")
+    args = parser.parse_args(argv)
+    if args.command == "env":
+        return cmd_env()
+    if args.command == "audit":
+        return cmd_audit(args.width)
+    return cmd_bench(args.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""Data for every section: real text from gensim's test data, word pairs, synthetic id streams.
+
+Everything here is local: the text corpora and the word-similarity sets are files inside gensim's
+test data (``gensim.test.utils.datapath``); nothing is downloaded. Tokenised corpora are cached
+outside the repository (``chapter20.paths.cache_dir``), keyed by the source file and by
+``_CACHE_VERSION``, so a change of the processing code never serves stale tokens.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import math
+import numbers
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import torch
+from gensim.corpora.wikicorpus import IGNORED_NAMESPACES, extract_pages, filter_wiki, tokenize
+from gensim.test.utils import datapath
+from gensim.utils import simple_preprocess
+
+from chapter20.paths import cache_dir
+
+__all__ = [
+    "ARTICLE_MIN_TOKENS",
+    "SENTENCE_MIN_TOKENS",
+    "cache_dir",
+    "lee_background",
+    "train_test_split_articles",
+    "uniform_ids",
+    "wiki_articles",
+    "wiki_sentences",
+    "wiki_tokens",
+    "word_similarity",
+    "word_similarity_path",
+    "zipf_ids",
+    "zipf_probabilities",
+]
+
+# Bump whenever the tokenisation below changes: it is part of every cache key.
+_CACHE_VERSION = 1
+
+WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+LEE_FILE = "lee_background.cor"
+
+# Same threshold as gensim's WikiCorpus (ARTICLE_MIN_WORDS = 50): shorter pages are stubs,
+# disambiguation pages or redirects. Counted after short sentences are dropped.
+ARTICLE_MIN_TOKENS = 50
+# Fragments under 3 tokens are headings, list items and captions left over by filter_wiki.
+SENTENCE_MIN_TOKENS = 3
+# A sentence ends at . ! ? followed by whitespace, or at a paragraph break (blank line).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+# name -> (file in gensim's test data, documented score range)
+_SIMILARITY_SETS = {
+    "wordsim353": ("wordsim353.tsv", (0.0, 10.0)),
+    "simlex999": ("simlex999.txt", (0.0, 10.0)),
+}
+
+T = TypeVar("T")
+_cache_warned = False
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_real(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _check_limit(name: str, value: int | None) -> int | None:
+    return None if value is None else _check_int(name, value, 1)
+
+
+def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape must be an int or a tuple of ints, got {type(shape).__name__}")
+    for entry in shape:
+        if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
+            raise TypeError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
+        if entry < 0:
+            raise ValueError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
+    return tuple(int(entry) for entry in shape)
+
+
+# --- cache ----------------------------------------------------------------------------------
+
+
+def _warn_uncached(exc: OSError) -> None:
+    global _cache_warned
+    if not _cache_warned:
+        _cache_warned = True
+        warnings.warn(
+            f"chapter20 cache unavailable ({exc}); tokenising without a cache. "
+            "Set CHAPTER20_CACHE to a writable directory to cache results.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def _cached(source: str, kind: str, build: Callable[[], T]) -> T:
+    """Load ``build()``'s JSON-able result from the cache, or build it and store it atomically."""
+    stat = os.stat(source)
+    key = f"{Path(source).name}|{stat.st_size}|{stat.st_mtime_ns}|{_CACHE_VERSION}"
+    name = f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json.gz"
+    try:
+        path = cache_dir() / name
+    except OSError as exc:
+        _warn_uncached(exc)
+        return build()
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, EOFError) as exc:
+        warnings.warn(f"unreadable cache file {path} ({exc}); rebuilding it", stacklevel=3)
+    result = build()
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+            tmp = f.name
+            # Level 6: a third of level 9's write time for a 3% larger file.
+            with gzip.open(f, "wt", encoding="utf-8", compresslevel=6) as gz:
+                json.dump(result, gz)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        _warn_uncached(exc)
+    return result
+
+
+# --- real text ------------------------------------------------------------------------------
+
+
+def _parse_wiki() -> list[list[list[str]]]:
+    """Parse the Wikipedia sample into articles of sentences of tokens (uncached)."""
+    articles = []
+    with bz2.open(datapath(WIKI_FILE)) as f:
+        # Namespace "0" = articles; gensim's WikiCorpus uses the same filters.
+        for title, text, _pageid in extract_pages(f, filter_namespaces=("0",)):
+            if text.lstrip()[:9].lower() == "#redirect" or any(
+                title.startswith(ns + ":") for ns in IGNORED_NAMESPACES
+            ):
+                continue
+            sentences = [tokenize(part) for part in _SENTENCE_END.split(filter_wiki(text))]
+            sentences = [s for s in sentences if len(s) >= SENTENCE_MIN_TOKENS]
+            if sum(map(len, sentences)) >= ARTICLE_MIN_TOKENS:
+                articles.append(sentences)
+    return articles
+
+
+def wiki_sentences(limit_articles: int | None = None) -> list[list[list[str]]]:
+    """Return the Wikipedia sample as articles → sentences → lowercase tokens.
+
+    Shared data for §20.1–§20.5 and the efficiency note (word2vec, pruning, BPE). Source: the
+    shortened English Wikipedia dump shipped with gensim (106 articles, ~447K tokens). Markup
+    is removed by gensim's ``filter_wiki`` and tokens come from gensim's wiki ``tokenize``
+    (alphabetic, 2–15 characters, lowercase). Redirects and non-article namespaces are skipped;
+    sentences (split at ``. ! ?`` + whitespace or at blank lines) with fewer than
+    ``SENTENCE_MIN_TOKENS`` tokens are dropped, then articles with fewer than
+    ``ARTICLE_MIN_TOKENS`` tokens. Deterministic, in dump order; cached (see :func:`cache_dir`).
+    ``limit_articles`` (an int >= 1) keeps the first articles; asking for more than exist warns.
+    """
+    limit = _check_limit("limit_articles", limit_articles)
+    articles = _cached(datapath(WIKI_FILE), "wiki_sentences", _parse_wiki)
+    if limit is not None and limit > len(articles):
+        warnings.warn(
+            f"limit_articles={limit} but the Wikipedia sample has only {len(articles)} articles",
+            stacklevel=2,
+        )
+    return articles[:limit]
+
+
+def wiki_articles(limit: int | None = None) -> list[list[str]]:
+    """Return the Wikipedia sample as one token list per article.
+
+    Shared data for §20.1–§20.5 and the efficiency note. Each article is exactly the
+    concatenation of its sentences from :func:`wiki_sentences` (same filters, same order).
+    """
+    _check_limit("limit", limit)
+    return [[tok for sentence in article for tok in sentence] for article in wiki_sentences(limit)]
+
+
+def wiki_tokens() -> list[str]:
+    """Return every token of the Wikipedia sample in article order, as one flat list.
+
+    Shared data for §20.1–§20.5 and the efficiency note (vocabulary counts, pruning, BPE).
+    Equal to the concatenation of :func:`wiki_articles`.
+    """
+    return [tok for article in wiki_articles() for tok in article]
+
+
+def _parse_lee() -> list[list[str]]:
+    lines = Path(datapath(LEE_FILE)).read_text(encoding="utf-8").splitlines()
+    return [simple_preprocess(line) for line in lines]
+
+
+def lee_background() -> list[list[str]]:
+    """Return the Lee background corpus: one token list per document (300 news documents).
+
+    Shared data for §20.1–§20.5 and the efficiency note: a small corpus for quick word2vec
+    runs. One document per line of gensim's ``lee_background.cor``, tokenised with gensim's
+    ``simple_preprocess`` (lowercase, 2–15 characters, no accent stripping). Cached.
+    """
+    return _cached(datapath(LEE_FILE), "lee_background", _parse_lee)
+
+
+# --- word similarity ------------------------------------------------------------------------
+
+
+def word_similarity_path(name: str) -> str:
+    """Return the path of a word-similarity set, for gensim's ``evaluate_word_pairs``.
+
+    Shared data for the efficiency note (embedding quality after pruning, fp16, PCA).
+    ``name`` is ``"wordsim353"`` or ``"simlex999"``; anything else raises ``ValueError``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, one of {sorted(_SIMILARITY_SETS)}")
+    if name not in _SIMILARITY_SETS:
+        raise ValueError(f"name must be one of {sorted(_SIMILARITY_SETS)}, got {name!r}")
+    return datapath(_SIMILARITY_SETS[name][0])
+
+
+def word_similarity(name: str) -> pd.DataFrame:
+    """Return a word-similarity set as a DataFrame with columns ``word1, word2, score``.
+
+    Shared data for the efficiency note (embedding quality after pruning, fp16, PCA). Lines
+    are read exactly as gensim's ``KeyedVectors.evaluate_word_pairs`` reads them (``#``
+    comments skipped, tab-separated, lines without three fields or a numeric score skipped),
+    so the rows are the pairs gensim scores. Words are lowercased; scores are floats in
+    0–10 for both sets. WordSim-353 gives 353 rows (``money``–``cash`` appears twice, as in
+    the original set); SimLex-999 gives 999.
+    """
+    path = word_similarity_path(name)
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line or line.startswith("#"):
+                continue
+            try:
+                word1, word2, score = line.split("\t")
+                rows.append((word1.lower(), word2.lower(), float(score)))
+            except (ValueError, TypeError):
+                continue
+    return pd.DataFrame(rows, columns=["word1", "word2", "score"])
+
+
+# --- synthetic id streams -------------------------------------------------------------------
+
+
+def zipf_probabilities(num_embeddings: int, s: float = 1.1) -> np.ndarray:
+    """Return the bounded Zipf distribution over ids ``0..num_embeddings-1`` (float64).
+
+    Shared data for §20.1 (load per embedding shard) and §20.4 (load imbalance).
+    ``P(k) ∝ 1/(k+1)**s``: id 0 is the most frequent, ``s = 0`` is uniform. The vector sums to
+    1 (up to float64 rounding) and is non-increasing. ``s`` must be finite and >= 0.
+    """
+    num_embeddings = _check_int("num_embeddings", num_embeddings, 1)
+    s = _check_real("s", s)
+    if not (math.isfinite(s) and s >= 0):
+        raise ValueError(f"s must be a finite number >= 0, got {s}")
+    weights = np.arange(1, num_embeddings + 1, dtype=np.float64) ** -s
+    return weights / weights.sum()
+
+
+def uniform_ids(shape: int | Sequence[int], num_embeddings: int, *, seed: int = 0) -> torch.Tensor:
+    """Return a ``torch.int64`` tensor of ``shape`` with ids drawn uniformly from ``0..V-1``.
+
+    Shared data for §20.1–§20.4 (embedding-table experiments). Deterministic for ``seed``
+    (a local ``numpy.random.Generator``; global RNG state is neither used nor changed).
+    """
+    shape = _check_shape(shape)
+    num_embeddings = _check_int("num_embeddings", num_embeddings, 1)
+    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    return torch.from_numpy(rng.integers(0, num_embeddings, size=shape, dtype=np.int64))
+
+
+def zipf_ids(
+    shape: int | Sequence[int], num_embeddings: int, *, s: float = 1.1, seed: int = 0
+) -> torch.Tensor:
+    """Return a ``torch.int64`` tensor of ``shape`` with ids drawn from a bounded Zipf law.
+
+    Shared data for §20.1 (hot rows and shard load) and §20.4 (load imbalance). Ids follow
+    :func:`zipf_probabilities` exactly (id 0 most frequent, ``s = 0`` uniform), sampled by
+    inverse CDF, so ``num_embeddings`` up to 10**7 costs two float64 vectors of that length.
+    Deterministic for ``seed`` (local generator, no global RNG state).
+    """
+    shape = _check_shape(shape)
+    probabilities = zipf_probabilities(num_embeddings, s)
+    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    cdf = np.cumsum(probabilities)
+    cdf[-1] = 1.0  # uniforms are < 1, so no draw can fall past the last id
+    ids = np.searchsorted(cdf, rng.random(size=shape), side="right")
+    return torch.from_numpy(np.asarray(ids, dtype=np.int64))
+
+
+# --- splits ---------------------------------------------------------------------------------
+
+
+def train_test_split_articles(
+    articles: Sequence[T], test_fraction: float = 0.1, *, seed: int = 0
+) -> tuple[list[T], list[T]]:
+    """Split articles (whole articles, never tokens) into ``(train, test)`` lists.
+
+    Shared data for §20.1–§20.5 and the efficiency note (held-out evaluation). The test side
+    holds ``round(test_fraction * len(articles))`` articles chosen by a seeded permutation;
+    both sides keep the original order. Deterministic for ``seed``. Requires
+    ``0 < test_fraction < 1`` and at least one article on each side, else ``ValueError``.
+    """
+    if isinstance(articles, str) or not isinstance(articles, Sequence):
+        raise TypeError(f"articles must be a sequence of articles, got {type(articles).__name__}")
+    fraction = _check_real("test_fraction", test_fraction)
+    if not 0 < fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    n_test = round(fraction * len(articles))
+    if not 1 <= n_test <= len(articles) - 1:
+        raise ValueError(
+            f"test_fraction={test_fraction} of {len(articles)} articles gives {n_test} test "
+            "articles; need at least one article on each side"
+        )
+    test_idx = set(rng.permutation(len(articles))[:n_test].tolist())
+    train = [a for i, a in enumerate(articles) if i not in test_idx]
+    test = [a for i, a in enumerate(articles) if i in test_idx]
+    return train, test

@@ -1,0 +1,215 @@
+"""Device, backend and precision choices shared by every section (§20.2.2, §20.4).
+
+One place decides where code runs, so that a notebook written on a laptop CPU runs unchanged
+on a CUDA GPU or an Apple GPU:
+
+- ``get_device()``: CUDA > MPS > CPU, or what the ``CHAPTER20_DEVICE`` variable asks for.
+- ``dist_backend(device)``: nccl on CUDA, gloo everywhere else (§20.4).
+- ``autocast_dtype(device)``: the half-precision type autocast should use there (§20.2.2).
+- ``set_seed(seed)``: the one seeding helper (Python, NumPy, torch, every CUDA device).
+- ``describe_environment()``: versions and hardware, for reports and ``python -m chapter20 env``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import platform
+import random
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+DEVICE_ENV_VAR = "CHAPTER20_DEVICE"
+_DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+def get_device(prefer: str | None = None) -> torch.device:
+    """Return the device to compute on (§20.4): CUDA > MPS > CPU.
+
+    ``prefer`` (or the ``CHAPTER20_DEVICE`` environment variable, e.g. ``cpu`` or ``cuda:1``)
+    forces a choice; asking for a device that is not available raises ``ValueError`` instead of
+    silently falling back, so a run never measures a different device than the one requested.
+    """
+    choice = prefer if prefer is not None else os.environ.get(DEVICE_ENV_VAR) or None
+    if choice is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(choice)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"prefer={choice!r} is not a device; use one of {_DEVICE_TYPES} (optionally 'cuda:N')"
+        ) from exc
+    if device.type not in _DEVICE_TYPES:
+        raise ValueError(f"prefer={choice!r}: device type must be one of {_DEVICE_TYPES}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"prefer={choice!r} but CUDA is not available on this machine")
+    if (
+        device.type == "cuda"
+        and device.index is not None
+        and device.index >= torch.cuda.device_count()
+    ):
+        raise ValueError(
+            f"prefer={choice!r} but only {torch.cuda.device_count()} CUDA device(s) exist"
+        )
+    if device.type == "mps" and not _mps_available():
+        raise ValueError(f"prefer={choice!r} but MPS is not available on this machine")
+    return device
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def _as_device(device: torch.device | str | None) -> torch.device:
+    return get_device() if device is None else torch.device(device)
+
+
+def dist_backend(device: torch.device | str | None = None) -> str:
+    """Return the torch.distributed backend for ``device`` (§20.4): nccl on CUDA, gloo otherwise.
+
+    The chapter's setup (listing L10) hard-codes nccl, which cannot run on a CPU; gloo runs the
+    same collectives on CPU tensors, so every distributed code path is testable on a laptop.
+    """
+    return "nccl" if _as_device(device).type == "cuda" else "gloo"
+
+
+def autocast_dtype(device: torch.device | str | None = None) -> torch.dtype:
+    """Return the half-precision dtype for ``torch.amp.autocast`` on ``device`` (§20.2.2).
+
+    CUDA: bf16 where the GPU supports it (Ampere and newer: no loss scaling needed), else fp16
+    (which needs a GradScaler). CPU and MPS: bf16, the type their autocast supports best.
+    """
+    device = _as_device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.bfloat16
+
+
+def synchronize(device: torch.device | str | None = None) -> None:
+    """Wait for queued kernels on ``device`` to finish, so clocks and memory readings are true."""
+    device = _as_device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and every CUDA device) with one call.
+
+    Call it right before model initialisation and data generation, so that a comparison between
+    two variants (sharded vs plain, accumulated vs full batch, ...) starts from identical state.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= int(seed) < 2**32:
+        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+    random.seed(int(seed))
+    np.random.seed(int(seed))
+    torch.manual_seed(int(seed))  # also seeds every CUDA device
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One package the companion uses, and whether it imported here."""
+
+    name: str
+    version: str | None
+    ok: bool
+    detail: str = ""
+
+
+#: Packages that the notebooks import; (import name, distribution name).
+DEPENDENCIES = (
+    ("torch", "torch"),
+    ("numpy", "numpy"),
+    ("pandas", "pandas"),
+    ("matplotlib", "matplotlib"),
+    ("tqdm", "tqdm"),
+    ("gensim", "gensim"),
+    ("tokenizers", "tokenizers"),
+    ("bitsandbytes", "bitsandbytes"),
+)
+
+
+def check_dependency(module: str) -> Dependency:
+    """Import ``module`` and report its version, or why it failed, without raising."""
+    previous = logging.root.manager.disable
+    try:
+        # Some packages log optional-kernel notices at import (bitsandbytes on CPU); a
+        # dependency check reports only whether the import itself worked.
+        logging.disable(logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mod = importlib.import_module(module)
+    except Exception as exc:  # any import failure is a report, not a crash
+        return Dependency(module, None, False, f"{type(exc).__name__}: {exc}")
+    finally:
+        logging.disable(previous)
+    return Dependency(module, str(getattr(mod, "__version__", "unknown")), True)
+
+
+def describe_environment() -> dict[str, object]:
+    """Return the facts a measurement depends on: versions, device, GPU name, CPU threads.
+
+    Every notebook prints this first, so a reader comparing figures knows what produced them.
+    """
+    device = get_device()
+    info: dict[str, object] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "torch": torch.__version__,
+        "device": str(device),
+        "cpu_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "dist_backend": dist_backend(device),
+        "autocast_dtype": str(autocast_dtype(device)).removeprefix("torch."),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info["gpu"] = props.name
+        info["gpu_count"] = torch.cuda.device_count()
+        info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        info["cuda"] = torch.version.cuda
+    for module, _ in DEPENDENCIES[1:]:
+        dep = check_dependency(module)
+        info[module] = dep.version if dep.ok else f"missing ({dep.detail})"
+    return info
+
+
+SCALE_ENV_VAR = "CHAPTER20_SCALE"
+
+
+def size_scale() -> float:
+    """The notebooks' size knob: ``$CHAPTER20_SCALE`` (default 1.0, must be > 0).
+
+    Every notebook multiplies its problem sizes by this factor, so the same notebook that runs
+    in a minute on a laptop CPU measures GPU-sized problems with ``CHAPTER20_SCALE=16``. The
+    committed outputs (checked by nbval) are recorded at 1.0.
+    """
+    text = os.environ.get(SCALE_ENV_VAR, "").strip()
+    if not text:
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{SCALE_ENV_VAR} must be a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{SCALE_ENV_VAR} must be a positive finite number, got {text!r}")
+    return value
+
+
+def scaled(size: int, minimum: int = 1) -> int:
+    """``size`` multiplied by ``size_scale()``, rounded, and at least ``minimum``."""
+    return max(minimum, round(size * size_scale()))

@@ -1,0 +1,391 @@
+"""The one place that measures time and memory, for every section (§20.2–§20.4).
+
+Rules every notebook inherits from here:
+
+- Time: warm-up calls first, then several repeats, report the median; CUDA is synchronised
+  before each clock read, because kernels run asynchronously.
+- Memory on CUDA: the caching allocator's peak (``torch.cuda.max_memory_allocated``).
+- Memory anywhere (CPU included): a live-tensor tracker. Every tensor an operation returns is
+  seen through a ``TorchDispatchMode``; its storage is counted once and uncounted when it is
+  freed (a weak reference to the storage). That gives the peak of live tensor bytes and, at the
+  moment of the peak, a breakdown into parameters, gradients, optimizer state and activations.
+  On CUDA both run and the report carries both numbers, so each checks the other.
+
+Every result says which method produced it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from chapter20.device import synchronize
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
+"""Memory categories of a training step. ``activations`` is every other live tensor: tensors
+saved for backward, temporaries, and the batch itself."""
+
+_SCALARS = (
+    int,
+    float,
+    complex,
+    bool,
+    str,
+    bytes,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.Size,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Bytes of tensors
+# --------------------------------------------------------------------------------------------
+
+StorageKey = tuple[str, int]
+
+
+def iter_tensors(*objs: Any) -> Iterator[torch.Tensor]:
+    """Every tensor reachable from ``objs``: tensors, modules (parameters and buffers),
+    optimizers (their state), and any nesting of dicts, lists, tuples and sets of those."""
+    stack: list[Any] = list(reversed(objs))
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            yield obj
+        elif isinstance(obj, nn.Module):
+            stack.extend(obj.parameters())
+            stack.extend(obj.buffers())
+        elif isinstance(obj, torch.optim.Optimizer):
+            stack.extend(obj.state.values())
+        elif isinstance(obj, Mapping):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif not isinstance(obj, _SCALARS):
+            raise TypeError(
+                f"cannot count the bytes of a {type(obj).__name__}; pass tensors, modules, "
+                "optimizers, or dicts/lists/tuples/sets of them"
+            )
+
+
+def _dense_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The strided tensors whose storages hold ``t``'s data (a sparse tensor has several)."""
+    if t.layout == torch.strided:
+        return (t,)
+    if t.layout == torch.sparse_coo:
+        return (t._indices(), t._values())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return (t.ccol_indices(), t.row_indices(), t.values())
+    raise TypeError(f"cannot count the bytes of a tensor with layout {t.layout}")
+
+
+def _storage_entry(t: torch.Tensor) -> tuple[StorageKey, int, torch.UntypedStorage]:
+    """(key, bytes, storage) of a strided tensor; views of one storage share the key."""
+    storage = t.untyped_storage()
+    ptr = storage.data_ptr()
+    # Meta tensors and empty storages have no address; key them by object so none collapse.
+    key = (str(t.device), ptr if ptr else -id(storage))
+    return key, storage.nbytes(), storage
+
+
+def storage_sizes(*objs: Any) -> dict[StorageKey, int]:
+    """Map every distinct storage reachable from ``objs`` (see ``iter_tensors``) to its bytes.
+
+    Two tensors that share a storage (views, tied weights) map to one entry, so nothing is
+    counted twice.
+    """
+    sizes: dict[StorageKey, int] = {}
+    for t in iter_tensors(*objs):
+        for part in _dense_parts(t):
+            key, nbytes, _ = _storage_entry(part)
+            sizes[key] = nbytes
+    return sizes
+
+
+def tensor_bytes(*objs: Any) -> int:
+    """Bytes held by the tensors in ``objs``, each storage counted once (§20.3).
+
+    ``tensor_bytes(model)`` is the bytes of its parameters and buffers; ``tensor_bytes(opt)``
+    the bytes of the optimizer state; ``tensor_bytes(a, a[:10])`` counts ``a`` once.
+    """
+    return sum(storage_sizes(*objs).values())
+
+
+def gradients_of(module: nn.Module) -> list[torch.Tensor]:
+    """The ``.grad`` tensors a module currently holds (for ``tensor_bytes``)."""
+    return [p.grad for p in module.parameters() if p.grad is not None]
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable binary size: ``format_bytes(2**26) == '64.0 MiB'``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------------------------
+# Time
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds of repeated calls: median (the figure to report), min, max, all."""
+
+    median: float
+    min: float
+    max: float
+    times: tuple[float, ...]
+
+    def __str__(self) -> str:
+        ms = [t * 1e3 for t in (self.median, self.min, self.max)]
+        return f"{ms[0]:.2f} ms (min {ms[1]:.2f}, max {ms[2]:.2f}, n={len(self.times)})"
+
+
+def time_fn(
+    fn: Callable[[], Any],
+    *,
+    warmup: int = 2,
+    repeat: int = 5,
+    device: torch.device | str | None = None,
+) -> Timing:
+    """Time ``fn()`` (§20.2–§20.4 benchmarks): ``warmup`` untimed calls, then ``repeat`` timed.
+
+    The device is synchronised before the clock starts and before it stops, so asynchronous
+    CUDA kernels are inside the measurement. ``device`` defaults to CUDA when present.
+    Compare two variants by timing both in the same run and taking the ratio of medians.
+    """
+    for name, value, low in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
+    sync_device = torch.device(device) if device is not None else _default_sync_device()
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        synchronize(sync_device)
+        start = time.perf_counter()
+        fn()
+        synchronize(sync_device)
+        times.append(time.perf_counter() - start)
+    return Timing(statistics.median(times), min(times), max(times), tuple(times))
+
+
+def _default_sync_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Peak memory of one call and what was alive at that moment (§20.3).
+
+    ``peak_bytes`` is the figure to report; ``method`` says how it was measured.
+    ``breakdown`` maps each of ``CATEGORIES`` to bytes alive at the tracker's peak.
+    ``tracked_peak_bytes`` is the live-tensor tracker's peak and ``peak_op`` the operator that
+    reached it; ``allocator_peak_bytes`` is the CUDA allocator's (None off CUDA); on CUDA
+    ``peak_bytes`` is the allocator's.
+    """
+
+    peak_bytes: int
+    breakdown: dict[str, int]
+    method: str
+    baseline_bytes: int
+    tracked_peak_bytes: int
+    peak_op: str = ""
+    allocator_peak_bytes: int | None = None
+    result: Any = field(default=None, repr=False, compare=False)
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in self.breakdown.items())
+        return f"peak {format_bytes(self.peak_bytes)} at {self.peak_op} ({parts}) [{self.method}]"
+
+
+class _LiveTensorTracker(TorchDispatchMode):
+    """Counts the bytes of live tensor storages on one device, and remembers their peak."""
+
+    def __init__(
+        self, device: torch.device, categorize: Callable[[dict[StorageKey, int]], dict[str, int]]
+    ):
+        super().__init__()
+        self.device_type = device.type
+        self.categorize = categorize
+        self.live: dict[StorageKey, int] = {}
+        self.current = 0
+        self.peak = 0
+        self.peak_breakdown: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
+        self.op = "(before fn)"
+        self.peak_op = self.op
+        self._finalizers: list[weakref.finalize] = []
+
+    def track(self, tensors: Iterable[Any]) -> None:
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
+                continue
+            for part in _dense_parts(t):
+                key, nbytes, storage = _storage_entry(part)
+                if self.live.get(key) == nbytes:
+                    continue
+                self.current += nbytes - self.live.get(key, 0)
+                self.live[key] = nbytes
+                self._finalizers.append(weakref.finalize(storage, self._release, key, nbytes))
+        self._update_peak()
+
+    def _release(self, key: StorageKey, nbytes: int) -> None:
+        if self.live.get(key) == nbytes:
+            del self.live[key]
+            self.current -= nbytes
+
+    def _update_peak(self) -> None:
+        if self.current > self.peak:
+            self.peak = self.current
+            self.peak_breakdown = self.categorize(self.live)
+            self.peak_op = self.op
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.op = str(func.overloadpacket.__name__)
+        self.track(tree_leaves(out))
+        return out
+
+    def close(self) -> None:
+        for fin in self._finalizers:
+            fin.detach()
+        self._finalizers.clear()
+
+
+def _categorizer(model: nn.Module | None, optimizer: torch.optim.Optimizer | None):
+    param_keys = set(storage_sizes(model)) if model is not None else set()
+
+    def categorize(live: dict[StorageKey, int]) -> dict[str, int]:
+        grad_keys = set(storage_sizes(gradients_of(model))) if model is not None else set()
+        state_keys = set(storage_sizes(optimizer)) if optimizer is not None else set()
+        out = dict.fromkeys(CATEGORIES, 0)
+        for key, nbytes in live.items():
+            if key in param_keys:
+                out["parameters"] += nbytes
+            elif key in grad_keys:
+                out["gradients"] += nbytes
+            elif key in state_keys:
+                out["optimizer_state"] += nbytes
+            else:
+                out["activations"] += nbytes
+        return out
+
+    return categorize
+
+
+def _infer_device(*objs: Any) -> torch.device:
+    for obj in objs:
+        if obj is None:
+            continue
+        for key in storage_sizes(obj):
+            return torch.device(key[0])
+    return torch.device("cpu")
+
+
+def peak_memory(
+    fn: Callable[[], Any],
+    *,
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    inputs: Any = None,
+    device: torch.device | str | None = None,
+) -> MemoryReport:
+    """Run ``fn()`` once and report its peak memory with a breakdown (§20.3).
+
+    The tensors of ``model`` (parameters, buffers, gradients), ``optimizer`` (state) and
+    ``inputs`` count from the start; every tensor an operation creates during ``fn`` counts
+    from its creation until it is freed. Tensors that existed before and are not passed in are
+    counted only once an operation writes them. The breakdown is taken at the tracker's peak;
+    parameters and buffers count as ``parameters``.
+
+    On CUDA the reported peak is the caching allocator's ``max_memory_allocated`` (which also
+    sees kernel workspaces and fragmentation); the tracker's peak is kept beside it.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    dev = torch.device(device) if device is not None else _infer_device(model, inputs, optimizer)
+    tracker = _LiveTensorTracker(dev, _categorizer(model, optimizer))
+    baseline_objs = [o for o in (model, optimizer, inputs) if o is not None]
+    if model is not None:
+        baseline_objs.append(gradients_of(model))
+
+    on_cuda = dev.type == "cuda"
+    if on_cuda:
+        synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    tracker.track(iter_tensors(*baseline_objs))
+    baseline = tracker.current
+    tracker.peak = 0
+    tracker._update_peak()
+    try:
+        with tracker:
+            result = fn()
+        synchronize(dev)
+    finally:
+        tracker.close()
+    allocator_peak = int(torch.cuda.max_memory_allocated(dev)) if on_cuda else None
+    if on_cuda:
+        method = (
+            "CUDA allocator peak (torch.cuda.max_memory_allocated); "
+            "breakdown from the live-tensor tracker"
+        )
+    else:
+        method = f"live-tensor tracker on {dev.type} (TorchDispatchMode + storage weakrefs)"
+    return MemoryReport(
+        peak_bytes=allocator_peak if on_cuda else tracker.peak,
+        breakdown=dict(tracker.peak_breakdown),
+        method=method,
+        baseline_bytes=baseline,
+        tracked_peak_bytes=tracker.peak,
+        peak_op=tracker.peak_op,
+        allocator_peak_bytes=allocator_peak,
+        result=result,
+    )
+
+
+def saved_activation_bytes(fn: Callable[[], Any], *, exclude: Any = None) -> int:
+    """Bytes of the tensors autograd saves for backward while ``fn()`` runs (§20.3.1).
+
+    Seen through ``torch.autograd.graph.saved_tensors_hooks``; each storage counts once, so a
+    tensor saved by several operations (or views of it) is not double-counted. Pass the model as
+    ``exclude`` to leave out its parameters, which are saved too but are not activations.
+    Call ``fn`` without running backward: the figure is what the forward pass keeps alive.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    excluded = set(storage_sizes(exclude)) if exclude is not None else set()
+    saved: dict[StorageKey, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        for key, nbytes in storage_sizes(t).items():
+            if key not in excluded:
+                saved[key] = nbytes
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(saved.values())

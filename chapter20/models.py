@@ -1,0 +1,210 @@
+"""The small embedding models every notebook shares (§20.1–§20.4).
+
+- ``BagOfEmbeddingsEncoder``: an embedding table (``nn.EmbeddingBag``, mean of the token rows)
+  followed by a linear projection. Almost all of its parameters are the table, as in
+  recommendation models and word vectors, so it shows what large tables cost.
+- ``TransformerEncoder``: token + position embeddings, ``n_layers`` pre-norm Transformer blocks,
+  a final LayerNorm, mean pooling over the real (non-padding) tokens, and an optional
+  projection. Its activations grow with depth and sequence length, so it shows what
+  activation memory costs (§20.3.1). Each block's attention and feed-forward parts are
+  separate submodules, so they can be checkpointed one by one (listing L7).
+
+Both take a ``[batch, length]`` LongTensor of token ids padded with ``padding_idx`` and return one
+vector per row. Ids are validated: an id outside ``[0, vocab_size)`` raises, never a zero row.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
+    """Raise unless ``ids`` is an integer tensor with every value in ``[0, num_embeddings)``.
+
+    Embedding lookups must never turn a bad id into a zero row or a wrong row (§20.1).
+    """
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got {ids.dtype}")
+    if ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= num_embeddings:
+        bad = low if low < 0 else high
+        raise IndexError(f"{name} contains {bad}, outside the valid range [0, {num_embeddings})")
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of parameters of ``model`` (shared parameters counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+class BagOfEmbeddingsEncoder(nn.Module):
+    """Text or item encoder = mean of its tokens' embedding rows, then a linear projection.
+
+    The embedding-table model of §20.1 (listing L2's embedding + projection). ``padding_idx``
+    rows are excluded from the mean and get no gradient; ``sparse=True`` makes the table's
+    gradient a sparse tensor (only the rows a batch touched), for SGD / SparseAdam (§20.3.2).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 128,
+        output_dim: int | None = None,
+        *,
+        padding_idx: int | None = 0,
+        sparse: bool = False,
+    ):
+        super().__init__()
+        output_dim = embedding_dim if output_dim is None else output_dim
+        _check_positive(vocab_size=vocab_size, embedding_dim=embedding_dim, output_dim=output_dim)
+        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must be None or in [0, {vocab_size}), got {padding_idx}")
+        self.vocab_size = vocab_size
+        self.padding_idx = padding_idx
+        self.embedding = nn.EmbeddingBag(
+            vocab_size, embedding_dim, mode="mean", padding_idx=padding_idx, sparse=sparse
+        )
+        self.projection = nn.Linear(embedding_dim, output_dim)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids``: ``[batch, length]`` padded token ids → ``[batch, output_dim]``."""
+        check_ids(ids, self.vocab_size)
+        if ids.dim() != 2:
+            raise ValueError(f"ids must be 2-D [batch, length], got shape {tuple(ids.shape)}")
+        return self.projection(self.embedding(ids))
+
+
+class AttentionBlock(nn.Module):
+    """Pre-norm multi-head self-attention; returns the residual branch (not yet added)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.norm = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.out_dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+        q, k, v = (t.view(batch, length, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
+        attended = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=keep[:, None, None, :],
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        return self.out_dropout(self.out(attended.transpose(1, 2).reshape(batch, length, width)))
+
+
+class FeedForwardBlock(nn.Module):
+    """Pre-norm two-layer MLP with GELU; returns the residual branch (not yet added)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.up = nn.Linear(d_model, d_ff)
+        self.down = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.down(F.gelu(self.up(self.norm(x)))))
+
+
+class TransformerBlock(nn.Module):
+    """One encoder layer: ``x + attention(x)``, then ``x + feed_forward(x)``."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.attention = AttentionBlock(d_model, n_heads, dropout)
+        self.feed_forward = FeedForwardBlock(d_model, d_ff, dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(x, keep)
+        return x + self.feed_forward(x)
+
+
+class TransformerEncoder(nn.Module):
+    """Small Transformer text encoder with mean pooling (§20.2–§20.3 experiments).
+
+    ``forward(ids)`` with ``ids`` of shape ``[batch, length]`` (``length <= max_len``, padded
+    with ``padding_idx``) returns ``[batch, output_dim or d_model]``. Padding tokens are masked
+    out of attention and of the mean. Every row must hold at least one real token.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int | None = None,
+        max_len: int = 128,
+        dropout: float = 0.1,
+        output_dim: int | None = None,
+        padding_idx: int = 0,
+    ):
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        _check_positive(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            d_ff=d_ff,
+            max_len=max_len,
+        )
+        if output_dim is not None:
+            _check_positive(output_dim=output_dim)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.padding_idx = padding_idx
+        self.token_embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.embedding_dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, d_ff, dropout) for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.projection = nn.Linear(d_model, output_dim) if output_dim else nn.Identity()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.vocab_size)
+        if ids.dim() != 2 or ids.shape[1] > self.max_len:
+            raise ValueError(
+                f"ids must be [batch, length] with length <= max_len={self.max_len}, "
+                f"got shape {tuple(ids.shape)}"
+            )
+        keep = ids != self.padding_idx
+        if ids.numel() and not bool(keep.any(dim=1).all()):
+            raise ValueError("every row of ids needs at least one non-padding token")
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.embedding_dropout(self.token_embedding(ids) + self.position_embedding(positions))
+        for layer in self.layers:
+            x = layer(x, keep)
+        x = self.norm(x)
+        weights = keep.unsqueeze(-1).to(x.dtype)
+        pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)
+        return self.projection(pooled)

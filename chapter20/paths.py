@@ -1,0 +1,51 @@
+"""Where the companion reads and writes files (shared by every section).
+
+- ``repo_root()``: the checkout holding the package, or None for an installed wheel.
+- ``cache_dir()``: derived data (tokenised corpora), outside the repository:
+  ``$CHAPTER20_CACHE`` or ``~/.cache/chapter20``.
+- ``results_dir()``: measured claim rows written by the notebooks, read by
+  ``python -m chapter20 audit``: ``$CHAPTER20_RESULTS``, else ``build/claims`` in a checkout,
+  else ``<cache_dir>/claims``.
+- ``data_file(name)``: a small file committed under ``data/`` (claims, price snapshot).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def repo_root() -> Path | None:
+    """The repository checkout that holds this package, or None when installed elsewhere."""
+    root = _PACKAGE_DIR.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def cache_dir() -> Path:
+    """Directory for derived data, created on first use (never inside the repository)."""
+    path = Path(os.environ.get("CHAPTER20_CACHE") or Path.home() / ".cache" / "chapter20")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def results_dir() -> Path:
+    """Directory where notebooks record measured claim rows (see ``chapter20.claims``)."""
+    env = os.environ.get("CHAPTER20_RESULTS")
+    if env:
+        path = Path(env)
+    elif (root := repo_root()) is not None:
+        path = root / "build" / "claims"
+    else:
+        path = cache_dir() / "claims"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_file(name: str) -> Path:
+    """Path of a committed data file (``data/<name>``); FileNotFoundError if it is missing."""
+    for base in (_PACKAGE_DIR / "data", _PACKAGE_DIR.parent / "data"):
+        if (base / name).is_file():
+            return base / name
+    raise FileNotFoundError(f"data file {name!r} not found under data/ next to the package")

@@ -1,0 +1,94 @@
+"""Notebook hygiene (DESIGN.md, "Notebooks"): what nbval does not check.
+
+nbval (``make test``) re-runs every notebook and compares its outputs; these tests check how the
+committed notebooks were produced and what they may contain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/\w+/|/Users/\w+/|/farm/|[A-Z]:\\\\Users)")
+NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds no notebook"
+    assert NOTEBOOKS[0].name == "00_overview.ipynb"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_name_and_kernel(path):
+    nb = _load(path)
+    assert NAME.match(path.name), f"{path.name}: notebooks are named NN_snake_case.ipynb"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_executed_top_to_bottom_without_errors(path):
+    cells = _code_cells(_load(path))
+    counts = [c["execution_count"] for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), f"{path.name}: execution counts {counts}"
+    for cell in cells:
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", f"{path.name}: a cell ends in {out.get('ename')}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_machine_paths_in_outputs(path):
+    for cell in _code_cells(_load(path)):
+        for out in cell["outputs"]:
+            text = json.dumps(out.get("text", "")) + json.dumps(
+                {k: v for k, v in out.get("data", {}).items() if not k.startswith("image/")}
+            )
+            match = MACHINE_PATH.search(text)
+            assert match is None, f"{path.name}: an output shows the path {match.group(0)!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_cell_is_a_titled_markdown_with_section_and_runtime(path):
+    first = _load(path)["cells"][0]
+    text = "".join(first["source"])
+    assert first["cell_type"] == "markdown"
+    assert text.startswith(f"# {path.name[:2]} ·"), f"{path.name}: title must start '# NN ·'"
+    assert "§" in text or "note" in text.lower(), f"{path.name}: name the section"
+    assert re.search(r"\d+\s*(seconds|minutes?|s\b|min)", text), f"{path.name}: state the runtime"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_cells_stay_short_and_import_only_chapter20(path):
+    allowed = {"chapter20", "torch", "matplotlib", "numpy", "pandas"}
+    for cell in _code_cells(_load(path)):
+        src = "".join(cell["source"])
+        lines = [line for line in src.splitlines() if line.strip()]
+        assert len(lines) <= 15, f"{path.name}: a code cell of {len(lines)} lines belongs in chapter20/"
+        for module in re.findall(r"^\s*(?:from|import)\s+([\w]+)", src, re.M):
+            assert module in allowed, f"{path.name}: imports {module}; logic comes from chapter20"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_ends_with_a_claims_check(path):
+    cells = _load(path)["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    assert any("Claims check" in s for s in sources if s.startswith("#") or "## " in s)
+    assert "ClaimsLog" in "".join(sources[-3:]), f"{path.name}: end with the claims check"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_listed_in_readme(path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert path.stem in readme, f"{path.name} is not in README.md's notebook map"
