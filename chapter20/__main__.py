@@ -23,6 +23,13 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _width(text: str) -> int:
+    value = int(text)
+    if value < 20:
+        raise argparse.ArgumentTypeError(f"--width must be >= 20, got {value}")
+    return value
+
+
 def _status(ok: bool) -> str:
     return "[OK]  " if ok else "[FAIL]"
 
@@ -50,18 +57,11 @@ def cmd_env() -> int:
 
 
 def cmd_audit(width: int) -> int:
-    import pandas as pd
-
-    from chapter20.claims import NOT_YET_MEASURED, audit
+    from chapter20.claims import NOT_YET_MEASURED, audit, audit_text
     from chapter20.paths import results_dir
 
     frame = audit()
-    with pd.option_context("display.max_colwidth", width, "display.width", 250):
-        print(
-            frame[
-                ["id", "section", "claim", "expected", "measured", "verdict", "source"]
-            ].to_string(index=False)
-        )
+    print(audit_text(frame, width))
     counts = frame.drop_duplicates("id", keep="last")["verdict"].value_counts()
     print("\nverdicts (latest per claim): " + ", ".join(f"{v}: {n}" for v, n in counts.items()))
     measured = (frame["verdict"] != NOT_YET_MEASURED).sum()
@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("env", help="check dependencies and show the device")
     audit_parser = sub.add_parser("audit", help="print the claims audit table")
-    audit_parser.add_argument("--width", type=int, default=60, help="max characters of claim text")
+    audit_parser.add_argument(
+        "--width", type=_width, default=60, help="max characters of claim text (>= 20)"
+    )
     bench_parser = sub.add_parser("bench", help="run a named benchmark (no name: list them)")
     bench_parser.add_argument("name", nargs="?", help="benchmark name")
     args = parser.parse_args(argv)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
 import os
 import tempfile
 from dataclasses import asdict, dataclass
@@ -26,6 +27,7 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from chapter20.paths import data_file, results_dir
@@ -96,11 +98,14 @@ class ClaimRow:
 
 
 def _fmt(value: float | None) -> str:
+    """A number as a reader writes it: 64,000,000,000 / 0.008 / 1.5 / 6.1e-05."""
     if value is None:
         return "—"
-    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+    if value == int(value) and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
         return f"{value:.3g}"
-    return f"{value:,.4g}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return f"{value:.4g}"
 
 
 def _parse_bound(text: str) -> float | None:
@@ -165,10 +170,10 @@ def check(
     if unit is not None and claim.unit and unit != claim.unit:
         raise ValueError(f"unit={unit!r} does not match claim {claim_id}'s unit {claim.unit!r}")
     if measured is not None:
-        if isinstance(measured, bool) or not isinstance(measured, (int, float)):
+        if isinstance(measured, (bool, np.bool_)) or not isinstance(measured, numbers.Real):
             raise TypeError(f"measured must be a number or None, got {type(measured).__name__}")
-        if math.isnan(measured):
-            raise ValueError("measured is NaN: a verdict needs a real measurement")
+        if not math.isfinite(measured):
+            raise ValueError(f"measured must be finite (not NaN or infinity), got {measured}")
     if needs_gpu:
         verdict = NEEDS_GPU
     elif holds is not None:
@@ -265,7 +270,7 @@ def recorded_rows(directory: Path | None = None) -> list[ClaimRow]:
         try:
             items = json.loads(path.read_text(encoding="utf-8"))
             rows.extend(ClaimRow(**item) for item in items)
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:  # bad JSON, bad encoding, wrong fields
             raise ValueError(f"{path}: not a claims log ({exc})") from exc
     return rows
 
@@ -299,6 +304,19 @@ def audit(directory: Path | None = None) -> pd.DataFrame:
             )
         records.extend(asdict(r) for r in found)
     return pd.DataFrame(records, columns=list(ClaimRow.__dataclass_fields__))
+
+
+def audit_text(frame: pd.DataFrame, width: int = 70) -> str:
+    """The audit table as fixed-width text, one claim per line (``python -m chapter20 audit``)."""
+    lines = [f"{'id':<4} {'§':<8} {'verdict':<19} {'claim':<{width}}  claimed → measured  [source]"]
+    for row in frame.itertuples(index=False):
+        claim = row.claim if len(row.claim) <= width else row.claim[: width - 1] + "…"
+        source = f"  [{row.source}]" if row.source else ""
+        lines.append(
+            f"{row.id:<4} {row.section:<8} {row.verdict:<19} {claim:<{width}}  "
+            f"{row.expected} → {row.measured}{source}"
+        )
+    return "\n".join(lines)
 
 
 def _claim_fields(claim: Claim) -> dict[str, str]:

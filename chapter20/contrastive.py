@@ -7,9 +7,22 @@ for 4K–32K batches, claim C01). Cross-rank negatives and gradient caching buil
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+def _check_temperature(temperature: float | torch.Tensor) -> None:
+    if isinstance(temperature, torch.Tensor):
+        if temperature.numel() != 1:
+            raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
+        value = temperature.detach().item()
+    else:
+        value = float(temperature)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"temperature must be a finite number > 0, got {value}")
 
 
 def info_nce(
@@ -34,8 +47,7 @@ def info_nce(
         )
     if queries.shape[0] == 0:
         raise ValueError("queries and keys must hold at least one pair")
-    if float(temperature) <= 0:
-        raise ValueError(f"temperature must be > 0, got {float(temperature)}")
+    _check_temperature(temperature)
     q = F.normalize(queries.float(), dim=-1)
     k = F.normalize(keys.float(), dim=-1)
     logits = q @ k.T / temperature

@@ -86,7 +86,8 @@ def autocast_dtype(device: torch.device | str | None = None) -> torch.dtype:
     """Return the half-precision dtype for ``torch.amp.autocast`` on ``device`` (§20.2.2).
 
     CUDA: bf16 where the GPU supports it (Ampere and newer: no loss scaling needed), else fp16
-    (which needs a GradScaler). CPU and MPS: bf16, the type their autocast supports best.
+    (which needs a GradScaler). CPU: bf16, the type its autocast supports best. MPS: fp16,
+    which every Apple GPU supports (bf16 needs a recent macOS).
     """
     device = _as_device(device)
     if device.type == "cuda":

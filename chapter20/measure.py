@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from chapter20.device import synchronize
+from chapter20.device import get_device, synchronize
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
 """Memory categories of a training step. ``activations`` is every other live tensor: tensors
@@ -118,6 +118,7 @@ def storage_sizes(*objs: Any) -> dict[StorageKey, int]:
 def tensor_bytes(*objs: Any) -> int:
     """Bytes held by the tensors in ``objs``, each storage counted once (§20.3).
 
+    Meta tensors count the bytes they would hold, which is what a planner wants.
     ``tensor_bytes(model)`` is the bytes of its parameters and buffers; ``tensor_bytes(opt)``
     the bytes of the optimizer state; ``tensor_bytes(a, a[:10])`` counts ``a`` once.
     """
@@ -133,7 +134,7 @@ def format_bytes(n: float) -> str:
     """Human-readable binary size: ``format_bytes(2**26) == '64.0 MiB'``."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
+        if round(abs(value), 1) < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
@@ -168,7 +169,7 @@ def time_fn(
     """Time ``fn()`` (§20.2–§20.4 benchmarks): ``warmup`` untimed calls, then ``repeat`` timed.
 
     The device is synchronised before the clock starts and before it stops, so asynchronous
-    CUDA kernels are inside the measurement. ``device`` defaults to CUDA when present.
+    CUDA (or MPS) kernels are inside the measurement. ``device`` defaults to ``get_device()``.
     Compare two variants by timing both in the same run and taking the ratio of medians.
     """
     for name, value, low in (("warmup", warmup, 0), ("repeat", repeat, 1)):
@@ -176,7 +177,7 @@ def time_fn(
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
-    sync_device = torch.device(device) if device is not None else _default_sync_device()
+    sync_device = torch.device(device) if device is not None else get_device()
     for _ in range(warmup):
         fn()
     times = []
@@ -187,10 +188,6 @@ def time_fn(
         synchronize(sync_device)
         times.append(time.perf_counter() - start)
     return Timing(statistics.median(times), min(times), max(times), tuple(times))
-
-
-def _default_sync_device() -> torch.device:
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,7 +264,11 @@ class _LiveTensorTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.op = str(func.overloadpacket.__name__)
-        self.track(tree_leaves(out))
+        # A view allocates nothing, and a view of a tensor that existed before fn (a slice of a
+        # data set) must not count that storage. lift_fresh is the exception: it is how a new
+        # tensor made from data (torch.tensor(...), Adam's step counters) enters the dispatcher.
+        if not func.is_view or func.overloadpacket is torch.ops.aten.lift_fresh:
+            self.track(tree_leaves(out))
         return out
 
     def close(self) -> None:
@@ -317,13 +318,17 @@ def peak_memory(
     """Run ``fn()`` once and report its peak memory with a breakdown (§20.3).
 
     The tensors of ``model`` (parameters, buffers, gradients), ``optimizer`` (state) and
-    ``inputs`` count from the start; every tensor an operation creates during ``fn`` counts
-    from its creation until it is freed. Tensors that existed before and are not passed in are
-    counted only once an operation writes them. The breakdown is taken at the tracker's peak;
-    parameters and buffers count as ``parameters``.
+    ``inputs`` count from the start; every tensor an operation allocates during ``fn`` counts
+    from its creation until it is freed. Other tensors that existed before ``fn`` are not
+    counted while ``fn`` only reads or slices them; an in-place write makes them count (which
+    covers tensors that bypass the dispatcher, such as ``torch.from_numpy(...)``).
+    The breakdown is taken at the tracker's peak; parameters and buffers count as
+    ``parameters``.
 
-    On CUDA the reported peak is the caching allocator's ``max_memory_allocated`` (which also
-    sees kernel workspaces and fragmentation); the tracker's peak is kept beside it.
+    On CUDA the reported peak is the caching allocator's: its growth during ``fn``
+    (``max_memory_allocated`` minus what was allocated before) plus the tracked start, so it
+    means the same as on a CPU but also sees kernel workspaces. The raw allocator figure is
+    ``allocator_peak_bytes``; the tracker's own peak is ``tracked_peak_bytes``.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -334,13 +339,12 @@ def peak_memory(
         baseline_objs.append(gradients_of(model))
 
     on_cuda = dev.type == "cuda"
+    tracker.track(iter_tensors(*baseline_objs))
+    baseline = tracker.current
     if on_cuda:
         synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
-    tracker.track(iter_tensors(*baseline_objs))
-    baseline = tracker.current
-    tracker.peak = 0
-    tracker._update_peak()
+        allocated_before = torch.cuda.memory_allocated(dev)
     try:
         with tracker:
             result = fn()
@@ -356,7 +360,7 @@ def peak_memory(
     else:
         method = f"live-tensor tracker on {dev.type} (TorchDispatchMode + storage weakrefs)"
     return MemoryReport(
-        peak_bytes=allocator_peak if on_cuda else tracker.peak,
+        peak_bytes=allocator_peak - allocated_before + baseline if on_cuda else tracker.peak,
         breakdown=dict(tracker.peak_breakdown),
         method=method,
         baseline_bytes=baseline,

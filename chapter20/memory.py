@@ -28,13 +28,16 @@ def training_state_bytes(
     Parameters and gradients take ``dtype``'s size each; the optimizer keeps its state in the
     same dtype (PyTorch allocates it like the parameter): ``OPTIMIZER_STATE_ELEMENTS`` per
     element, plus Adam's 4-byte step counter for each of the ``num_tensors`` parameter tensors.
-    For Adam in float32 that is 4 + 4 + 8 = 16 bytes per parameter.
+    For Adam in float32 that is 4 + 4 + 8 = 16 bytes per parameter (pass ``num_tensors``, e.g.
+    ``len(list(model.parameters()))``, to count the step counters too).
     """
     for name, value in (("num_parameters", num_parameters), ("num_tensors", num_tensors)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
     if optimizer not in OPTIMIZER_STATE_ELEMENTS:
         raise ValueError(
             f"optimizer must be one of {sorted(OPTIMIZER_STATE_ELEMENTS)}, got {optimizer!r}"

@@ -45,6 +45,15 @@ def _check_positive(**values: int) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 
+def _check_rows_not_empty(keep: torch.Tensor) -> None:
+    # An all-padding row has no tokens to average: its "embedding" would be made up.
+    empty = (~keep.any(dim=1)).nonzero().flatten()
+    if empty.numel():
+        raise ValueError(
+            f"every row of ids needs a non-padding token; rows {empty.tolist()} have none"
+        )
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of parameters of ``model`` (shared parameters counted once)."""
     return sum(p.numel() for p in model.parameters())
@@ -84,6 +93,8 @@ class BagOfEmbeddingsEncoder(nn.Module):
         check_ids(ids, self.vocab_size)
         if ids.dim() != 2:
             raise ValueError(f"ids must be 2-D [batch, length], got shape {tuple(ids.shape)}")
+        if self.padding_idx is not None and ids.numel():
+            _check_rows_not_empty(ids != self.padding_idx)
         return self.projection(self.embedding(ids))
 
 
@@ -198,8 +209,8 @@ class TransformerEncoder(nn.Module):
                 f"got shape {tuple(ids.shape)}"
             )
         keep = ids != self.padding_idx
-        if ids.numel() and not bool(keep.any(dim=1).all()):
-            raise ValueError("every row of ids needs at least one non-padding token")
+        if ids.numel():
+            _check_rows_not_empty(keep)
         positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.embedding_dropout(self.token_embedding(ids) + self.position_embedding(positions))
         for layer in self.layers:

@@ -20,7 +20,7 @@ from chapter20.device import get_device, set_seed
 from chapter20.measure import CATEGORIES, MemoryReport, peak_memory
 from chapter20.memory import training_state_bytes
 from chapter20.models import BagOfEmbeddingsEncoder, count_parameters
-from chapter20.plotting import stacked_memory_bars
+from chapter20.plotting import new_panels, stacked_memory_bars
 
 STATIC = ("parameters", "gradients", "optimizer_state")
 
@@ -123,22 +123,26 @@ def anatomy_table(results: list[StepAnatomy]) -> pd.DataFrame:
 
 
 def plot_anatomy(results: list[StepAnatomy]):
-    """Stacked bars per model size: both measured phases beside the formula (notebook 00)."""
-    labels, breakdowns, tags = [], [], []
-    for r in results:
-        labels += [f"fwd+bwd\nV={r.vocab_size // 1000}K", "step", "formula"]
-        breakdowns += [r.backward.breakdown, r.step.breakdown, r.predicted]
-        tags += [
-            f"{r.backward.peak_bytes / 2**20:.0f}",
-            f"{r.step.peak_bytes / 2**20:.0f}",
-            f"{sum(r.predicted.values()) / 2**20:.0f}",
-        ]
-    return stacked_memory_bars(
-        labels,
-        breakdowns,
-        title="One Adam step of the bag-of-embeddings encoder (peak MiB above each bar)",
-        bar_labels=tags,
+    """One panel per model size: both measured phases beside the formula (notebook 00)."""
+    fig, axes = new_panels(
+        len(results), "Memory of one Adam step, bag-of-embeddings encoder (peak MiB above bars)"
     )
+    for r, ax in zip(results, axes, strict=True):
+        stacked_memory_bars(
+            ["fwd+bwd", "step", "formula"],
+            [r.backward.breakdown, r.step.breakdown, r.predicted],
+            title=f"V = {r.vocab_size:,} rows × {r.embedding_dim}",
+            bar_labels=[
+                f"{r.backward.peak_bytes / 2**20:.0f}",
+                f"{r.step.peak_bytes / 2**20:.0f}",
+                f"{sum(r.predicted.values()) / 2**20:.0f}",
+            ],
+            ax=ax,
+            legend=False,
+        )
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
 
 
 def benchmark(vocab_sizes: tuple[int, ...] = (20_000, 100_000, 400_000)) -> None:

@@ -57,6 +57,16 @@ def new_figure(
     return fig, ax
 
 
+def new_panels(
+    n: int, title: str, *, figsize: tuple[float, float] | None = None
+) -> tuple[Figure, list[Axes]]:
+    """``n`` side-by-side axes under one title (one idea, several sizes), in the house style."""
+    use_house_style()
+    fig, axes = plt.subplots(1, n, figsize=figsize or (3.6 * n, 4.0), squeeze=False)
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
 def byte_scale(unit: str) -> int:
     """Bytes in one ``unit`` (B, KiB, MiB, GiB); ValueError for anything else."""
     if unit not in _BYTE_UNITS:
@@ -73,6 +83,7 @@ def stacked_memory_bars(
     xlabel: str = "",
     bar_labels: Sequence[str] | None = None,
     ax: Axes | None = None,
+    legend: bool = True,
 ) -> Axes:
     """Stacked bars of memory by category (§20.3), one bar per breakdown, in ``unit``.
 
@@ -115,5 +126,7 @@ def stacked_memory_bars(
                 textcoords="offset points",
             )
     ax.set_xticks(list(positions), labels)
-    ax.legend(loc="upper left")
+    ax.set_ylim(0, max(bottoms) * 1.12 if max(bottoms) > 0 else 1)
+    if legend:
+        ax.legend(loc="upper left", fontsize=8)
     return ax

@@ -75,7 +75,7 @@ def test_code_cells_stay_short_and_import_only_chapter20(path):
     for cell in _code_cells(_load(path)):
         src = "".join(cell["source"])
         lines = [line for line in src.splitlines() if line.strip()]
-        assert len(lines) <= 15, f"{path.name}: a code cell of {len(lines)} lines belongs in chapter20/"
+        assert len(lines) <= 15, f"{path.name}: {len(lines)} lines in a cell: move it to chapter20/"
         for module in re.findall(r"^\s*(?:from|import)\s+([\w]+)", src, re.M):
             assert module in allowed, f"{path.name}: imports {module}; logic comes from chapter20"
 

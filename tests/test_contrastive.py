@@ -1,0 +1,162 @@
+"""Tests for chapter20.contrastive: InfoNCE against a hand-written reference, and one step."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from chapter20.contrastive import contrastive_loss, contrastive_step, info_nce
+from chapter20.device import set_seed
+from chapter20.models import BagOfEmbeddingsEncoder
+
+
+def reference_info_nce(q, k, temperature):
+    """InfoNCE written out: cosine logits / temperature, -log softmax of the diagonal."""
+    q = q / q.norm(dim=1, keepdim=True)
+    k = k / k.norm(dim=1, keepdim=True)
+    logits = (q @ k.T) / temperature
+    return -(logits.diag() - logits.logsumexp(dim=1)).mean()
+
+
+@pytest.fixture
+def pair():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(8, 5, generator=gen), torch.randn(8, 5, generator=gen)
+
+
+# float32 tolerance: the reference divides by the norm and uses logsumexp, info_nce uses
+# F.normalize and F.cross_entropy; both are float32 and differ only in rounding order.
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+@pytest.mark.parametrize("temperature", [0.05, 0.5, 2.0])
+def test_info_nce_matches_reference(pair, temperature):
+    q, k = pair
+    torch.testing.assert_close(
+        info_nce(q, k, temperature), reference_info_nce(q, k, temperature), **TOL
+    )
+
+
+def test_info_nce_is_scale_invariant(pair):
+    # Inputs are L2-normalised, so rescaling rows changes nothing (up to float32 rounding).
+    q, k = pair
+    scale = torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)
+    torch.testing.assert_close(info_nce(q * scale, k * 3.0), info_nce(q, k), **TOL)
+
+
+def test_info_nce_symmetric_averages_both_directions(pair):
+    q, k = pair
+    both = (reference_info_nce(q, k, 0.1) + reference_info_nce(k, q, 0.1)) / 2
+    torch.testing.assert_close(info_nce(q, k, 0.1, symmetric=True), both, **TOL)
+    # The two directions really differ on this data, so the test could fail.
+    assert not torch.allclose(info_nce(q, k, 0.1), info_nce(k, q, 0.1))
+
+
+def test_info_nce_aligned_pairs_near_zero():
+    # Orthogonal unit vectors matched with themselves: positive cosine 1, negatives 0.
+    x = torch.eye(6)
+    assert info_nce(x, x, temperature=0.01).item() < 1e-6
+    # A random pairing of the same vectors is as bad as chance or worse.
+    assert info_nce(x, x.roll(1, dims=0), temperature=0.01).item() > math.log(6)
+
+
+def test_info_nce_uninformative_is_log_batch():
+    # All cosines equal: the loss is the log of the number of candidates.
+    x = torch.ones(5, 3)
+    torch.testing.assert_close(info_nce(x, x, 0.1), torch.tensor(math.log(5)), **TOL)
+
+
+def test_info_nce_half_precision_inputs_give_float32():
+    q = torch.randn(4, 8).bfloat16()
+    loss = info_nce(q, q)
+    assert loss.dtype == torch.float32
+    # bf16 inputs are upcast exactly, so the loss equals the float32 computation on them.
+    torch.testing.assert_close(loss, reference_info_nce(q.float(), q.float(), 0.05), **TOL)
+
+
+def test_info_nce_learnable_temperature_gets_gradient(pair):
+    q, k = pair
+    temperature = torch.tensor(0.1, requires_grad=True)
+    info_nce(q, k, temperature).backward()
+    assert temperature.grad is not None
+    assert temperature.grad.item() != 0.0
+    assert math.isfinite(temperature.grad.item())
+
+
+def test_info_nce_learnable_temperature_no_warning():
+    # torch emits this warning once per process, so it is checked in a fresh interpreter.
+    code = (
+        "import torch\n"
+        "from chapter20.contrastive import info_nce\n"
+        "t = torch.tensor(0.1, requires_grad=True)\n"
+        "info_nce(torch.randn(4, 3), torch.randn(4, 3), t).backward()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_info_nce_inputs_get_gradients(pair):
+    q, k = (t.clone().requires_grad_() for t in pair)
+    info_nce(q, k).backward()
+    assert q.grad is not None and k.grad is not None
+    assert torch.count_nonzero(q.grad) > 0 and torch.count_nonzero(k.grad) > 0
+
+
+@pytest.mark.parametrize(
+    ("q_shape", "k_shape"), [((4, 3), (4, 5)), ((4, 3), (3, 3)), ((4,), (4,)), ((2, 3, 4),) * 2]
+)
+def test_info_nce_shape_mismatch(q_shape, k_shape):
+    with pytest.raises(ValueError, match="same shape"):
+        info_nce(torch.randn(q_shape), torch.randn(k_shape))
+
+
+def test_info_nce_empty_batch():
+    with pytest.raises(ValueError, match="at least one pair"):
+        info_nce(torch.randn(0, 4), torch.randn(0, 4))
+
+
+@pytest.mark.parametrize("temperature", [0.0, -0.1, torch.tensor(0.0), torch.tensor(-1.0)])
+def test_info_nce_temperature_must_be_positive(pair, temperature):
+    with pytest.raises(ValueError, match="temperature"):
+        info_nce(*pair, temperature)
+
+
+def test_info_nce_nan_temperature_raises(pair):
+    with pytest.raises(ValueError, match="temperature"):
+        info_nce(*pair, float("nan"))
+
+
+# --- contrastive_step ------------------------------------------------------------------------
+
+
+def test_contrastive_loss_is_info_nce_of_the_encodings():
+    set_seed(0)
+    model = BagOfEmbeddingsEncoder(20, 8)
+    anchors = torch.randint(1, 20, (6, 4))
+    positives = torch.randint(1, 20, (6, 4))
+    expected = info_nce(model(anchors), model(positives), 0.2)
+    assert torch.equal(contrastive_loss(model, anchors, positives, 0.2), expected)
+
+
+def test_contrastive_step_lowers_loss_and_clears_grads():
+    set_seed(0)
+    model = BagOfEmbeddingsEncoder(50, 16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(0)
+    anchors = torch.randint(1, 50, (8, 5), generator=gen)
+    positives = torch.cat([anchors[:, :3], torch.randint(1, 50, (8, 2), generator=gen)], dim=1)
+    before = [p.detach().clone() for p in model.parameters()]
+
+    losses = [contrastive_step(model, optimizer, anchors, positives, 0.1) for _ in range(10)]
+
+    assert all(isinstance(loss, float) for loss in losses)
+    with torch.no_grad():
+        after = info_nce(model(anchors), model(positives), 0.1).item()
+    assert losses[-1] < losses[0]
+    assert after < losses[0] * 0.5  # ten Adam steps on 8 pairs: far below the start
+    assert all(p.grad is None for p in model.parameters())
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))

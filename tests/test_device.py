@@ -1,0 +1,228 @@
+"""Tests for chapter20.device: device choice, distributed backend, autocast dtype, seeding."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from chapter20 import device as dev
+
+needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+needs_no_mps = pytest.mark.skipif(dev._mps_available(), reason="MPS is available here")
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch):
+    # The user's own CHAPTER20_DEVICE / CHAPTER20_SCALE must not change what these tests see.
+    monkeypatch.delenv(dev.DEVICE_ENV_VAR, raising=False)
+    monkeypatch.delenv(dev.SCALE_ENV_VAR, raising=False)
+
+
+# --- get_device ----------------------------------------------------------------------------
+
+
+def test_get_device_default_follows_cuda_mps_cpu_order():
+    expected = "cuda" if torch.cuda.is_available() else "mps" if dev._mps_available() else "cpu"
+    assert dev.get_device().type == expected
+
+
+@needs_no_cuda
+@needs_no_mps
+def test_get_device_is_cpu_without_accelerators():
+    assert dev.get_device() == torch.device("cpu")
+
+
+def test_get_device_prefer_cpu():
+    assert dev.get_device("cpu") == torch.device("cpu")
+    assert dev.get_device(prefer="cpu").type == "cpu"
+
+
+def test_get_device_prefer_from_env(monkeypatch):
+    monkeypatch.setenv(dev.DEVICE_ENV_VAR, "cpu")
+    assert dev.get_device() == torch.device("cpu")
+    # An explicit argument wins over the environment variable.
+    monkeypatch.setenv(dev.DEVICE_ENV_VAR, "not-a-device")
+    assert dev.get_device("cpu") == torch.device("cpu")
+
+
+def test_get_device_bad_env_raises(monkeypatch):
+    monkeypatch.setenv(dev.DEVICE_ENV_VAR, "tpu-please")
+    with pytest.raises(ValueError, match="tpu-please"):
+        dev.get_device()
+
+
+def test_get_device_empty_env_means_automatic(monkeypatch):
+    monkeypatch.setenv(dev.DEVICE_ENV_VAR, "")
+    assert dev.get_device() == dev.get_device(None)
+
+
+@needs_no_cuda
+def test_get_device_cuda_unavailable_raises():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        dev.get_device("cuda")
+    with pytest.raises(ValueError, match="cuda:1"):
+        dev.get_device("cuda:1")
+
+
+@needs_no_mps
+def test_get_device_mps_unavailable_raises():
+    with pytest.raises(ValueError, match="MPS is not available"):
+        dev.get_device("mps")
+
+
+@pytest.mark.parametrize("garbage", ["gpu0", "banana", "cuda:x"])
+def test_get_device_garbage_raises(garbage):
+    with pytest.raises(ValueError, match="prefer="):
+        dev.get_device(garbage)
+
+
+def test_get_device_unsupported_type_raises():
+    # "meta" is a real torch device type, but nothing in the companion can compute on it.
+    with pytest.raises(ValueError, match="device type must be one of"):
+        dev.get_device("meta")
+
+
+# --- backend, autocast dtype, synchronize ----------------------------------------------------
+
+
+def test_dist_backend():
+    assert dev.dist_backend("cpu") == "gloo"
+    assert dev.dist_backend(torch.device("cpu")) == "gloo"
+    # The string form needs no GPU: the backend is chosen from the device type alone.
+    assert dev.dist_backend("cuda") == "nccl"
+    assert dev.dist_backend("cuda:3") == "nccl"
+    assert dev.dist_backend("mps") == "gloo"
+    assert dev.dist_backend() == ("nccl" if dev.get_device().type == "cuda" else "gloo")
+
+
+def test_autocast_dtype_cpu_is_bf16():
+    assert dev.autocast_dtype("cpu") is torch.bfloat16
+    assert dev.autocast_dtype(torch.device("cpu")) is torch.bfloat16
+
+
+def test_autocast_dtype_cpu_works_with_autocast():
+    a = torch.randn(4, 4)
+    with torch.amp.autocast(device_type="cpu", dtype=dev.autocast_dtype("cpu")):
+        out = a @ a
+    assert out.dtype == torch.bfloat16
+
+
+def test_synchronize_cpu_is_a_no_op():
+    assert dev.synchronize("cpu") is None
+
+
+# --- set_seed --------------------------------------------------------------------------------
+
+
+def _draws():
+    return (random.random(), np.random.rand(3).tolist(), torch.rand(3).tolist())
+
+
+def test_set_seed_reproducible():
+    dev.set_seed(123)
+    first = _draws()
+    dev.set_seed(123)
+    assert _draws() == first
+
+
+def test_set_seed_different_seeds_differ():
+    dev.set_seed(1)
+    one = _draws()
+    dev.set_seed(2)
+    two = _draws()
+    # Each generator on its own must differ, not only the tuple as a whole.
+    assert all(a != b for a, b in zip(one, two))
+
+
+def test_set_seed_accepts_numpy_int_and_bounds():
+    dev.set_seed(np.int64(7))
+    a = torch.rand(2)
+    dev.set_seed(7)
+    assert torch.equal(a, torch.rand(2))
+    dev.set_seed(0)
+    dev.set_seed(2**32 - 1)
+
+
+@pytest.mark.parametrize("seed", ["1", 1.5, True, None])
+def test_set_seed_type_error(seed):
+    with pytest.raises(TypeError, match="seed"):
+        dev.set_seed(seed)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_set_seed_value_error(seed):
+    with pytest.raises(ValueError, match="seed"):
+        dev.set_seed(seed)
+
+
+# --- environment report ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def environment():
+    # Imports every dependency (a few seconds): once per module.
+    return dev.describe_environment()
+
+
+def test_describe_environment_keys(environment):
+    required = {
+        "python",
+        "platform",
+        "torch",
+        "device",
+        "cpu_threads",
+        "cpu_count",
+        "dist_backend",
+        "autocast_dtype",
+    }
+    required |= {module for module, _ in dev.DEPENDENCIES[1:]}
+    assert required <= set(environment)
+    assert environment["torch"] == torch.__version__
+    assert environment["device"] == str(dev.get_device())
+    assert environment["dist_backend"] == dev.dist_backend()
+    assert not environment["autocast_dtype"].startswith("torch.")
+    assert isinstance(environment["cpu_threads"], int) and environment["cpu_threads"] >= 1
+    if torch.cuda.is_available():
+        assert {"gpu", "gpu_count", "gpu_memory_gib", "cuda"} <= set(environment)
+    else:
+        assert "gpu" not in environment
+
+
+def test_check_dependency_present():
+    dep = dev.check_dependency("numpy")
+    assert dep.ok and dep.version == np.__version__ and dep.name == "numpy"
+
+
+def test_check_dependency_missing_does_not_raise():
+    dep = dev.check_dependency("chapter20_no_such_module_xyz")
+    assert dep.ok is False
+    assert dep.version is None
+    assert "ModuleNotFoundError" in dep.detail
+
+
+# --- size knob -------------------------------------------------------------------------------
+
+
+def test_size_scale_default_is_one(monkeypatch):
+    assert dev.size_scale() == 1.0
+    monkeypatch.setenv(dev.SCALE_ENV_VAR, "  ")
+    assert dev.size_scale() == 1.0
+    assert dev.scaled(100) == 100
+
+
+def test_size_scale_from_env(monkeypatch):
+    monkeypatch.setenv(dev.SCALE_ENV_VAR, "16")
+    assert dev.size_scale() == 16.0
+    assert dev.scaled(100) == 1600
+    monkeypatch.setenv(dev.SCALE_ENV_VAR, "0.01")
+    assert dev.scaled(100) == 1
+    assert dev.scaled(10) == 1  # rounds to 0, kept at the minimum
+    assert dev.scaled(10, minimum=4) == 4
+
+
+@pytest.mark.parametrize("text", ["0", "-2", "nan", "inf", "big"])
+def test_size_scale_bad_env(monkeypatch, text):
+    monkeypatch.setenv(dev.SCALE_ENV_VAR, text)
+    with pytest.raises(ValueError, match=dev.SCALE_ENV_VAR):
+        dev.size_scale()
