@@ -19,6 +19,8 @@ STAMP := $(VENV)/.chapter20-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 BUILD := build
 NB_TIMEOUT ?= 1800
+# Kernels draw figures inline; an MPLBACKEND from the caller's shell would hide them.
+NB_ENV := env -u MPLBACKEND
 PIP_QUIET := --quiet --disable-pip-version-check
 
 .PHONY: run test test-unit test-notebooks lab notebooks env lint clean venv
@@ -37,7 +39,7 @@ run: $(STAMP)
 	@mkdir -p $(BUILD)/notebooks
 	@for nb in $(NOTEBOOKS); do \
 		echo "== executing $$nb"; start=$$SECONDS; \
-		CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/jupyter nbconvert --to notebook --execute \
+		$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/jupyter nbconvert --to notebook --execute \
 			--ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
 			--output-dir $(BUILD)/notebooks "$$nb" --log-level WARN; \
 		$(BIN)/jupyter nbconvert --to html --output-dir $(BUILD)/notebooks \
@@ -55,7 +57,7 @@ test-unit: $(STAMP)
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"
-	CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest --nbval \
+	$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest --nbval \
 		--nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) -q notebooks/
 
 lab: $(STAMP)
@@ -64,7 +66,7 @@ lab: $(STAMP)
 notebooks: $(STAMP)
 	@for nb in $(NOTEBOOKS); do \
 		echo "== re-executing $$nb in place"; \
-		$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 			--ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
 			"$$nb" --log-level WARN; \
 	done

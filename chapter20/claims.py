@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
-import numbers
 import os
 import tempfile
 from dataclasses import asdict, dataclass
@@ -27,9 +25,9 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from chapter20.checks import check_real
 from chapter20.paths import data_file, results_dir
 
 HOLDS = "holds"
@@ -170,10 +168,7 @@ def check(
     if unit is not None and claim.unit and unit != claim.unit:
         raise ValueError(f"unit={unit!r} does not match claim {claim_id}'s unit {claim.unit!r}")
     if measured is not None:
-        if isinstance(measured, (bool, np.bool_)) or not isinstance(measured, numbers.Real):
-            raise TypeError(f"measured must be a number or None, got {type(measured).__name__}")
-        if not math.isfinite(measured):
-            raise ValueError(f"measured must be finite (not NaN or infinity), got {measured}")
+        measured = check_real("measured", measured, finite=True)
     if needs_gpu:
         verdict = NEEDS_GPU
     elif holds is not None:

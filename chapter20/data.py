@@ -20,7 +20,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from gensim.corpora.wikicorpus import IGNORED_NAMESPACES, extract_pages, filter_
 from gensim.test.utils import datapath
 from gensim.utils import simple_preprocess
 
+from chapter20.checks import check_int, check_real
 from chapter20.paths import cache_dir
 
 __all__ = [
@@ -74,22 +75,8 @@ _cache_warned = False
 # --- validation -----------------------------------------------------------------------------
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
 def _check_limit(name: str, value: int | None) -> int | None:
-    return None if value is None else _check_int(name, value, 1)
+    return None if value is None else check_int(name, value, 1)
 
 
 def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -279,8 +266,8 @@ def zipf_probabilities(num_embeddings: int, s: float = 1.1) -> np.ndarray:
     ``P(k) ∝ 1/(k+1)**s``: id 0 is the most frequent, ``s = 0`` is uniform. The vector sums to
     1 (up to float64 rounding) and is non-increasing. ``s`` must be finite and >= 0.
     """
-    num_embeddings = _check_int("num_embeddings", num_embeddings, 1)
-    s = _check_real("s", s)
+    num_embeddings = check_int("num_embeddings", num_embeddings, 1)
+    s = check_real("s", s)
     if not (math.isfinite(s) and s >= 0):
         raise ValueError(f"s must be a finite number >= 0, got {s}")
     weights = np.arange(1, num_embeddings + 1, dtype=np.float64) ** -s
@@ -294,8 +281,8 @@ def uniform_ids(shape: int | Sequence[int], num_embeddings: int, *, seed: int = 
     (a local ``numpy.random.Generator``; global RNG state is neither used nor changed).
     """
     shape = _check_shape(shape)
-    num_embeddings = _check_int("num_embeddings", num_embeddings, 1)
-    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    num_embeddings = check_int("num_embeddings", num_embeddings, 1)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
     return torch.from_numpy(rng.integers(0, num_embeddings, size=shape, dtype=np.int64))
 
 
@@ -311,7 +298,7 @@ def zipf_ids(
     """
     shape = _check_shape(shape)
     probabilities = zipf_probabilities(num_embeddings, s)
-    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    rng = np.random.default_rng(check_int("seed", seed, 0))
     cdf = np.cumsum(probabilities)
     cdf[-1] = 1.0  # uniforms are < 1, so no draw can fall past the last id
     ids = np.searchsorted(cdf, rng.random(size=shape), side="right")
@@ -333,10 +320,10 @@ def train_test_split_articles(
     """
     if isinstance(articles, str) or not isinstance(articles, Sequence):
         raise TypeError(f"articles must be a sequence of articles, got {type(articles).__name__}")
-    fraction = _check_real("test_fraction", test_fraction)
+    fraction = check_real("test_fraction", test_fraction)
     if not 0 < fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    rng = np.random.default_rng(_check_int("seed", seed, 0))
+    rng = np.random.default_rng(check_int("seed", seed, 0))
     n_test = round(fraction * len(articles))
     if not 1 <= n_test <= len(articles) - 1:
         raise ValueError(

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from chapter20.checks import check_int
+
 DEVICE_ENV_VAR = "CHAPTER20_DEVICE"
 _DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -112,13 +114,12 @@ def set_seed(seed: int) -> None:
     Call it right before model initialisation and data generation, so that a comparison between
     two variants (sharded vs plain, accumulated vs full batch, ...) starts from identical state.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= int(seed) < 2**32:
+    seed = check_int("seed", seed, 0)
+    if seed >= 2**32:
         raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-    random.seed(int(seed))
-    np.random.seed(int(seed))
-    torch.manual_seed(int(seed))  # also seeds every CUDA device
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
 
 
 @dataclass(frozen=True)

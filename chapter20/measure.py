@@ -28,6 +28,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from chapter20.checks import check_int
 from chapter20.device import get_device, synchronize
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
@@ -172,11 +173,8 @@ def time_fn(
     CUDA (or MPS) kernels are inside the measurement. ``device`` defaults to ``get_device()``.
     Compare two variants by timing both in the same run and taking the ratio of medians.
     """
-    for name, value, low in (("warmup", warmup, 0), ("repeat", repeat, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
+    warmup = check_int("warmup", warmup, 0)
+    repeat = check_int("repeat", repeat, 1)
     sync_device = torch.device(device) if device is not None else get_device()
     for _ in range(warmup):
         fn()

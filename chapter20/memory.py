@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from chapter20.checks import check_int
+
 #: Optimizer state elements per parameter element (Adam/AdamW: two moments; SGD with
 #: momentum: one buffer; plain SGD: none).
 OPTIMIZER_STATE_ELEMENTS = {"adam": 2, "adamw": 2, "sgd_momentum": 1, "sgd": 0}
@@ -31,11 +33,8 @@ def training_state_bytes(
     For Adam in float32 that is 4 + 4 + 8 = 16 bytes per parameter (pass ``num_tensors``, e.g.
     ``len(list(model.parameters()))``, to count the step counters too).
     """
-    for name, value in (("num_parameters", num_parameters), ("num_tensors", num_tensors)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
+    num_parameters = check_int("num_parameters", num_parameters, 0)
+    num_tensors = check_int("num_tensors", num_tensors, 0)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {type(dtype).__name__}")
     if optimizer not in OPTIMIZER_STATE_ELEMENTS:

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from chapter20.checks import check_int
+
 
 def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
     """Raise unless ``ids`` is an integer tensor with every value in ``[0, num_embeddings)``.
@@ -35,14 +37,6 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
     if low < 0 or high >= num_embeddings:
         bad = low if low < 0 else high
         raise IndexError(f"{name} contains {bad}, outside the valid range [0, {num_embeddings})")
-
-
-def _check_positive(**values: int) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
 
 
 def _check_rows_not_empty(keep: torch.Tensor) -> None:
@@ -78,7 +72,12 @@ class BagOfEmbeddingsEncoder(nn.Module):
     ):
         super().__init__()
         output_dim = embedding_dim if output_dim is None else output_dim
-        _check_positive(vocab_size=vocab_size, embedding_dim=embedding_dim, output_dim=output_dim)
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("embedding_dim", embedding_dim),
+            ("output_dim", output_dim),
+        ):
+            check_int(name, value, 1)
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(f"padding_idx must be None or in [0, {vocab_size}), got {padding_idx}")
         self.vocab_size = vocab_size
@@ -175,16 +174,17 @@ class TransformerEncoder(nn.Module):
     ):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        _check_positive(
+        for name, value in dict(
             vocab_size=vocab_size,
             d_model=d_model,
             n_heads=n_heads,
             n_layers=n_layers,
             d_ff=d_ff,
             max_len=max_len,
-        )
+        ).items():
+            check_int(name, value, 1)
         if output_dim is not None:
-            _check_positive(output_dim=output_dim)
+            check_int("output_dim", output_dim, 1)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if not 0 <= padding_idx < vocab_size:
