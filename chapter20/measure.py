@@ -200,8 +200,9 @@ class MemoryReport:
     ``peak_bytes`` is the figure to report; ``method`` says how it was measured.
     ``breakdown`` maps each of ``CATEGORIES`` to bytes alive at the tracker's peak.
     ``tracked_peak_bytes`` is the live-tensor tracker's peak and ``peak_op`` the operator that
-    reached it; ``allocator_peak_bytes`` is the CUDA allocator's (None off CUDA); on CUDA
-    ``peak_bytes`` is the allocator's.
+    reached it; ``allocator_peak_bytes`` is the CUDA allocator's raw ``max_memory_allocated``
+    (None off CUDA). On CUDA ``peak_bytes`` is the allocator's growth during the call plus the
+    tracked start (``baseline_bytes``), so it means what the tracker's peak means on a CPU.
     """
 
     peak_bytes: int
