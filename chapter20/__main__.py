@@ -20,6 +20,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "peak memory of one Adam step: measured / predicted per component",
     ),
+    "sharding": (
+        "chapter20.sharding_lab",
+        "benchmark",
+        "sharded embedding: bytes per collective vs formula; throughput vs nn.Embedding",
+    ),
 }
 
 

@@ -25,9 +25,6 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 import torch
-from gensim.corpora.wikicorpus import IGNORED_NAMESPACES, extract_pages, filter_wiki, tokenize
-from gensim.test.utils import datapath
-from gensim.utils import simple_preprocess
 
 from chapter20.checks import check_int, check_real
 from chapter20.paths import cache_dir
@@ -53,6 +50,15 @@ _CACHE_VERSION = 1
 
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 LEE_FILE = "lee_background.cor"
+
+
+def datapath(name: str) -> str:
+    """Path of ``name`` in gensim's test data. gensim is imported here, not at module load:
+    it takes about a second, and spawned worker processes that only need id streams skip it."""
+    from gensim.test.utils import datapath as gensim_datapath
+
+    return gensim_datapath(name)
+
 
 # Same threshold as gensim's WikiCorpus (ARTICLE_MIN_WORDS = 50): shorter pages are stubs,
 # disambiguation pages or redirects. Counted after short sentences are dropped.
@@ -146,6 +152,8 @@ def _cached(source: str, kind: str, build: Callable[[], T]) -> T:
 def _parse_wiki() -> list[list[list[str]]]:
     """Parse the Wikipedia sample into articles of sentences of tokens (uncached)."""
     articles = []
+    from gensim.corpora.wikicorpus import IGNORED_NAMESPACES, extract_pages, filter_wiki, tokenize
+
     with bz2.open(datapath(WIKI_FILE)) as f:
         # Namespace "0" = articles; gensim's WikiCorpus uses the same filters.
         for title, text, _pageid in extract_pages(f, filter_namespaces=("0",)):
@@ -202,6 +210,8 @@ def wiki_tokens() -> list[str]:
 
 
 def _parse_lee() -> list[list[str]]:
+    from gensim.utils import simple_preprocess
+
     lines = Path(datapath(LEE_FILE)).read_text(encoding="utf-8").splitlines()
     return [simple_preprocess(line) for line in lines]
 

@@ -160,6 +160,18 @@ class Timing:
         return f"{ms[0]:.2f} ms (min {ms[1]:.2f}, max {ms[2]:.2f}, n={len(self.times)})"
 
 
+def _timed_call(fn: Callable[[], Any], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def _timing(times: list[float]) -> Timing:
+    return Timing(statistics.median(times), min(times), max(times), tuple(times))
+
+
 def time_fn(
     fn: Callable[[], Any],
     *,
@@ -178,14 +190,32 @@ def time_fn(
     sync_device = torch.device(device) if device is not None else get_device()
     for _ in range(warmup):
         fn()
-    times = []
+    return _timing([_timed_call(fn, sync_device) for _ in range(repeat)])
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    *,
+    warmup: int = 2,
+    repeat: int = 5,
+    device: torch.device | str | None = None,
+) -> dict[str, Timing]:
+    """Time several variants in alternation (§20.2–§20.4 benchmarks): round r calls each once,
+    so that clock-speed drift, caches and other load affect every variant alike; the ratio of
+    two medians is then a fair comparison. Same synchronisation as :func:`time_fn`."""
+    if not fns:
+        raise ValueError("fns must name at least one function to time")
+    warmup = check_int("warmup", warmup, 0)
+    repeat = check_int("repeat", repeat, 1)
+    sync_device = torch.device(device) if device is not None else get_device()
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        synchronize(sync_device)
-        start = time.perf_counter()
-        fn()
-        synchronize(sync_device)
-        times.append(time.perf_counter() - start)
-    return Timing(statistics.median(times), min(times), max(times), tuple(times))
+        for name, fn in fns.items():
+            times[name].append(_timed_call(fn, sync_device))
+    return {name: _timing(values) for name, values in times.items()}
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,372 @@
+"""§20.1 chapter20.sharding: the sharded table equals nn.Embedding for every V, world size,
+partition and input mode (real gloo groups of 2-4 local processes), rejects bad ids the same way
+at every world size, reshards on load, and counts its bytes as the formulas say.
+
+Equalities are bitwise: a lookup copies rows, an all-reduce adds zeros to them, and each row's
+gradient is summed over the same positions in the same order as nn.Embedding's backward.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from chapter20.data import zipf_ids
+from chapter20.distributed import group_rank_and_size, run_local_group
+from chapter20.sharding import (
+    INPUT_MODES,
+    PARTITIONS,
+    RowPartition,
+    ShardedEmbedding,
+    all_to_all_bytes,
+    load_sharded,
+    ring_all_reduce_bytes,
+    save_sharded,
+    shard_load,
+)
+from chapter20.sharding_lab import comm_bytes_on_rank, equivalence_on_rank, misuse_on_rank
+
+V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the world size
+
+
+# --------------------------------------------------------------------------------------------
+# What every rank of a group checks; one start per world size (module-scoped fixture)
+# --------------------------------------------------------------------------------------------
+
+
+def _error_of(fn, *args) -> tuple[str, str] | None:
+    try:
+        fn(*args)
+    except (IndexError, TypeError) as error:
+        return type(error).__name__, str(error)
+    return None
+
+
+def _errors_on_rank() -> dict:
+    """Bad ids: in per_rank mode only rank 1 gets them; replicated ranks all get the same."""
+    rank, _ = group_rank_and_size()
+    good = torch.tensor([0, 5, 36])
+    results = {}
+    for inputs in INPUT_MODES:
+        table = ShardedEmbedding(V_INIT, D_INIT, inputs=inputs)
+        for name, bad in [
+            ("too_large", torch.tensor([3, 37])),
+            ("negative", torch.tensor([-1, 3])),
+            ("float", torch.tensor([1.0, 2.0])),
+        ]:
+            ids = bad if inputs == "replicated" or rank == 1 else good
+            results[(inputs, name)] = _error_of(table, ids)
+        # The group is still in step after an error: a good batch works on every rank.
+        results[(inputs, "after")] = torch.equal(
+            table(good), F.embedding(good, table.full_weight())
+        )
+    return results
+
+
+def _group_checks(save_dir: str, load_dir: str | None) -> dict:
+    rank, world = group_rank_and_size()
+    sizes = tuple(v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1)
+    table = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=3)
+    save_sharded(ShardedEmbedding(V_INIT, D_INIT, seed=3), save_dir)
+    loaded = None
+    if load_dir is not None:
+        target = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=99)
+        load_sharded(target, load_dir)
+        loaded = target.full_weight()
+    scalar = ShardedEmbedding(V_INIT, D_INIT, inputs="per_rank")(torch.tensor(rank))
+    return {
+        "equivalence": equivalence_on_rank(sizes),
+        "misuse": misuse_on_rank(),
+        "errors": _errors_on_rank(),
+        "initial_table": table.full_weight(),
+        "loaded": loaded,
+        "scalar_shape": tuple(scalar.shape),
+        "comm": comm_bytes_on_rank(96, 8, 50),
+    }
+
+
+@pytest.fixture(scope="module")
+def group_runs(tmp_path_factory):
+    """Checks at W = 2, 3, 4; W=3 and W=4 load the table W=2 saved."""
+    runs = {}
+    saved_at_two = str(tmp_path_factory.mktemp("saved_w2"))
+    runs[2] = run_local_group(_group_checks, 2, (saved_at_two, None))
+    for world in (3, 4):
+        save_dir = str(tmp_path_factory.mktemp(f"saved_w{world}"))
+        runs[world] = run_local_group(_group_checks, world, (save_dir, saved_at_two))
+    runs["saved_at_two"] = saved_at_two
+    return runs
+
+
+WORLD_SIZES = (2, 3, 4)
+
+
+# --------------------------------------------------------------------------------------------
+# Equivalence with nn.Embedding
+# --------------------------------------------------------------------------------------------
+
+
+def test_world_of_one_equals_nn_embedding_for_every_case():
+    records = equivalence_on_rank((1, 2, 101, 1000))
+    assert len(records) == 4 * len(PARTITIONS) * 3  # replicated + per_rank + per_rank empty
+    for record in records:
+        assert record["forward_equal"] and record["grad_equal"] and record["step_equal"], record
+
+
+@pytest.mark.parametrize("world", WORLD_SIZES)
+def test_group_equals_nn_embedding_forward_gradient_and_sgd_step(group_runs, world):
+    records = [r for rank in group_runs[world] for r in rank["equivalence"]]
+    sizes = {r["V"] for r in records}
+    assert sizes == {v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1}
+    assert {(r["partition"], r["inputs"]) for r in records} == {
+        (p, i) for p in PARTITIONS for i in INPUT_MODES
+    }
+    assert any(r["empty_batch"] for r in records)  # rank 0 looked up nothing in some cases
+    for record in records:
+        assert record["forward_equal"], record
+        assert record["grad_equal"], record
+        assert record["step_equal"], record
+        assert record["max_abs_diff"] == 0.0
+
+
+@pytest.mark.parametrize("world", WORLD_SIZES)
+def test_scalar_ids_give_one_row(group_runs, world):
+    assert all(rank["scalar_shape"] == (D_INIT,) for rank in group_runs[world])
+
+
+def test_the_chapters_all_reduce_fed_per_rank_ids_gives_wrong_rows(group_runs):
+    for world in WORLD_SIZES:
+        misuse = [rank["misuse"] for rank in group_runs[world]]
+        assert all(m["right_rows"] < m["rows"] for m in misuse), misuse
+
+
+# --------------------------------------------------------------------------------------------
+# Bad ids: the same error at every world size, never zeros
+# --------------------------------------------------------------------------------------------
+
+
+def _w1_error(inputs: str, bad: torch.Tensor) -> tuple[str, str]:
+    error = _error_of(ShardedEmbedding(V_INIT, D_INIT, inputs=inputs), bad)
+    assert error is not None
+    return error
+
+
+@pytest.mark.parametrize("inputs", INPUT_MODES)
+@pytest.mark.parametrize(
+    "name, bad, kind, value",
+    [
+        ("too_large", torch.tensor([3, 37]), "IndexError", "got 37"),
+        ("negative", torch.tensor([-1, 3]), "IndexError", "got -1"),
+        ("float", torch.tensor([1.0, 2.0]), "TypeError", "torch.float32"),
+    ],
+)
+def test_bad_ids_raise_the_same_error_at_every_world_size(
+    group_runs, inputs, name, bad, kind, value
+):
+    assert _w1_error(inputs, bad)[0] == kind
+    assert value in _w1_error(inputs, bad)[1]
+    for world in WORLD_SIZES:
+        for rank, result in enumerate(group_runs[world]):
+            error = result["errors"][(inputs, name)]
+            assert error is not None, (world, rank)  # every rank raised: none waits, none zeros
+            assert error[0] == kind
+            if inputs == "per_rank":
+                assert "on rank 1" in error[1]  # every rank names the rank with the bad id
+            if kind == "IndexError" or inputs == "replicated" or rank == 1:
+                assert value in error[1]
+            assert result["errors"][(inputs, "after")]
+
+
+def test_error_messages_name_the_argument_and_the_range():
+    kind, message = _w1_error("replicated", torch.tensor([99]))
+    assert "ids must be in [0, 37)" in message and "99" in message
+    with pytest.raises(TypeError, match="integer tensor"):
+        ShardedEmbedding(V_INIT, D_INIT)([1, 2])
+    with pytest.raises(TypeError, match="torch.bool"):
+        ShardedEmbedding(V_INIT, D_INIT)(torch.tensor([True]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"num_embeddings": 0}, ValueError, "num_embeddings"),
+        ({"embedding_dim": 0}, ValueError, "embedding_dim"),
+        ({"num_embeddings": 3.5}, TypeError, "num_embeddings"),
+        ({"inputs": "broadcast"}, ValueError, "inputs must be one of"),
+        ({"partition": "rows"}, ValueError, "partition must be one of"),
+        ({"seed": -1}, ValueError, "seed"),
+    ],
+)
+def test_constructor_rejects_bad_arguments(kwargs, error, match):
+    arguments = {"num_embeddings": 10, "embedding_dim": 4, **kwargs}
+    with pytest.raises(error, match=match):
+        ShardedEmbedding(**arguments)
+
+
+# --------------------------------------------------------------------------------------------
+# Placement of rows
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", PARTITIONS)
+@pytest.mark.parametrize("num_embeddings", [1, 2, 3, 4, 5, 10, 101])
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 7])
+def test_every_row_has_exactly_one_owner(kind, num_embeddings, world):
+    layout = RowPartition(num_embeddings, world, kind)
+    rows = torch.cat([layout.rows_of(r) for r in range(world)])
+    assert sorted(rows.tolist()) == list(range(num_embeddings))  # nothing dropped, no repeats
+    assert sum(layout.num_rows(r) for r in range(world)) == num_embeddings
+    for rank in range(world):
+        own = layout.rows_of(rank)
+        assert len(own) == layout.num_rows(rank) <= layout.block
+        assert torch.equal(layout.owner(own), torch.full_like(own, rank))
+        assert torch.equal(layout.local_index(own), torch.arange(len(own)))
+
+
+def test_the_rows_the_chapter_drops_are_kept():
+    # L1 gives each of 4 ranks 10 // 4 = 2 rows and loses rows 8 and 9.
+    layout = RowPartition(10, 4, "range")
+    assert [layout.num_rows(r) for r in range(4)] == [3, 3, 3, 1]
+    assert layout.rows_of(3).tolist() == [9]
+    assert RowPartition(1, 4, "range").num_rows(3) == 0  # a rank may own nothing
+
+
+def test_partition_rejects_a_rank_outside_the_world():
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 3\)"):
+        RowPartition(10, 3).rows_of(3)
+
+
+# --------------------------------------------------------------------------------------------
+# The same logical table at every world size; saving and resharding
+# --------------------------------------------------------------------------------------------
+
+
+def test_initial_table_is_the_same_at_every_world_size(group_runs):
+    expected = ShardedEmbedding(V_INIT, D_INIT, seed=3).full_weight()
+    assert not torch.equal(expected, ShardedEmbedding(V_INIT, D_INIT, seed=4).full_weight())
+    for world in WORLD_SIZES:
+        for rank in group_runs[world]:
+            assert torch.equal(rank["initial_table"], expected)
+
+
+def test_initial_values_follow_nn_embedding_statistics():
+    weight = ShardedEmbedding(20_000, 8).full_weight()
+    assert abs(float(weight.mean())) < 0.01 and abs(float(weight.std()) - 1) < 0.01
+
+
+def test_table_saved_at_two_ranks_loads_at_three_four_and_one(group_runs):
+    expected = ShardedEmbedding(V_INIT, D_INIT, seed=3).full_weight()
+    for world in (3, 4):
+        for rank in group_runs[world]:
+            assert torch.equal(rank["loaded"], expected)  # another W and another partition
+    single = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=99)
+    load_sharded(single, group_runs["saved_at_two"])
+    assert torch.equal(single.full_weight(), expected)
+
+
+def test_state_dict_carries_logical_row_ids_and_refuses_other_rows():
+    table = ShardedEmbedding(V_INIT, D_INIT)
+    state = table.state_dict()
+    assert torch.equal(state["_extra_state"]["row_ids"], torch.arange(V_INIT))
+    twin = ShardedEmbedding(V_INIT, D_INIT, seed=5)
+    twin.load_state_dict(state)
+    assert torch.equal(twin.weight, table.weight)
+    state["_extra_state"]["row_ids"] = torch.arange(V_INIT).flip(0)
+    with pytest.raises(ValueError, match="load_sharded"):
+        twin.load_state_dict(state)
+
+
+def test_save_is_atomic_and_load_checks_its_shards(tmp_path):
+    table = ShardedEmbedding(V_INIT, D_INIT)
+    path = save_sharded(table, tmp_path / "run")
+    assert path.name == "shard-00000-of-00001.pt"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
+    with pytest.raises(FileNotFoundError):
+        load_sharded(table, tmp_path / "empty")
+    other = ShardedEmbedding(V_INIT + 1, D_INIT)
+    with pytest.raises(ValueError, match="38×3"):
+        load_sharded(other, tmp_path / "run")
+    partial = {"weight": table.weight[:5].detach(), "_extra_state": table.get_extra_state()}
+    partial["_extra_state"]["row_ids"] = torch.arange(5)
+    with pytest.raises(ValueError, match="do not hold every row"):
+        table.load_shards([partial])
+    (tmp_path / "run" / "shard-00000-of-00002.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="several world sizes"):
+        load_sharded(table, tmp_path / "run")
+
+
+def test_from_full_weight_keeps_the_weight_and_its_dtype():
+    weight = torch.randn(11, 4, dtype=torch.float64)
+    table = ShardedEmbedding.from_full_weight(weight, partition="modulo")
+    assert table.weight.dtype == torch.float64
+    assert torch.equal(table.full_weight(), weight)
+    with pytest.raises(ValueError, match="2-D"):
+        ShardedEmbedding.from_full_weight(torch.randn(4))
+
+
+# --------------------------------------------------------------------------------------------
+# Communication bytes and load
+# --------------------------------------------------------------------------------------------
+
+
+def test_ring_all_reduce_formula():
+    assert ring_all_reduce_bytes(1000, 1) == 0
+    assert ring_all_reduce_bytes(1000, 2) == 1000
+    assert ring_all_reduce_bytes(1000, 4) == 1500
+    assert ring_all_reduce_bytes(1000, 64) < 2000  # per rank it never reaches 2x the tensor
+
+
+def test_all_to_all_formula_counts_ids_owned_elsewhere():
+    ids = torch.tensor([0, 1, 2, 5, 9])  # V=10, W=2 range: rank 0 owns 0-4
+    assert all_to_all_bytes(ids, 10, 2, rank=0, row_bytes=4) == 2 * 4
+    assert all_to_all_bytes(ids, 10, 2, rank=1, row_bytes=4) == 3 * 4
+
+
+@pytest.mark.parametrize("world", WORLD_SIZES)
+def test_measured_bytes_per_collective_equal_the_formula(group_runs, world):
+    records = [r for rank in group_runs[world] for r in rank["comm"]]
+    payloads = {(r["inputs"], r["payload"]) for r in records}
+    assert ("replicated", "rows (forward)") in payloads
+    assert ("per_rank", "row gradients (backward)") in payloads
+    for record in records:
+        assert record["measured_bytes"] == record["formula_bytes"], record
+    # Rows sent forward and gradients sent back are the same traffic, summed over the ranks.
+    sent = {
+        p: sum(r["measured_bytes"] for r in records if r["payload"] == p)
+        for p in ("rows (forward)", "row gradients (backward)")
+    }
+    replicated = sum(r["measured_bytes"] for r in records if r["inputs"] == "replicated")
+    assert sent["row gradients (backward)"] == sent["rows (forward)"] - replicated
+
+
+def test_world_of_one_sends_nothing():
+    records = comm_bytes_on_rank(64, 4, 20)
+    assert records == []  # no collective runs without a group
+    table = ShardedEmbedding(20, 4, inputs="per_rank")
+    table(torch.arange(20)).sum().backward()
+    assert table.comm_log == []
+
+
+def test_shard_load_counts_every_lookup_and_shows_the_zipf_hot_spot():
+    ids = zipf_ids(50_000, 10_000, s=1.1, seed=0)
+    by_range = shard_load(ids, 10_000, 8, "range")
+    by_modulo = shard_load(ids, 10_000, 8, "modulo")
+    assert int(by_range.sum()) == int(by_modulo.sum()) == 50_000
+    imbalance = lambda load: float(load.max() / load.double().mean())  # noqa: E731
+    assert imbalance(by_range) > 3  # the hot head lives on rank 0
+    assert imbalance(by_modulo) < imbalance(by_range) / 2
+    with pytest.raises(IndexError, match="got 10000"):
+        shard_load(torch.tensor([10_000]), 10_000, 8)
+
+
+def test_world_of_one_is_nn_embedding_for_any_shape():
+    plain = nn.Embedding(13, 4)
+    table = ShardedEmbedding.from_full_weight(plain.weight)
+    for ids in (
+        torch.tensor(3),
+        torch.randint(0, 13, (2, 3, 4)),
+        torch.empty(0, 5, dtype=torch.long),
+    ):
+        assert torch.equal(table(ids), plain(ids))
+        assert table(ids).shape == ids.shape + (4,)
+    assert torch.equal(table(torch.tensor([1, 2], dtype=torch.int32)), plain(torch.tensor([1, 2])))
