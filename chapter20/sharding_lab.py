@@ -36,6 +36,7 @@ __all__ = [
     "batch_ids",
     "equivalence_on_rank",
     "misuse_on_rank",
+    "bad_ids_on_rank",
     "comm_bytes_on_rank",
     "throughput_on_rank",
     "survey_on_rank",
@@ -88,6 +89,46 @@ def batch_ids(num_embeddings: int, world_size: int, rank: int, seed: int = 0) ->
 def _reference_weight(num_embeddings: int, dim: int, seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(10_000 + seed)
     return torch.randn(num_embeddings, dim, generator=generator)
+
+
+def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3) -> list[dict]:
+    """Feed bad ids to both input modes (§20.1): an id of V, an id of -1, float ids. Replicated
+    ranks all get them; in per-rank mode only rank 1 does (rank 0 in a world of one), the others
+    a good batch. One record per case: the error each rank raised (type, message) — ``None``
+    would mean zeros came back — and whether a good batch afterwards still equals
+    ``nn.Embedding`` (the group is still in step)."""
+    rank, world = group_rank_and_size()
+    culprit = min(1, world - 1)
+    good = torch.tensor([0, num_embeddings // 2, num_embeddings - 1])
+    cases = {
+        "too large": torch.tensor([3, num_embeddings]),
+        "negative": torch.tensor([-1, 3]),
+        "float": torch.tensor([1.0, 2.0]),
+    }
+    records = []
+    for inputs in INPUT_MODES:
+        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs)
+        for case, bad in cases.items():
+            ids = bad if inputs == "replicated" or rank == culprit else good
+            error, message = None, None
+            try:
+                table(ids)
+            except (IndexError, TypeError) as raised:
+                error, message = type(raised).__name__, str(raised)
+            still_right = torch.equal(table(good), F.embedding(good, table.full_weight()))
+            records.append(
+                {
+                    "W": world,
+                    "rank": rank,
+                    "inputs": inputs,
+                    "case": case,
+                    "got_bad_ids": ids is bad,
+                    "error": error,
+                    "message": message,
+                    "good_batch_after": still_right,
+                }
+            )
+    return records
 
 
 def equivalence_on_rank(
@@ -258,6 +299,7 @@ def survey_on_rank(
     return {
         "equivalence": equivalence_on_rank(sizes),
         "misuse": [misuse_on_rank()] if world > 1 else [],
+        "errors": bad_ids_on_rank(),
         "comm": comm_bytes_on_rank(*comm),
         "seconds": throughput_on_rank(*throughput) if throughput else None,
     }
@@ -273,10 +315,10 @@ def run_survey(
 ) -> dict[str, pd.DataFrame]:
     """Run :func:`survey_on_rank` at each world size (a real gloo group of that many local
     processes for W > 1, this process for W = 1) and collect the frames: ``equivalence``
-    (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``comm`` and ``throughput`` (lookups per
-    second next to ``nn.Embedding`` timed here for the same ids; a group's step takes as long
-    as its slowest rank)."""
-    frames: dict[str, list] = {"equivalence": [], "misuse": [], "comm": []}
+    (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput``
+    (lookups per second next to ``nn.Embedding`` timed here for the same ids; a group's step
+    takes as long as its slowest rank)."""
+    frames: dict[str, list] = {"equivalence": [], "misuse": [], "errors": [], "comm": []}
     single = _single_process_seconds(*throughput)
     timings = [{"table": "nn.Embedding", "W": 1, "seconds": single["nn.Embedding"]}]
     for world in world_sizes:

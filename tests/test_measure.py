@@ -15,6 +15,7 @@ from chapter20.measure import (
     saved_activation_bytes,
     tensor_bytes,
     time_fn,
+    time_interleaved,
 )
 
 cuda = pytest.mark.cuda
@@ -373,3 +374,17 @@ def test_peak_memory_counts_tensors_made_from_python_data():
     # torch.tensor(...) enters the dispatcher through aten::lift_fresh, a view-like op; the new
     # tensor must still count (Adam's step counters are made this way).
     assert peak_memory(lambda: torch.tensor([1.0, 2.0, 3.0])).peak_bytes == 12
+
+
+def test_time_interleaved_alternates_the_variants():
+    calls = []
+    timings = time_interleaved(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        warmup=1,
+        repeat=3,
+        device="cpu",
+    )
+    assert calls == ["a", "b"] * 4  # one warm-up round, then three timed rounds in turn
+    assert set(timings) == {"a", "b"} and all(len(t.times) == 3 for t in timings.values())
+    with pytest.raises(ValueError, match="fns"):
+        time_interleaved({}, device="cpu")

@@ -8,7 +8,6 @@ gradient is summed over the same positions in the same order as nn.Embedding's b
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from chapter20.data import zipf_ids
@@ -24,7 +23,12 @@ from chapter20.sharding import (
     save_sharded,
     shard_load,
 )
-from chapter20.sharding_lab import comm_bytes_on_rank, equivalence_on_rank, misuse_on_rank
+from chapter20.sharding_lab import (
+    bad_ids_on_rank,
+    comm_bytes_on_rank,
+    equivalence_on_rank,
+    misuse_on_rank,
+)
 
 V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the world size
 
@@ -32,35 +36,6 @@ V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the 
 # --------------------------------------------------------------------------------------------
 # What every rank of a group checks; one start per world size (module-scoped fixture)
 # --------------------------------------------------------------------------------------------
-
-
-def _error_of(fn, *args) -> tuple[str, str] | None:
-    try:
-        fn(*args)
-    except (IndexError, TypeError) as error:
-        return type(error).__name__, str(error)
-    return None
-
-
-def _errors_on_rank() -> dict:
-    """Bad ids: in per_rank mode only rank 1 gets them; replicated ranks all get the same."""
-    rank, _ = group_rank_and_size()
-    good = torch.tensor([0, 5, 36])
-    results = {}
-    for inputs in INPUT_MODES:
-        table = ShardedEmbedding(V_INIT, D_INIT, inputs=inputs)
-        for name, bad in [
-            ("too_large", torch.tensor([3, 37])),
-            ("negative", torch.tensor([-1, 3])),
-            ("float", torch.tensor([1.0, 2.0])),
-        ]:
-            ids = bad if inputs == "replicated" or rank == 1 else good
-            results[(inputs, name)] = _error_of(table, ids)
-        # The group is still in step after an error: a good batch works on every rank.
-        results[(inputs, "after")] = torch.equal(
-            table(good), F.embedding(good, table.full_weight())
-        )
-    return results
 
 
 def _group_checks(save_dir: str, load_dir: str | None) -> dict:
@@ -77,7 +52,7 @@ def _group_checks(save_dir: str, load_dir: str | None) -> dict:
     return {
         "equivalence": equivalence_on_rank(sizes),
         "misuse": misuse_on_rank(),
-        "errors": _errors_on_rank(),
+        "errors": bad_ids_on_rank(V_INIT, D_INIT),
         "initial_table": table.full_weight(),
         "loaded": loaded,
         "scalar_shape": tuple(scalar.shape),
@@ -145,41 +120,32 @@ def test_the_chapters_all_reduce_fed_per_rank_ids_gives_wrong_rows(group_runs):
 # --------------------------------------------------------------------------------------------
 
 
-def _w1_error(inputs: str, bad: torch.Tensor) -> tuple[str, str]:
-    error = _error_of(ShardedEmbedding(V_INIT, D_INIT, inputs=inputs), bad)
-    assert error is not None
-    return error
-
-
-@pytest.mark.parametrize("inputs", INPUT_MODES)
 @pytest.mark.parametrize(
-    "name, bad, kind, value",
+    "case, kind, value",
     [
-        ("too_large", torch.tensor([3, 37]), "IndexError", "got 37"),
-        ("negative", torch.tensor([-1, 3]), "IndexError", "got -1"),
-        ("float", torch.tensor([1.0, 2.0]), "TypeError", "torch.float32"),
+        ("too large", "IndexError", "got 37"),
+        ("negative", "IndexError", "got -1"),
+        ("float", "TypeError", "torch.float32"),
     ],
 )
-def test_bad_ids_raise_the_same_error_at_every_world_size(
-    group_runs, inputs, name, bad, kind, value
-):
-    assert _w1_error(inputs, bad)[0] == kind
-    assert value in _w1_error(inputs, bad)[1]
-    for world in WORLD_SIZES:
-        for rank, result in enumerate(group_runs[world]):
-            error = result["errors"][(inputs, name)]
-            assert error is not None, (world, rank)  # every rank raised: none waits, none zeros
-            assert error[0] == kind
-            if inputs == "per_rank":
-                assert "on rank 1" in error[1]  # every rank names the rank with the bad id
-            if kind == "IndexError" or inputs == "replicated" or rank == 1:
-                assert value in error[1]
-            assert result["errors"][(inputs, "after")]
+def test_bad_ids_raise_the_same_error_at_every_world_size(group_runs, case, kind, value):
+    runs = [bad_ids_on_rank(V_INIT, D_INIT)] + [
+        rank["errors"] for world in WORLD_SIZES for rank in group_runs[world]
+    ]
+    for records in runs:
+        for record in (r for r in records if r["case"] == case):
+            where = (record["W"], record["rank"], record["inputs"])
+            assert record["error"] == kind, where  # every rank raised: none waits, none zeros
+            assert record["good_batch_after"], where
+            if record["inputs"] == "per_rank" and record["W"] > 1:
+                assert "on rank 1" in record["message"], where  # names the rank at fault
+            if kind == "IndexError" or record["got_bad_ids"]:
+                assert value in record["message"], where
 
 
 def test_error_messages_name_the_argument_and_the_range():
-    kind, message = _w1_error("replicated", torch.tensor([99]))
-    assert "ids must be in [0, 37)" in message and "99" in message
+    with pytest.raises(IndexError, match=r"ids must be in \[0, 37\).*got 99"):
+        ShardedEmbedding(V_INIT, D_INIT)(torch.tensor([99]))
     with pytest.raises(TypeError, match="integer tensor"):
         ShardedEmbedding(V_INIT, D_INIT)([1, 2])
     with pytest.raises(TypeError, match="torch.bool"):
