@@ -209,7 +209,7 @@ def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0) -> di
         got = table(ids).reshape(-1, dim)
     expected = F.embedding(ids, full).reshape(-1, dim)
     right = (got == expected).all(dim=1)
-    return {"rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
+    return {"W": world, "rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,7 +356,10 @@ def _single_process_seconds(global_batch: int, dim: int, num_embeddings: int) ->
         "ShardedEmbedding": ShardedEmbedding(num_embeddings, dim, partition="modulo"),
     }
     steps = {name: _lookup_step(table, ids, probe) for name, table in tables.items()}
-    return {name: t.median for name, t in time_interleaved(steps, repeat=9, device="cpu").items()}
+    return {
+        name: t.median
+        for name, t in time_interleaved(steps, warmup=3, repeat=25, device="cpu").items()
+    }
 
 
 def load_report(
@@ -416,18 +419,20 @@ def table_memory_report(
 
 def plot_comm_bytes(frame: pd.DataFrame):
     """Bytes one rank sends per step vs world size, measured (markers) and formula (line)."""
-    fig, ax = new_figure()
+    fig, ax = new_figure(
+        "Traffic of one lookup + backward, same global batch",
+        "world size W",
+        "KiB sent per rank per step",
+    )
     step = frame.groupby(["inputs", "W", "rank"])[["measured_bytes", "formula_bytes"]].sum()
     per_rank = step.groupby(["inputs", "W"]).mean().reset_index()
-    for inputs, marker in zip(INPUT_MODES, ("o", "s")):
+    for inputs, marker, color in zip(INPUT_MODES, ("o", "s"), ("#4C72B0", "#DD8452")):
         part = per_rank[per_rank["inputs"] == inputs]
-        ax.plot(part["W"], part["formula_bytes"] / 2**10, "-", label=f"{inputs}: formula")
-        ax.plot(part["W"], part["measured_bytes"] / 2**10, marker, label=f"{inputs}: measured")
-    ax.set(
-        xlabel="world size W",
-        ylabel="KiB sent per rank per step",
-        title="Traffic of one lookup + backward, same global batch",
-    )
+        kw = {"color": color}
+        ax.plot(part["W"], part["formula_bytes"] / 2**10, "-", label=f"{inputs}: formula", **kw)
+        ax.plot(
+            part["W"], part["measured_bytes"] / 2**10, marker, label=f"{inputs}: measured", **kw
+        )
     ax.set_xticks(sorted(frame["W"].unique()))
     ax.legend()
     return fig
@@ -435,15 +440,16 @@ def plot_comm_bytes(frame: pd.DataFrame):
 
 def plot_load(frame: pd.DataFrame, world_size: int = 8):
     """Per-rank lookups under Zipf ids at ``world_size`` (left) and imbalance vs W (right)."""
-    fig, (left, right) = new_panels(2)
+    fig, (left, right) = new_panels(2, "Zipf ids: who serves the lookups", figsize=(9, 4))
     for offset, kind in zip((-0.2, 0.2), PARTITIONS):
         row = frame[(frame["W"] == world_size) & (frame["partition"] == kind)].iloc[0]
         left.bar([r + offset for r in range(world_size)], row["load"], width=0.4, label=kind)
         part = frame[frame["partition"] == kind]
         right.plot(part["W"], part["imbalance"], "o-", label=kind)
-    left.set(xlabel="rank", ylabel="lookups served", title=f"Zipf ids on {world_size} ranks")
-    right.set(xlabel="world size W", ylabel="busiest rank / mean", title="Load imbalance")
+    left.set(xlabel="rank", ylabel="lookups served", title=f"{world_size} ranks")
+    right.set(xlabel="world size W", ylabel="busiest rank / mean", title="load imbalance")
     right.set_xscale("log", base=2)
+    right.set_xticks(frame["W"].unique(), labels=[str(w) for w in frame["W"].unique()])
     left.legend()
     right.legend()
     return fig
@@ -451,22 +457,25 @@ def plot_load(frame: pd.DataFrame, world_size: int = 8):
 
 def plot_throughput(frame: pd.DataFrame):
     """Lookup + backward throughput of each table, same ids."""
-    fig, ax = new_figure()
+    fig, ax = new_figure(
+        "Throughput on this machine", "", "million lookups / s (forward + backward)"
+    )
     labels = [f"{t}\nW={w}" for t, w in zip(frame["table"], frame["W"])]
-    ax.bar(labels, frame["lookups_per_s"] / 1e6, color=["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1))
-    ax.set(ylabel="million lookups / s (forward + backward)", title="Throughput on this machine")
+    colors = ["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1)
+    ax.bar(labels, frame["lookups_per_s"] / 1e6, color=colors)
     return fig
 
 
 def plot_table_memory(frame: pd.DataFrame, gpu_bytes: float = 80e9):
     """Bytes per rank of the sharded table vs world size, next to one GPU's memory."""
-    fig, ax = new_figure()
+    rows = int(frame["rows_per_rank"].iloc[0] * frame["W"].iloc[0])
+    fig, ax = new_figure(f"A {rows:,}-row table, sharded by rows", "world size W", "GB per rank")
     ax.plot(frame["W"], frame["weights_bytes"] / 1e9, "o-", label="weights")
     ax.plot(frame["W"], frame["training_bytes"] / 1e9, "s-", label="weights + grads + Adam")
     gpu_label = f"one {gpu_bytes / 1e9:.0f} GB GPU"
     ax.axhline(gpu_bytes / 1e9, color="#C44E52", linestyle="--", label=gpu_label)
-    ax.set(xlabel="world size W", ylabel="GB per rank", title="A 100M-row table, sharded")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(frame["W"], labels=[str(w) for w in frame["W"]])
     ax.set_yscale("log")
     ax.legend()
     return fig
