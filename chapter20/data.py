@@ -31,9 +31,13 @@ from chapter20.paths import cache_dir
 
 __all__ = [
     "ARTICLE_MIN_TOKENS",
+    "PAD_ID",
     "SENTENCE_MIN_TOKENS",
+    "UNKNOWN_ID",
     "cache_dir",
+    "encode_texts",
     "lee_background",
+    "next_sentence_pairs",
     "train_test_split_articles",
     "uniform_ids",
     "wiki_articles",
@@ -41,6 +45,7 @@ __all__ = [
     "wiki_tokens",
     "word_similarity",
     "word_similarity_path",
+    "word_vocabulary",
     "zipf_ids",
     "zipf_probabilities",
 ]
@@ -313,6 +318,53 @@ def zipf_ids(
     cdf[-1] = 1.0  # uniforms are < 1, so no draw can fall past the last id
     ids = np.searchsorted(cdf, rng.random(size=shape), side="right")
     return torch.from_numpy(np.asarray(ids, dtype=np.int64))
+
+
+# --- text pairs for contrastive training ----------------------------------------------------
+
+PAD_ID, UNKNOWN_ID = 0, 1
+
+
+def next_sentence_pairs(articles: Sequence[Sequence[Sequence[str]]]) -> list[tuple[list, list]]:
+    """(sentence, next sentence) pairs of each article, in order: sentences 0-1, 2-3, 4-5, ...
+    (§20.1, §20.2.1).
+
+    The positive pairs of the contrastive experiments: a sentence and its successor share topic
+    words more than two random sentences do. Pairs do not overlap, so no sentence is both one
+    pair's query and another pair's key (it would be its own best match, a false negative).
+    ``articles`` as from :func:`wiki_sentences`.
+    """
+    return [
+        (article[i], article[i + 1]) for article in articles for i in range(0, len(article) - 1, 2)
+    ]
+
+
+def word_vocabulary(texts: Sequence[Sequence[str]], max_size: int) -> dict[str, int]:
+    """Word → id for the ``max_size - 2`` most frequent words of ``texts`` (ties broken by first
+    appearance); id ``PAD_ID`` (0) is padding and ``UNKNOWN_ID`` (1) every other word."""
+    max_size = check_int("max_size", max_size, 3)
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word in text:
+            counts[word] = counts.get(word, 0) + 1
+    ranked = sorted(counts, key=lambda w: -counts[w])[: max_size - 2]
+    return {word: i + 2 for i, word in enumerate(ranked)}
+
+
+def encode_texts(
+    texts: Sequence[Sequence[str]], vocabulary: dict[str, int], max_len: int
+) -> torch.Tensor:
+    """``[len(texts), max_len]`` int64 ids: each text's first ``max_len`` words, unknown words as
+    ``UNKNOWN_ID``, padded with ``PAD_ID``. An empty text raises ValueError (it would encode to
+    padding only)."""
+    max_len = check_int("max_len", max_len, 1)
+    ids = torch.full((len(texts), max_len), PAD_ID, dtype=torch.int64)
+    for row, text in enumerate(texts):
+        if not text:
+            raise ValueError(f"texts[{row}] is empty; every text needs at least one word")
+        words = [vocabulary.get(word, UNKNOWN_ID) for word in text[:max_len]]
+        ids[row, : len(words)] = torch.tensor(words)
+    return ids
 
 
 # --- splits ---------------------------------------------------------------------------------

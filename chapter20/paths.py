@@ -49,3 +49,23 @@ def data_file(name: str) -> Path:
         if (base / name).is_file():
             return base / name
     raise FileNotFoundError(f"data file {name!r} not found under data/ next to the package")
+
+
+def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:
+    """``torch.save(obj, path)`` that never leaves a half-written file under ``path`` (§20.4
+    "save from rank 0", §20.5.2 checkpoints): write a temporary file in the same directory,
+    flush it to disk, then rename it into place (atomic on POSIX and Windows)."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -39,6 +39,7 @@ from torch import nn
 
 from chapter20.checks import check_int
 from chapter20.distributed import group_rank_and_size
+from chapter20.paths import atomic_torch_save
 
 __all__ = [
     "INPUT_MODES",
@@ -511,12 +512,9 @@ def save_sharded(table: ShardedEmbedding, directory: str | os.PathLike) -> Path:
     checkpoints). The write is atomic: a temporary file renamed into place, so a crash never
     leaves a half-written shard under the final name. Returns this rank's file."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = _shard_file(directory, table.rank, table.world_size)
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(table.state_dict(), tmp)
-    os.replace(tmp, path)
-    return path
+    return atomic_torch_save(
+        table.state_dict(), _shard_file(directory, table.rank, table.world_size)
+    )
 
 
 def load_sharded(table: ShardedEmbedding, directory: str | os.PathLike) -> None:
