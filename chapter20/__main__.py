@@ -25,6 +25,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "sharded embedding: bytes per collective vs formula; throughput vs nn.Embedding",
     ),
+    "contrastive": (
+        "chapter20.contrastive_lab",
+        "benchmark",
+        "gradient caching vs the same batch at once: peak memory and step time",
+    ),
 }
 
 

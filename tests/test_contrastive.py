@@ -160,3 +160,124 @@ def test_contrastive_step_lowers_loss_and_clears_grads():
     assert after < losses[0] * 0.5  # ten Adam steps on 8 pairs: far below the start
     assert all(p.grad is None for p in model.parameters())
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+
+
+# --- hard negatives and reductions -----------------------------------------------------------
+
+
+def reference_with_hard_negatives(q, k, h, temperature):
+    """Written out: each query's candidates are all keys, then the hard negatives."""
+    q, k, h = (x / x.norm(dim=1, keepdim=True) for x in (q, k, h))
+    logits = q @ torch.cat([k, h]).T / temperature
+    return -(logits.diag() - logits.logsumexp(dim=1)).mean()
+
+
+def test_hard_negatives_are_extra_candidates_after_the_keys(pair):
+    q, k = pair
+    h = torch.randn(5, 5, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(
+        info_nce(q, k, 0.1, hard_negatives=h), reference_with_hard_negatives(q, k, h, 0.1), **TOL
+    )
+    # A hard negative equal to a query's positive makes that query's loss grow.
+    assert info_nce(q, k, 0.1, hard_negatives=k[:1]) > info_nce(q, k, 0.1)
+
+
+def test_reductions_agree(pair):
+    q, k = pair
+    losses = info_nce(q, k, 0.1, reduction="none")
+    assert losses.shape == (8,)
+    torch.testing.assert_close(losses.mean(), info_nce(q, k, 0.1), **TOL)
+    torch.testing.assert_close(losses.sum(), info_nce(q, k, 0.1, reduction="sum"), **TOL)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        info_nce(q, k, reduction="max")
+
+
+def test_hard_negatives_must_match_the_dim(pair):
+    q, k = pair
+    with pytest.raises(ValueError, match="hard_negatives must be"):
+        info_nce(q, k, hard_negatives=torch.randn(3, 4))
+
+
+# --- cross-rank negatives (real gloo groups) --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def distributed_records():
+    from chapter20.contrastive_lab import distributed_proof
+
+    return distributed_proof(world_sizes=(2, 4))
+
+
+def test_distributed_info_nce_equals_single_process(distributed_records):
+    # float32 rounding: the logits of a query come from a matmul of a different shape.
+    frame = distributed_records
+    assert set(frame["W"]) == {2, 4} and set(frame["hard"]) == {0, 2, 3}
+    assert frame["sizes"].nunique() == 4  # even and uneven batch sizes at both W
+    for column in (
+        "one_way_loss_diff",
+        "one_way_grad_diff",
+        "symmetric_loss_diff",
+        "symmetric_grad_diff",
+    ):
+        assert frame[column].max() < 1e-5, column
+
+
+def test_plain_all_gather_has_no_gradient_and_gather_with_grad_has(distributed_records):
+    even = distributed_records.dropna(subset=["plain_gather_requires_grad"])
+    assert len(even) > 0
+    assert not even["plain_gather_requires_grad"].astype(bool).any()
+    assert even["gather_with_grad_requires_grad"].astype(bool).all()
+
+
+def test_distributed_info_nce_without_a_group_is_info_nce(pair):
+    from chapter20.contrastive import distributed_info_nce, gather_with_grad
+
+    q, k = pair
+    assert torch.equal(distributed_info_nce(q, k, 0.1), info_nce(q, k, 0.1))
+    assert gather_with_grad(q) is q
+
+
+# --- gradient caching ---------------------------------------------------------------------------
+
+
+def test_grad_cache_equals_full_batch_with_dropout_and_replayed_rng():
+    from chapter20.contrastive_lab import grad_cache_proof
+
+    for batch, chunk in ((22, 5), (9, 4), (8, 8), (7, 20)):  # uneven, even, one chunk, chunk > B
+        result = grad_cache_proof(batch=batch, chunk_size=chunk)
+        assert result["replayed"] < 1e-5, (batch, chunk)  # float32 rounding
+        if chunk < batch:
+            assert result["not_replayed"] > 1e-3  # other dropout masks: a real difference
+
+
+def test_cached_contrastive_step_equals_plain_step():
+    from chapter20.contrastive import cached_contrastive_step
+
+    anchors, positives = torch.randint(1, 50, (2, 13, 6))
+    states = []
+    for cached in (False, True):
+        set_seed(0)
+        model = BagOfEmbeddingsEncoder(50, 16)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        if cached:
+            cached_contrastive_step(
+                model, optimizer, anchors, positives, chunk_size=4, temperature=0.1
+            )
+        else:
+            contrastive_step(model, optimizer, anchors, positives, temperature=0.1)
+        states.append(model.state_dict())
+    for name in states[0]:
+        torch.testing.assert_close(states[0][name], states[1][name], rtol=1e-5, atol=1e-6)
+
+
+def test_grad_cache_rejects_bad_arguments():
+    from chapter20.contrastive import grad_cache_backward
+
+    model = BagOfEmbeddingsEncoder(20, 4)
+    ids = torch.randint(1, 20, (4, 3))
+    with pytest.raises(ValueError, match="chunk_size"):
+        grad_cache_backward(model, (ids, ids), info_nce, 0)
+    with pytest.raises(TypeError, match="chunk_size"):
+        grad_cache_backward(model, (ids, ids), info_nce, 2.5)
+    with pytest.raises(ValueError, match="inputs"):
+        grad_cache_backward(model, (), info_nce, 2)

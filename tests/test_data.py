@@ -305,3 +305,27 @@ def test_train_test_split_needs_both_sides():
         data.train_test_split_articles([["a"], ["b"], ["c"]], 0.1)
     with pytest.raises(TypeError, match="articles"):
         data.train_test_split_articles("abc", 0.5)
+
+
+# --- text pairs ------------------------------------------------------------------------------
+
+
+def test_next_sentence_pairs_do_not_overlap():
+    from chapter20.data import next_sentence_pairs
+
+    articles = [[["a"], ["b"], ["c"], ["d"], ["e"]], [["x"], ["y"]], [["lonely"]]]
+    assert next_sentence_pairs(articles) == [(["a"], ["b"]), (["c"], ["d"]), (["x"], ["y"])]
+
+
+def test_word_vocabulary_and_encoding():
+    from chapter20.data import PAD_ID, UNKNOWN_ID, encode_texts, word_vocabulary
+
+    texts = [["the", "cat", "the"], ["a", "cat"], ["the"]]
+    vocabulary = word_vocabulary(texts, max_size=4)
+    assert vocabulary == {"the": 2, "cat": 3}  # ids 0 and 1 are padding and unknown
+    ids = encode_texts([["the", "dog", "cat"], ["cat"]], vocabulary, max_len=2)
+    assert ids.tolist() == [[2, UNKNOWN_ID], [3, PAD_ID]]
+    with pytest.raises(ValueError, match=r"texts\[0\] is empty"):
+        encode_texts([[]], vocabulary, 2)
+    with pytest.raises(ValueError, match="max_size"):
+        word_vocabulary(texts, 2)

@@ -27,3 +27,21 @@ def test_data_file():
     assert paths.data_file("claims.csv").name == "claims.csv"
     with pytest.raises(FileNotFoundError, match="no_such_file"):
         paths.data_file("no_such_file.csv")
+
+
+def test_atomic_torch_save_writes_whole_files_only(tmp_path, monkeypatch):
+    import torch
+
+    from chapter20.paths import atomic_torch_save
+
+    path = atomic_torch_save({"x": torch.arange(3)}, tmp_path / "sub" / "state.pt")
+    assert torch.equal(torch.load(path)["x"], torch.arange(3))
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_torch_save({"x": 1}, path)
+    assert torch.equal(torch.load(path)["x"], torch.arange(3))  # the old file is intact
+    assert [p.name for p in path.parent.iterdir()] == ["state.pt"]  # no temporary left
