@@ -172,6 +172,17 @@ def _timing(times: list[float]) -> Timing:
     return Timing(statistics.median(times), min(times), max(times), tuple(times))
 
 
+def format_difference(max_abs_diff: float, tolerance: float) -> str:
+    """A proof's verdict as text that is the same on every machine (for nbval-checked cells):
+    ``max |Δ| = 0 ✓`` when exact, ``max |Δ| < 1e-05 ✓`` within ``tolerance`` (the exact value is
+    rounding noise that differs between CPUs), ``max |Δ| = 0.17 ✗`` beyond it."""
+    if max_abs_diff == 0:
+        return "max |Δ| = 0 ✓"
+    if max_abs_diff < tolerance:
+        return f"max |Δ| < {tolerance:.0e} ✓"
+    return f"max |Δ| = {max_abs_diff:.2g} ✗"
+
+
 def time_fn(
     fn: Callable[[], Any],
     *,

@@ -388,3 +388,11 @@ def test_time_interleaved_alternates_the_variants():
     assert set(timings) == {"a", "b"} and all(len(t.times) == 3 for t in timings.values())
     with pytest.raises(ValueError, match="fns"):
         time_interleaved({}, device="cpu")
+
+
+def test_format_difference_is_machine_independent_text():
+    from chapter20.measure import format_difference
+
+    assert format_difference(0.0, 1e-6) == "max |Δ| = 0 ✓"
+    assert format_difference(3.1e-8, 1e-6) == format_difference(7.9e-8, 1e-6) == "max |Δ| < 1e-06 ✓"
+    assert format_difference(0.1745, 1e-6) == "max |Δ| = 0.17 ✗"
