@@ -30,6 +30,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "gradient caching vs the same batch at once: peak memory and step time",
     ),
+    "precision": (
+        "chapter20.precision_lab",
+        "benchmark",
+        "bf16 (and fp16 on GPUs) vs fp32: step time and peak memory of the Transformer encoder",
+    ),
 }
 
 

@@ -29,6 +29,7 @@ from chapter20.contrastive_training import ContrastiveTrainer
 from chapter20.data import (
     encode_texts,
     next_sentence_pairs,
+    shuffled_batches,
     train_test_split_articles,
     wiki_sentences,
     word_vocabulary,
@@ -343,7 +344,7 @@ def train_pairs(
         return info_nce(model(anchors), model(positives), temperature, reduction="none")
 
     losses, start = [], time.perf_counter()
-    batches = _batches(len(data.train_anchors), step_size, generator)
+    batches = shuffled_batches(len(data.train_anchors), step_size, generator)
     for _ in range(check_int("steps", steps, 1)):
         batch_ids = next(batches)
         anchors, positives = data.train_anchors[batch_ids], data.train_positives[batch_ids]
@@ -365,14 +366,6 @@ def train_pairs(
         losses,
         {k: v.detach().clone() for k, v in model.state_dict().items()},
     )
-
-
-def _batches(size: int, batch: int, generator: torch.Generator):
-    """Index batches of ``batch`` rows, epoch after epoch, each epoch a fresh permutation (the
-    last incomplete batch of an epoch is dropped: a short batch has fewer negatives)."""
-    while True:
-        order = torch.randperm(size, generator=generator)
-        yield from order[: size - size % batch].split(batch)
 
 
 def compare_batch_strategies(data: PairData, **kwargs) -> tuple[pd.DataFrame, list[TrainingRun]]:

@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +38,7 @@ __all__ = [
     "encode_texts",
     "lee_background",
     "next_sentence_pairs",
+    "shuffled_batches",
     "train_test_split_articles",
     "uniform_ids",
     "wiki_articles",
@@ -365,6 +366,18 @@ def encode_texts(
         words = [vocabulary.get(word, UNKNOWN_ID) for word in text[:max_len]]
         ids[row, : len(words)] = torch.tensor(words)
     return ids
+
+
+def shuffled_batches(size: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Index batches of ``batch`` rows out of ``size``, epoch after epoch without end, each epoch
+    a fresh permutation from ``generator`` (§20.2). The last incomplete batch of an epoch is
+    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss."""
+    size, batch = check_int("size", size, 1), check_int("batch", batch, 1)
+    if batch > size:
+        raise ValueError(f"batch must be <= size ({size}), got {batch}")
+    while True:
+        order = torch.randperm(size, generator=generator)
+        yield from order[: size - size % batch].split(batch)
 
 
 # --- splits ---------------------------------------------------------------------------------

@@ -329,3 +329,15 @@ def test_word_vocabulary_and_encoding():
         encode_texts([[]], vocabulary, 2)
     with pytest.raises(ValueError, match="max_size"):
         word_vocabulary(texts, 2)
+
+
+def test_shuffled_batches_cover_each_epoch_and_drop_the_short_batch():
+    from chapter20.data import shuffled_batches
+
+    batches = shuffled_batches(10, 3, torch.Generator().manual_seed(0))
+    epoch = [next(batches) for _ in range(3)]
+    assert all(len(b) == 3 for b in epoch)
+    assert len(set(torch.cat(epoch).tolist())) == 9  # one row of 10 is left for the next epoch
+    assert len(next(batches)) == 3  # the next epoch starts with a fresh full batch
+    with pytest.raises(ValueError, match="batch must be <= size"):
+        next(shuffled_batches(2, 3, torch.Generator()))

@@ -1,0 +1,261 @@
+"""§20.2.2 Mixed precision on any device, with the current ``torch.amp`` API.
+
+The chapter's trainer (listing L5) uses ``torch.cuda.amp``, deprecated and CUDA-only. Here:
+
+- :class:`MixedPrecisionTrainer` runs the forward pass under
+  ``torch.amp.autocast(device_type=...)`` in bf16 or fp16 (or plain fp32), keeps the master
+  weights, gradients and optimizer state in fp32, and scales the loss with
+  ``torch.amp.GradScaler`` when the dtype is fp16 — on CUDA, and on CPU too. Gradients are
+  unscaled before clipping. A step whose gradients are not finite is skipped and counted, in
+  every precision (bf16 needs no scaler, but an overflow still must not reach the weights).
+- :func:`keep_batchnorm_fp32` is listing L6: a model cast to half precision whose BatchNorm
+  layers stay fp32 (their running statistics lose too much in fp16).
+- :func:`format_limits`, :func:`underflow_report` and :func:`gradient_underflow` show which
+  magnitudes fp16 and bf16 can hold, and how much of a model's gradient would vanish in fp16
+  without loss scaling (claim C08).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.device import autocast_dtype, get_device
+
+__all__ = [
+    "PRECISIONS",
+    "resolve_precision",
+    "autocast",
+    "StepResult",
+    "MixedPrecisionTrainer",
+    "keep_batchnorm_fp32",
+    "format_limits",
+    "largest_rounding_to_zero",
+    "underflow_report",
+    "gradient_underflow",
+]
+
+#: Precision names → dtype of the autocast region ("auto": ``device.autocast_dtype``).
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _supports(device: torch.device, dtype: torch.dtype) -> bool:
+    if dtype == torch.float32 or device.type == "cpu":
+        return True  # CPU autocast runs bf16 and fp16 (fp16 slowly, without fast kernels)
+    if device.type == "cuda":
+        return dtype == torch.float16 or torch.cuda.is_bf16_supported()
+    return dtype == torch.float16  # MPS: fp16 everywhere, bf16 only on recent systems
+
+
+def resolve_precision(
+    precision: str | torch.dtype = "auto", device: torch.device | str | None = None
+) -> torch.dtype:
+    """The autocast dtype for ``precision`` ("auto", "fp32", "bf16", "fp16" or a dtype) on
+    ``device`` (§20.2.2). "auto" is ``device.autocast_dtype``: bf16 on CPU and on GPUs that
+    support it, else fp16. ValueError for an unknown name or a dtype the device cannot run."""
+    device = get_device() if device is None else torch.device(device)
+    if precision == "auto":
+        return autocast_dtype(device)
+    if isinstance(precision, torch.dtype):
+        dtype = precision
+        if dtype not in PRECISIONS.values():
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {dtype}")
+    elif precision in PRECISIONS:
+        dtype = PRECISIONS[precision]
+    else:
+        raise ValueError(
+            f"precision must be 'auto', 'fp32', 'bf16' or 'fp16' (or that dtype), got {precision!r}"
+        )
+    if not _supports(device, dtype):
+        raise ValueError(f"precision {precision!r} is not supported on {device} (try 'auto')")
+    return dtype
+
+
+def autocast(precision: str | torch.dtype = "auto", device: torch.device | str | None = None):
+    """``torch.amp.autocast`` for ``precision`` on ``device``; a null context for fp32 (§20.2.2).
+    For evaluation and for code that wants the trainer's precision without the trainer."""
+    device = get_device() if device is None else torch.device(device)
+    dtype = resolve_precision(precision, device)
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.amp.autocast(device_type=device.type, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step: the loss (fp32), whether the update was skipped (non-finite gradients), the
+    gradient norm before clipping (None unless clipping or a skip needed it), the loss scale."""
+
+    loss: float
+    skipped: bool
+    grad_norm: float | None
+    scale: float
+
+
+class MixedPrecisionTrainer:
+    """Training steps under autocast with fp32 master weights (§20.2.2, listing L5 done right).
+
+    ``precision``: "auto" (bf16 on CPU and recent GPUs, else fp16), "bf16", "fp16" or "fp32".
+    fp16 uses ``torch.amp.GradScaler(device_type)``: the loss is multiplied by the scale before
+    backward, the gradients are unscaled before clipping, and a step with inf/NaN gradients is
+    skipped while the scale shrinks. In bf16 and fp32 there is no scaler, and a step with
+    non-finite gradients is skipped too. ``skipped_steps`` counts them.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        precision: str | torch.dtype = "auto",
+        device: torch.device | str | None = None,
+        clip_norm: float | None = None,
+        init_scale: float = 2.0**16,
+    ):
+        if device is None:
+            device = next(model.parameters()).device
+        self.device = torch.device(device)
+        self.dtype = resolve_precision(precision, self.device)
+        if clip_norm is not None and not clip_norm > 0:
+            raise ValueError(f"clip_norm must be None or > 0, got {clip_norm}")
+        if not (init_scale > 0 and math.isfinite(init_scale)):
+            raise ValueError(f"init_scale must be a finite number > 0, got {init_scale}")
+        self.model, self.optimizer, self.clip_norm = model, optimizer, clip_norm
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, init_scale=init_scale, enabled=self.dtype == torch.float16
+        )
+        self.steps = 0
+        self.skipped_steps = 0
+
+    @property
+    def precision(self) -> str:
+        """The precision name of this trainer: "fp32", "bf16" or "fp16"."""
+        return next(name for name, dtype in PRECISIONS.items() if dtype == self.dtype)
+
+    def autocast(self):
+        """The autocast context of this trainer (a null context in fp32)."""
+        return autocast(self.dtype, self.device)
+
+    def step(self, loss_fn: Callable[[nn.Module, Any], torch.Tensor], batch: Any) -> StepResult:
+        """``loss_fn(model, batch)`` under autocast, backward, (unscale, clip,) optimizer step."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = loss_fn(self.model, batch)
+        self.scaler.scale(loss).backward()
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
+        grad_norm = None
+        if self.clip_norm is not None or not self.scaler.is_enabled():
+            self.scaler.unscale_(self.optimizer)  # a no-op without a scaler
+            grad_norm = float(_grad_norm(self.model.parameters()))
+            if self.clip_norm is not None and math.isfinite(grad_norm):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)  # skips the update if a gradient is inf/NaN
+            self.scaler.update()
+            skipped = self.scaler.get_scale() < scale
+        else:
+            skipped = not math.isfinite(grad_norm)
+            if not skipped:
+                self.optimizer.step()
+        self.steps += 1
+        self.skipped_steps += skipped
+        return StepResult(float(loss.detach().float()), skipped, grad_norm, scale)
+
+
+def _grad_norm(parameters: Iterable[nn.Parameter]) -> torch.Tensor:
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+    )
+
+
+def keep_batchnorm_fp32(model: nn.Module) -> nn.Module:
+    """Listing L6: after ``model.half()`` (or ``.to(torch.bfloat16)``), put every BatchNorm layer
+    back in fp32 — its running mean and variance accumulate small updates that half precision
+    rounds away (§20.2.2 gotchas). Returns ``model`` (changed in place)."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.float()
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# What half precision can hold
+# --------------------------------------------------------------------------------------------
+
+
+def format_limits(dtypes: Iterable[torch.dtype] = (torch.float16, torch.bfloat16, torch.float32)):
+    """Per dtype: smallest subnormal, smallest normal, largest value, epsilon, and the largest
+    float32 value that rounds to zero — found by casting, not by formula (§20.2.2, C08)."""
+    records = []
+    for dtype in dtypes:
+        info = torch.finfo(dtype)
+        subnormal = info.smallest_normal * info.eps  # one unit in the last place below normal
+        records.append(
+            {
+                "dtype": str(dtype).removeprefix("torch."),
+                "smallest_subnormal": subnormal,
+                "smallest_normal": info.smallest_normal,
+                "max": info.max,
+                "eps": info.eps,
+                "largest_that_rounds_to_zero": largest_rounding_to_zero(dtype),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def largest_rounding_to_zero(dtype: torch.dtype) -> float:
+    """The largest positive float64 value whose cast to ``dtype`` is 0, by bisection on casts."""
+    low, high = 0.0, 1.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        if torch.tensor(mid, dtype=torch.float64).to(dtype).item() == 0:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def underflow_report(values: torch.Tensor, dtype: torch.dtype = torch.float16) -> dict[str, float]:
+    """Fractions of the non-zero ``values`` that become zero, subnormal (precision lost) or stay
+    normal when cast to ``dtype``; and of those that overflow to infinity."""
+    values = values.detach().flatten().float()
+    values = values[values != 0]
+    if values.numel() == 0:
+        raise ValueError("values must hold at least one non-zero number")
+    cast = values.to(dtype)
+    info = torch.finfo(dtype)
+    zero = cast == 0
+    infinite = torch.isinf(cast)
+    subnormal = ~zero & (cast.abs() < info.smallest_normal)
+    n = values.numel()
+    return {
+        "zero": float(zero.sum()) / n,
+        "subnormal": float(subnormal.sum()) / n,
+        "normal": float((~zero & ~subnormal & ~infinite).sum()) / n,
+        "infinite": float(infinite.sum()) / n,
+    }
+
+
+def gradient_underflow(
+    model: nn.Module, scales: Iterable[float] = (1.0, 2.0**8, 2.0**16), dtype=torch.float16
+) -> pd.DataFrame:
+    """For the fp32 gradients in ``model``: the share that fp16 would flush to zero, leave
+    subnormal, or overflow, if the loss were multiplied by each of ``scales`` (§20.2.2, loss
+    scaling). Call after a backward pass."""
+    grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        raise ValueError("model has no gradients: run a backward pass first")
+    flat = torch.cat(grads).float()
+    return pd.DataFrame(
+        [{"loss_scale": scale, **underflow_report(flat * scale, dtype)} for scale in scales]
+    )

@@ -1,0 +1,334 @@
+"""§20.2.2 Mixed precision, run and measured: the experiments behind notebook 03 and
+``python -m chapter20 bench precision``.
+
+The workload is the companion's Transformer encoder trained with InfoNCE on pairs of token
+sequences (random ids for speed and memory, Wikipedia next-sentence pairs for quality).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.contrastive import info_nce
+from chapter20.contrastive_lab import PairData, recall_at_k
+from chapter20.data import shuffled_batches
+from chapter20.device import get_device, set_seed
+from chapter20.measure import format_bytes, peak_memory, time_interleaved
+from chapter20.models import TransformerEncoder
+from chapter20.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
+from chapter20.precision import (
+    PRECISIONS,
+    MixedPrecisionTrainer,
+    format_limits,
+    resolve_precision,
+)
+
+__all__ = [
+    "available_precisions",
+    "encoder",
+    "pair_loss",
+    "parity_run",
+    "step_time_vs_batch",
+    "matmul_speedup",
+    "memory_by_precision",
+    "gradient_magnitudes",
+    "quality_run",
+    "plot_step_time",
+    "plot_memory",
+    "plot_number_line",
+    "benchmark",
+]
+
+TEMPERATURE = 0.05
+
+
+def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
+    """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
+    (``fp16=None``). CPU autocast runs fp16 without fast kernels (a matmul is ~100x slower than
+    fp32 here), so it is left out of CPU timings unless ``fp16=True``."""
+    device = get_device() if device is None else torch.device(device)
+    names = ["fp32"]
+    for name in ("bf16", "fp16"):
+        wanted = (
+            fp16
+            if name == "fp16" and fp16 is not None
+            else (name == "bf16" or device.type != "cpu")
+        )
+        try:
+            resolve_precision(name, device)
+        except ValueError:
+            continue
+        if wanted:
+            names.append(name)
+    return names
+
+
+def encoder(vocab: int = 4_000, d_model: int = 128, layers: int = 2, seed: int = 0, **kwargs):
+    """The shared Transformer encoder of this notebook, seeded (dropout off for comparisons)."""
+    set_seed(seed)
+    options = {"n_heads": 4, "n_layers": layers, "max_len": 64, "dropout": 0.0, **kwargs}
+    return TransformerEncoder(vocab, d_model=d_model, **options)
+
+
+def pair_loss(model: nn.Module, batch) -> torch.Tensor:
+    """InfoNCE of the encoded anchors against the encoded positives (computed in fp32)."""
+    anchors, positives = batch
+    return info_nce(model(anchors), model(positives), TEMPERATURE)
+
+
+def _random_pairs(batch: int, seq_len: int, vocab: int, seed: int) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    anchors = torch.randint(1, vocab, (batch, seq_len), generator=generator)
+    positives = anchors.clone()
+    noise = torch.rand(anchors.shape, generator=generator) < 0.3  # positives: 30% of ids changed
+    positives[noise] = torch.randint(1, vocab, (int(noise.sum()),), generator=generator)
+    return anchors, positives
+
+
+def parity_run(
+    precision: str, steps: int = 30, batch: int = 32, seq_len: int = 16, seed: int = 0
+) -> list[float]:
+    """Losses of ``steps`` Adam steps on a fixed task (noisy copies of random sequences) in
+    ``precision``; the same task and initial weights for every precision (§20.2.2)."""
+    model = encoder(vocab=500, d_model=64, seed=seed)
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.Adam(model.parameters(), lr=1e-3), precision=precision, device="cpu"
+    )
+    batches = [_random_pairs(batch, seq_len, 500, seed + i) for i in range(steps)]
+    return [trainer.step(pair_loss, pairs).loss for pairs in batches]
+
+
+def step_time_vs_batch(
+    batch_sizes: tuple[int, ...] = (16, 64), seq_len: int = 64, precisions=None, repeat: int = 5
+) -> pd.DataFrame:
+    """Median time of one training step (forward, backward, Adam) per precision and batch size,
+    the precisions timed in alternation; ``speedup`` is fp32 time / this time (§20.2.2)."""
+    device = get_device()
+    precisions = precisions or available_precisions(device)
+    records = []
+    for batch in batch_sizes:
+        pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=batch))
+        steps = {}
+        for name in precisions:
+            model = encoder().to(device)
+            trainer = MixedPrecisionTrainer(
+                model, torch.optim.Adam(model.parameters(), lr=1e-4), precision=name
+            )
+            steps[name] = lambda trainer=trainer, pairs=pairs: trainer.step(pair_loss, pairs)
+        timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+        for name, t in timing.items():
+            records.append(
+                {
+                    "batch": batch,
+                    "precision": name,
+                    "seconds": t.median,
+                    "speedup": timing["fp32"].median / t.median,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def matmul_speedup(size: int = 512, precisions=None, repeat: int = 3) -> pd.DataFrame:
+    """Time of a ``size``×``size`` matrix multiply per dtype on this device, and its speed-up
+    over fp32 (claim C06: tensor cores make fp16 matmuls 2-8x faster)."""
+    device = get_device()
+    precisions = precisions or available_precisions(device, fp16=True)
+    a = torch.randn(size, size, device=device)
+    operands = {name: a.to(PRECISIONS[name]) for name in precisions}
+    timing = time_interleaved(
+        {name: (lambda x=x: x @ x) for name, x in operands.items()},
+        warmup=1,
+        repeat=repeat,
+        device=device,
+    )
+    fp32 = timing["fp32"].median
+    return pd.DataFrame(
+        [
+            {
+                "precision": name,
+                "seconds": t.median,
+                "tflops": 2 * size**3 / t.median / 1e12,
+                "speedup": fp32 / t.median,
+            }
+            for name, t in timing.items()
+        ]
+    )
+
+
+def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
+    """Peak memory of one training step per precision, broken down into parameters, gradients,
+    optimizer state and activations (§20.2.2, claim C09). Adam's state exists before the step
+    (a warm-up step creates it), as in the middle of training."""
+    device = get_device()
+    precisions = precisions or available_precisions(device)
+    pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=0))
+    records = []
+    for name in precisions:
+        model = encoder().to(device)
+        trainer = MixedPrecisionTrainer(
+            model, torch.optim.Adam(model.parameters(), lr=1e-4), precision=name
+        )
+        trainer.step(pair_loss, pairs)
+        report = peak_memory(
+            lambda trainer=trainer: trainer.step(pair_loss, pairs),
+            model=model,
+            optimizer=trainer.optimizer,
+            inputs=pairs,
+            device=device,
+        )
+        records.append(
+            {
+                "precision": name,
+                "peak_bytes": report.peak_bytes,
+                **report.breakdown,
+                "measured_by": report.method,
+            }
+        )
+    frame = pd.DataFrame(records)
+    frame["vs_fp32"] = frame["peak_bytes"] / frame["peak_bytes"].iloc[0]
+    return frame
+
+
+def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
+    """One fp32 backward of the encoder: (absolute values of all non-zero gradients, the model)
+    — what fp16 would have to hold without loss scaling."""
+    model = encoder(seed=seed)
+    pair_loss(model, _random_pairs(batch, seq_len, 4_000, seed)).backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return grads[grads != 0].abs(), model
+
+
+def quality_run(
+    data: PairData,
+    precision: str,
+    *,
+    steps: int = 120,
+    batch: int = 64,
+    d_model: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> dict:
+    """Train the Transformer encoder on real next-sentence pairs in ``precision`` and return the
+    final loss (mean of the last 10 steps), held-out recall@1/@10, skipped steps and seconds
+    (§20.2.2, claim C27). Same seed, weights and data order for every precision."""
+    model = encoder(vocab=data.vocab_size, d_model=d_model, seed=seed, max_len=32)
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.Adam(model.parameters(), lr=lr), precision=precision, device="cpu"
+    )
+    batches = shuffled_batches(len(data.train_anchors), batch, torch.Generator().manual_seed(seed))
+    losses, start = [], time.perf_counter()
+    for _ in range(steps):
+        ids = next(batches)
+        result = trainer.step(pair_loss, (data.train_anchors[ids], data.train_positives[ids]))
+        losses.append(result.loss)
+    seconds = time.perf_counter() - start
+    with trainer.autocast():
+        recall = recall_at_k(model, data.test_anchors, data.test_positives)
+    return {
+        "precision": precision,
+        "final_loss": float(np.mean(losses[-10:])),
+        "recall@1": recall[1],
+        "recall@10": recall[10],
+        "skipped_steps": trainer.skipped_steps,
+        "seconds": seconds,
+        "losses": losses,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_step_time(frame: pd.DataFrame):
+    """Step time per precision vs batch size."""
+    fig, ax = new_figure(
+        "One training step of the Transformer encoder", "batch (pairs)", "median step time (ms)"
+    )
+    for name, part in frame.groupby("precision", sort=False):
+        ax.plot(part["batch"], part["seconds"] * 1e3, "o-", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(frame["batch"].unique(), labels=map(str, frame["batch"].unique()))
+    ax.legend()
+    return fig
+
+
+def plot_memory(frame: pd.DataFrame):
+    """Peak memory per precision, stacked by component."""
+    categories = [c for c in CATEGORY_COLORS if c in frame.columns]
+    breakdowns = [dict(zip(categories, row)) for row in frame[categories].itertuples(index=False)]
+    return stacked_memory_bars(
+        list(frame["precision"]),
+        breakdowns,
+        title="Peak memory of one training step",
+        unit="MiB",
+        bar_labels=[f"{r:.2f}x" for r in frame["vs_fp32"]],
+    )
+
+
+def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
+    """Histogram of gradient magnitudes (log scale), unscaled and times ``scale``, against fp16's
+    smallest subnormal, smallest normal and largest value."""
+    fig, ax = new_figure(
+        "Gradient magnitudes against the fp16 number line",
+        "|gradient| (log scale)",
+        "share of gradient values",
+    )
+    values = magnitudes.double().numpy()
+    bins = np.logspace(-14, 6, 81)
+    weights = np.full(len(values), 1 / len(values))
+    ax.hist(values, bins=bins, weights=weights, alpha=0.6, label="gradients")
+    ax.hist(
+        values * scale,
+        bins=bins,
+        weights=weights,
+        alpha=0.6,
+        label=f"gradients x {scale:.0f} (loss scaling)",
+    )
+    limits = format_limits([torch.float16]).iloc[0]
+    for value, label, style in (
+        (limits.largest_that_rounds_to_zero, "rounds to 0 below", ":"),
+        (limits.smallest_normal, "smallest normal", "--"),
+        (limits["max"], "largest fp16", "-"),
+    ):
+        ax.axvline(value, color="#C44E52", linestyle=style, label=f"{label} {value:.1e}")
+    ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark() -> None:
+    """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
+    precision to fp32 for the shared Transformer encoder at two batch sizes."""
+    device = get_device()
+    speed = step_time_vs_batch((16, 64))
+    print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
+    for row in speed.itertuples():
+        print(
+            f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms  "
+            f"{1 / row.speedup:5.2f}x the fp32 time"
+        )
+    for batch in (16, 64):
+        memory = memory_by_precision(batch)
+        for row in memory.itertuples():
+            print(
+                f"  batch {batch:>3} {row.precision}: peak {format_bytes(row.peak_bytes):>10}  "
+                f"{row.vs_fp32:5.2f}x fp32 [{row.measured_by}]"
+            )
+    matmul = matmul_speedup()
+    print(
+        "  1024x1024 matmul speed-up over fp32: "
+        + ", ".join(
+            f"{r.precision} {r.speedup:.2f}x" for r in matmul.itertuples() if r.precision != "fp32"
+        )
+    )
