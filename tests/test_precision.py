@@ -1,0 +1,218 @@
+"""§20.2.2 chapter20.precision: autocast with fp32 master weights on any device, loss scaling
+and skipped steps, BatchNorm kept in fp32, and what fp16 / bf16 can hold."""
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from chapter20.contrastive import info_nce
+from chapter20.precision import (
+    MixedPrecisionTrainer,
+    autocast,
+    format_limits,
+    gradient_underflow,
+    keep_batchnorm_fp32,
+    largest_rounding_to_zero,
+    resolve_precision,
+    underflow_report,
+)
+from chapter20.precision_lab import encoder, pair_loss, parity_run
+
+CPU_PRECISIONS = ["fp32", "bf16", "fp16"]
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def _mse(model, batch):
+    x, y = batch
+    return F.mse_loss(model(x), y)
+
+
+def _batch():
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(16, 6, generator=generator), torch.randn(16, 3, generator=generator)
+
+
+@pytest.mark.parametrize("precision", CPU_PRECISIONS)
+def test_no_deprecation_warning_on_cpu(precision):
+    model = _small_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every warning, deprecations included, is an error
+        trainer = MixedPrecisionTrainer(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision, clip_norm=1.0
+        )
+        result = trainer.step(_mse, _batch())
+    assert math.isfinite(result.loss) and not result.skipped
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_autocast_runs_linear_in_half_and_keeps_embeddings_loss_and_weights_fp32(precision, dtype):
+    linear, table = nn.Linear(4, 4), nn.Embedding(10, 4)
+    with autocast(precision, "cpu"):
+        out = linear(table(torch.tensor([1, 2])))
+        loss = info_nce(out, out.detach() + 1)
+    assert out.dtype == dtype  # matmuls run in half precision
+    assert table(torch.tensor([1])).dtype == torch.float32  # outside: plain fp32
+    assert loss.dtype == torch.float32  # InfoNCE computes its softmax in fp32
+    model = encoder(vocab=50, d_model=16, layers=1)
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.Adam(model.parameters()), precision=precision
+    )
+    with trainer.autocast():
+        embedded = model.token_embedding(torch.tensor([[1, 2]]))
+    assert embedded.dtype == torch.float32
+    pairs = torch.randint(1, 50, (2, 4, 6))
+    trainer.step(pair_loss, tuple(pairs))
+    for parameter in model.parameters():  # master weights and their gradients stay fp32
+        assert parameter.dtype == torch.float32
+        assert parameter.grad is None or parameter.grad.dtype == torch.float32
+
+
+def test_fp32_is_a_null_context():
+    linear = nn.Linear(3, 3)
+    with autocast("fp32", "cpu"):
+        assert linear(torch.randn(2, 3)).dtype == torch.float32
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_loss_tracks_fp32_over_training(precision):
+    # Tolerance 2% relative per step: bf16 keeps 8 mantissa bits (0.4% per rounding) and the
+    # rounding errors of 30 steps of Adam do not compound into a different run.
+    reference, half = parity_run("fp32", steps=30), parity_run(precision, steps=30)
+    assert len(half) == 30
+    for step, (a, b) in enumerate(zip(reference, half)):
+        assert abs(a - b) <= 0.02 * abs(a) + 1e-3, (step, a, b)
+    assert reference[-1] < reference[0] / 2  # the task is learned, not a flat line
+
+
+def test_fp16_step_with_an_infinite_gradient_is_skipped_and_counted():
+    model = _small_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), precision="fp16", init_scale=1024.0
+    )
+    result = trainer.step(lambda m, b: _mse(m, b) * float("inf"), _batch())
+    assert result.skipped and trainer.skipped_steps == 1 and trainer.steps == 1
+    assert trainer.scaler.get_scale() == 512.0  # the scale backs off
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))  # untouched
+    assert not trainer.step(_mse, _batch()).skipped  # the next good step goes through
+    assert trainer.skipped_steps == 1
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_non_finite_gradients_are_skipped_without_a_scaler_too(precision):
+    model = _small_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision
+    )
+    result = trainer.step(lambda m, b: _mse(m, b) * float("nan"), _batch())
+    assert result.skipped and trainer.skipped_steps == 1
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+
+
+def test_gradients_are_unscaled_before_clipping():
+    norms = {}
+    for precision in ("fp32", "fp16"):
+        model = _small_model()
+        trainer = MixedPrecisionTrainer(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision, clip_norm=1e-3
+        )
+        result = trainer.step(_mse, _batch())
+        norms[precision] = result.grad_norm
+        clipped = torch.linalg.vector_norm(
+            torch.cat([p.grad.flatten() for p in model.parameters()])
+        )
+        assert float(clipped) == pytest.approx(1e-3, rel=1e-3)  # clipped in true units
+    # The fp16 norm is the unscaled one (not 65536 times larger), up to fp16 rounding.
+    assert norms["fp16"] == pytest.approx(norms["fp32"], rel=1e-2)
+
+
+def test_precision_names_and_errors(monkeypatch):
+    assert resolve_precision("auto", "cpu") == torch.bfloat16
+    assert resolve_precision("fp16", "cpu") == torch.float16
+    assert resolve_precision(torch.float32, "cpu") == torch.float32
+    with pytest.raises(ValueError, match="precision must be"):
+        resolve_precision("fp8", "cpu")
+    with pytest.raises(ValueError, match="precision must be"):
+        resolve_precision(torch.float64, "cpu")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    with pytest.raises(ValueError, match="not supported on cuda"):
+        resolve_precision("bf16", "cuda")
+    with pytest.raises(ValueError, match="not supported on mps"):
+        resolve_precision("bf16", "mps")
+    model = _small_model()
+    with pytest.raises(ValueError, match="clip_norm"):
+        MixedPrecisionTrainer(model, torch.optim.SGD(model.parameters(), 0.1), clip_norm=0)
+    with pytest.raises(ValueError, match="init_scale"):
+        MixedPrecisionTrainer(model, torch.optim.SGD(model.parameters(), 0.1), init_scale=math.inf)
+
+
+def test_keep_batchnorm_fp32_after_half():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).half()
+    keep_batchnorm_fp32(model)
+    assert model[0].weight.dtype == model[2].weight.dtype == torch.float16
+    batchnorm = model[1]
+    assert batchnorm.weight.dtype == batchnorm.running_var.dtype == torch.float32
+    assert model(torch.randn(8, 4).half()).dtype == torch.float16
+    # Why: fp16 cannot hold the small steps a running statistic takes near 1.0.
+    assert torch.tensor(1.0, dtype=torch.float16) + 1e-4 == 1.0
+    assert torch.tensor(1.0) + 1e-4 != 1.0
+
+
+def test_fp16_limits_found_by_casting():
+    limits = format_limits().set_index("dtype")
+    assert limits.loc["float16", "smallest_subnormal"] == pytest.approx(2.0**-24)
+    assert limits.loc["float16", "smallest_normal"] == pytest.approx(2.0**-14)
+    assert largest_rounding_to_zero(torch.float16) == pytest.approx(2.0**-25)  # ≈ 2.98e-8
+    assert torch.tensor(1e-7).half().item() != 0  # the chapter's 1e-7 survives, as a subnormal
+    assert torch.tensor(2.9e-8).half().item() == 0
+    assert limits.loc["bfloat16", "largest_that_rounds_to_zero"] < 1e-40
+
+
+def test_underflow_report_counts_each_kind():
+    values = torch.tensor([1e-9, 1e-6, 1.0, 1e6, 0.0])
+    report = underflow_report(values, torch.float16)
+    assert report == {"zero": 0.25, "subnormal": 0.25, "normal": 0.25, "infinite": 0.25}
+    with pytest.raises(ValueError, match="non-zero"):
+        underflow_report(torch.zeros(3))
+
+
+def test_loss_scaling_rescues_small_gradients():
+    model = encoder(vocab=200, d_model=32, layers=1)
+    pair_loss(model, tuple(torch.randint(1, 200, (2, 8, 12)))).backward()
+    frame = gradient_underflow(model, scales=(1.0, 2.0**16)).set_index("loss_scale")
+    lost = frame["zero"] + frame["subnormal"]
+    assert lost.loc[2.0**16] < lost.loc[1.0]
+    assert frame.loc[2.0**16, "infinite"] == 0
+    with pytest.raises(ValueError, match="backward"):
+        gradient_underflow(nn.Linear(2, 2))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_cuda_mixed_precision_step(precision):
+    model = _small_model().cuda()
+    trainer = MixedPrecisionTrainer(
+        model, torch.optim.Adam(model.parameters()), precision=precision
+    )
+    x, y = (t.cuda() for t in _batch())
+    result = trainer.step(_mse, (x, y))
+    assert not result.skipped and trainer.scaler.is_enabled() == (precision == "fp16")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.cuda
+def test_cuda_bf16_activations_use_less_memory():
+    from chapter20.precision_lab import memory_by_precision
+
+    frame = memory_by_precision(batch=16, precisions=["fp32", "bf16"]).set_index("precision")
+    assert frame.loc["bf16", "activations"] < frame.loc["fp32", "activations"]
+    assert frame.loc["bf16", "parameters"] == frame.loc["fp32", "parameters"]
