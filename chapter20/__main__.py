@@ -35,6 +35,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "bf16 (and fp16 on GPUs) vs fp32: step time and peak memory of the Transformer encoder",
     ),
+    "checkpointing": (
+        "chapter20.checkpointing_lab",
+        "benchmark",
+        "activation checkpointing policies: activation memory and step time vs none",
+    ),
 }
 
 

@@ -244,6 +244,7 @@ class MemoryReport:
     reached it; ``allocator_peak_bytes`` is the CUDA allocator's raw ``max_memory_allocated``
     (None off CUDA). On CUDA ``peak_bytes`` is the allocator's growth during the call plus the
     tracked start (``baseline_bytes``), so it means what the tracker's peak means on a CPU.
+    ``end_bytes`` is what was alive when ``fn`` returned (see ``retained_bytes``).
     """
 
     peak_bytes: int
@@ -254,6 +255,13 @@ class MemoryReport:
     peak_op: str = ""
     allocator_peak_bytes: int | None = None
     result: Any = field(default=None, repr=False, compare=False)
+    end_bytes: int = 0
+
+    @property
+    def retained_bytes(self) -> int:
+        """Bytes ``fn`` left alive when it returned, beyond the start: for a forward pass, the
+        activations autograd keeps for backward (and the output)."""
+        return self.end_bytes - self.baseline_bytes
 
     def __str__(self) -> str:
         parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in self.breakdown.items())
@@ -264,7 +272,9 @@ class _LiveTensorTracker(TorchDispatchMode):
     """Counts the bytes of live tensor storages on one device, and remembers their peak."""
 
     def __init__(
-        self, device: torch.device, categorize: Callable[[dict[StorageKey, int]], dict[str, int]]
+        self,
+        device: torch.device,
+        categorize: Callable[[dict[StorageKey, int], int], dict[str, int]],
     ):
         super().__init__()
         self.device_type = device.type
@@ -298,7 +308,7 @@ class _LiveTensorTracker(TorchDispatchMode):
     def _update_peak(self) -> None:
         if self.current > self.peak:
             self.peak = self.current
-            self.peak_breakdown = self.categorize(self.live)
+            self.peak_breakdown = self.categorize(self.live, self.current)
             self.peak_op = self.op
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -318,21 +328,23 @@ class _LiveTensorTracker(TorchDispatchMode):
 
 
 def _categorizer(model: nn.Module | None, optimizer: torch.optim.Optimizer | None):
+    """Breakdown of the live bytes; called at every new peak, so it only looks up the few
+    parameter, gradient and state storages (not every live tensor): the rest is activations."""
     param_keys = set(storage_sizes(model)) if model is not None else set()
 
-    def categorize(live: dict[StorageKey, int]) -> dict[str, int]:
+    def categorize(live: dict[StorageKey, int], current: int) -> dict[str, int]:
         grad_keys = set(storage_sizes(gradients_of(model))) if model is not None else set()
+        grad_keys -= param_keys
         state_keys = set(storage_sizes(optimizer)) if optimizer is not None else set()
+        state_keys -= param_keys | grad_keys
         out = dict.fromkeys(CATEGORIES, 0)
-        for key, nbytes in live.items():
-            if key in param_keys:
-                out["parameters"] += nbytes
-            elif key in grad_keys:
-                out["gradients"] += nbytes
-            elif key in state_keys:
-                out["optimizer_state"] += nbytes
-            else:
-                out["activations"] += nbytes
+        for category, keys in (
+            ("parameters", param_keys),
+            ("gradients", grad_keys),
+            ("optimizer_state", state_keys),
+        ):
+            out[category] = sum(live.get(key, 0) for key in keys)
+        out["activations"] = current - sum(out.values())
         return out
 
     return categorize
@@ -389,6 +401,11 @@ def peak_memory(
         with tracker:
             result = fn()
         synchronize(dev)
+        end = (
+            torch.cuda.memory_allocated(dev) - allocated_before + baseline
+            if on_cuda
+            else tracker.current
+        )
     finally:
         tracker.close()
     allocator_peak = int(torch.cuda.max_memory_allocated(dev)) if on_cuda else None
@@ -408,6 +425,7 @@ def peak_memory(
         peak_op=tracker.peak_op,
         allocator_peak_bytes=allocator_peak,
         result=result,
+        end_bytes=end,
     )
 
 

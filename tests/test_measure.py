@@ -396,3 +396,19 @@ def test_format_difference_is_machine_independent_text():
     assert format_difference(0.0, 1e-6) == "max |Δ| = 0 ✓"
     assert format_difference(3.1e-8, 1e-6) == format_difference(7.9e-8, 1e-6) == "max |Δ| < 1e-06 ✓"
     assert format_difference(0.1745, 1e-6) == "max |Δ| = 0.17 ✗"
+
+
+def test_peak_memory_reports_what_fn_left_alive():
+    def allocate():
+        scratch = torch.empty(1_000)  # 4,000 B, freed on return
+        kept = torch.empty(500)  # 2,000 B, returned
+        del scratch
+        return kept
+
+    report = peak_memory(allocate, device="cpu")
+    assert report.peak_bytes == 6_000
+    assert report.retained_bytes == 2_000
+    model = torch.nn.Linear(10, 10)
+    forward = peak_memory(lambda: model(torch.ones(4, 10)).relu(), model=model)
+    # The graph keeps the linear output for relu's backward; the input is not a new tensor.
+    assert forward.retained_bytes >= 4 * 10 * 4

@@ -1,0 +1,137 @@
+"""§20.3.1 chapter20.checkpointing: every policy gives the plain model's gradients (dropout on),
+keeps the activation bytes it predicts, and raises no use_reentrant warning.
+
+Gradients are compared bitwise: recomputation replays the same operations on the same inputs
+with the same RNG state, and the backward runs in the same order.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+from chapter20.checkpointing import (
+    POLICIES,
+    CheckpointedSegment,
+    apply_checkpointing,
+    predicted_activation_bytes,
+    segment_size,
+)
+from chapter20.checkpointing_lab import (
+    activation_vs_depth,
+    checkpointed,
+    gradient_proof,
+    layer_measurements,
+    make_encoder,
+)
+from chapter20.measure import saved_activation_bytes
+
+
+@pytest.mark.parametrize("layers", [1, 5, 7])
+def test_every_policy_gives_the_plain_gradients_with_dropout(layers):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a use_reentrant (or any) warning fails the test
+        frame = gradient_proof(layers=layers, dropout=0.2)
+    assert len(frame) == 5  # every_layer, every_k, sqrt, selective, listing L7
+    assert (frame["max_abs_diff"] == 0).all(), frame
+
+
+def test_dropout_is_really_on_in_the_proof():
+    model = make_encoder(3, dropout=0.2)
+    ids = torch.randint(1, 1_000, (4, 16))
+    torch.manual_seed(0)
+    first = model(ids)
+    assert not torch.equal(first, model(ids))  # other masks without the same RNG state
+
+
+@pytest.fixture(scope="module")
+def depth_frame():
+    return activation_vs_depth(depths=(2, 4, 9, 16), batch=4, seq_len=16)
+
+
+def _at(frame, layers, policy, column):
+    return int(frame[(frame["layers"] == layers) & (frame["policy"] == policy)][column].iloc[0])
+
+
+def test_saved_activations_fall_as_predicted(depth_frame):
+    for layers in (2, 4, 9, 16):
+        none = _at(depth_frame, layers, "none", "retained_bytes")
+        every = _at(depth_frame, layers, "every_layer", "retained_bytes")
+        selective = _at(depth_frame, layers, "selective", "retained_bytes")
+        assert every < selective < none
+    # Prediction from one layer's measurements, within 1% (the pooled output is counted once).
+    measured, predicted = depth_frame["retained_bytes"], depth_frame["predicted_retained"]
+    assert ((measured - predicted).abs() <= 0.01 * measured).all()
+
+
+def test_sqrt_policy_grows_as_the_square_root_of_depth(depth_frame):
+    # L=4 → 2 segments of 2; L=16 → 4 segments of 4: twice the saved inputs for 4x the layers.
+    boundary = layer_measurements(batch=4, seq_len=16)["boundary_bytes"]
+    four = _at(depth_frame, 4, "sqrt", "retained_bytes")
+    sixteen = _at(depth_frame, 16, "sqrt", "retained_bytes")
+    assert sixteen - four == pytest.approx(2 * boundary, rel=0.01)
+    assert _at(depth_frame, 16, "none", "retained_bytes") > 10 * sixteen
+
+
+def test_saved_tensor_hooks_see_segment_inputs_only():
+    model = make_encoder(4)
+    ids = torch.randint(1, 1_000, (4, 16))
+    plain = saved_activation_bytes(lambda: model(ids), exclude=model)
+    every = checkpointed(model, "every_layer")
+    assert saved_activation_bytes(lambda: every(ids), exclude=every) < plain / 4
+
+
+@pytest.mark.parametrize(
+    "policy, layers, k, size",
+    [
+        ("none", 8, None, 0),
+        ("every_layer", 8, None, 1),
+        ("every_k", 8, 3, 3),
+        ("sqrt", 8, None, 3),
+        ("sqrt", 16, None, 4),
+        ("sqrt", 1, None, 1),
+        ("selective", 8, None, 1),
+    ],
+)
+def test_segment_sizes(policy, layers, k, size):
+    assert segment_size(policy, layers, k) == size
+
+
+def test_apply_regroups_layers_and_keeps_parameters():
+    model = make_encoder(7)
+    parameters = list(model.parameters())
+    apply_checkpointing(model, "every_k", k=3)
+    assert [len(segment.layers) for segment in model.layers] == [3, 3, 1]
+    assert all(isinstance(segment, CheckpointedSegment) for segment in model.layers)
+    assert all(a is b for a, b in zip(model.parameters(), parameters))  # optimizers still work
+    with pytest.raises(ValueError, match="already checkpointed"):
+        apply_checkpointing(model, "sqrt")
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"policy": "everything"}, ValueError, "policy must be one of none, every_layer"),
+        ({"policy": "every_k"}, ValueError, "needs k"),
+        ({"policy": "every_k", "k": 0}, ValueError, "k must be an int >= 1"),
+        ({"policy": "every_k", "k": 2.5}, TypeError, "k must be an int"),
+        ({"policy": "sqrt", "k": 2}, ValueError, "only used by policy 'every_k'"),
+    ],
+)
+def test_bad_policies_are_rejected(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        apply_checkpointing(make_encoder(2), **kwargs)
+
+
+def test_only_transformer_encoders_are_accepted():
+    with pytest.raises(TypeError, match="TransformerEncoder"):
+        apply_checkpointing(torch.nn.Linear(2, 2), "sqrt")
+
+
+def test_prediction_formula():
+    unit = {"layer_bytes": 100, "boundary_bytes": 10, "selective_layer_bytes": 60, "other_bytes": 5}
+    assert predicted_activation_bytes("none", 16, **unit) == {"saved": 1605, "backward_peak": 1605}
+    assert predicted_activation_bytes("sqrt", 16, **unit) == {"saved": 45, "backward_peak": 445}
+    every = predicted_activation_bytes("every_k", 16, k=8, **unit)
+    assert every == {"saved": 25, "backward_peak": 825}
+    assert set(POLICIES) == {"none", "every_layer", "every_k", "sqrt", "selective"}
