@@ -40,6 +40,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "activation checkpointing policies: activation memory and step time vs none",
     ),
+    "optimizers": (
+        "chapter20.optimizers_lab",
+        "benchmark",
+        "optimizer state bytes and step time: AdamW vs 8-bit AdamW",
+    ),
 }
 
 

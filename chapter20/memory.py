@@ -6,7 +6,11 @@ reader can trust the predictions for sizes too large to run here.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
+from torch import nn
 
 from chapter20.checks import check_int
 
@@ -48,3 +52,261 @@ def training_state_bytes(
         "gradients": num_parameters * size,
         "optimizer_state": state + num_tensors * _STEP_COUNTER_BYTES[optimizer],
     }
+
+
+# --------------------------------------------------------------------------------------------
+# The planner: every component of a training step of the shared Transformer encoder
+# --------------------------------------------------------------------------------------------
+
+#: Optimizer kinds the planner knows (``chapter20.optimizers.OPTIMIZER_KINDS``).
+PLANNER_OPTIMIZERS = (
+    "adamw",
+    "adamw_fused",
+    "sgd_nesterov",
+    "adam8bit",
+    "adamw8bit",
+    "paged_adamw8bit",
+    "sgd",
+)
+PLANNER_PRECISIONS = ("fp32", "bf16", "fp16")
+#: bitsandbytes keeps 8-bit state for tensors of at least this many elements, in blocks.
+BNB_MIN_8BIT_SIZE, BNB_BLOCK = 4096, 256
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    """The shape of a ``chapter20.models.TransformerEncoder`` (§20.3): enough to count its
+    parameters exactly and predict its activations."""
+
+    vocab_size: int
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int | None = None
+    max_len: int = 128
+    output_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            check_int(name, getattr(self, name), 1)
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", 4 * self.d_model)
+
+    @classmethod
+    def of(cls, model) -> EncoderShape:
+        """The shape of an existing ``TransformerEncoder``."""
+        first = model.layers[0]
+        attention = getattr(first, "attention", None) or first.layers[0].attention
+        feed_forward = getattr(first, "feed_forward", None) or first.layers[0].feed_forward
+        projection = model.projection
+        return cls(
+            vocab_size=model.vocab_size,
+            d_model=model.token_embedding.embedding_dim,
+            n_heads=attention.n_heads,
+            n_layers=sum(len(getattr(m, "layers", [m])) for m in model.layers),
+            d_ff=feed_forward.up.out_features,
+            max_len=model.max_len,
+            output_dim=projection.out_features if isinstance(projection, nn.Linear) else None,
+        )
+
+    def parameter_sizes(self) -> list[int]:
+        """Element count of every parameter tensor, in ``model.parameters()`` order."""
+        d, f = self.d_model, self.d_ff
+        sizes = [self.vocab_size * d, self.max_len * d]
+        layer = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, f * d, f, d * f, d]
+        sizes += layer * self.n_layers + [d, d]
+        if self.output_dim:
+            sizes += [self.output_dim * d, self.output_dim]
+        return sizes
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(self.parameter_sizes())
+
+
+def optimizer_state_bytes_predicted(parameter_sizes: list[int], optimizer: str) -> int:
+    """Bytes of optimizer state for parameter tensors of these sizes (§20.3.2): AdamW two fp32
+    moments + a 4-byte step per tensor; SGD-Nesterov one buffer; bitsandbytes 8-bit: two uint8
+    moments + one fp32 absmax per block of 256 + two 256-entry fp32 maps, for tensors of at least
+    4096 elements, and two fp32 moments below that."""
+    if optimizer not in PLANNER_OPTIMIZERS:
+        raise ValueError(
+            f"optimizer must be one of {', '.join(PLANNER_OPTIMIZERS)}, got {optimizer!r}"
+        )
+    total = 0
+    for n in parameter_sizes:
+        if optimizer in ("adamw", "adamw_fused"):
+            total += 8 * n + 4
+        elif optimizer == "sgd_nesterov":
+            total += 4 * n
+        elif optimizer == "sgd":
+            total += 0
+        elif n >= BNB_MIN_8BIT_SIZE:
+            total += 2 * n + 2 * 4 * math.ceil(n / BNB_BLOCK) + 2 * 256 * 4
+        else:
+            total += 8 * n
+    return total
+
+
+def _layer_activation_bytes(shape: EncoderShape, precision: str, selective: bool) -> int:
+    """Bytes one encoder layer saves for backward per token (calibrated on the live-tensor
+    tracker: layer norms and the residual stream stay fp32 under autocast, matmul outputs
+    follow the autocast dtype)."""
+    d, f, h = shape.d_model, shape.d_ff, shape.n_heads
+    if selective:  # the matmul and attention outputs, and the layer's input
+        return 4 * (7 * d + f + h) if precision == "fp32" else 2 * (6 * d + f) + 4 * h + 4 * d
+    if precision == "fp32":
+        return 32 * d + 8 * f + 4 * h + 20
+    return 20 * d + 4 * f + 4 * h + 18
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Predicted bytes of one training step (§20.3): ``components`` (parameters, gradients,
+    optimizer_state, activations, logits), ``peak_bytes`` and whether it fits ``gpu_bytes``."""
+
+    components: dict[str, int]
+    peak_bytes: int
+    gpu_bytes: float | None
+    embedding_bytes: int
+    settings: dict
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.gpu_bytes is None else self.peak_bytes <= self.gpu_bytes
+
+
+def plan(
+    model: EncoderShape,
+    *,
+    batch: int,
+    seq_len: int,
+    precision: str = "fp32",
+    optimizer: str = "adamw",
+    checkpointing: str = "none",
+    k: int | None = None,
+    micro_batches: int = 1,
+    world_size: int = 1,
+    zero_stage: int = 0,
+    towers: int = 2,
+    gpu_bytes: float | None = None,
+) -> MemoryPlan:
+    """Predict the memory of one contrastive training step of a Transformer encoder (§20.3).
+
+    ``batch`` pairs of ``seq_len`` tokens per rank, in ``micro_batches`` (accumulation: the
+    activations of one micro-batch), ``towers`` encodings per pair (2: anchors and positives,
+    plus the B×B logits). Master weights, gradients and optimizer state are fp32 whatever the
+    ``precision`` of autocast; under bf16/fp16 autocast also caches 16-bit copies of the
+    matmul weights. ZeRO stage 1 shards optimizer state over ``world_size``, stage 2 also the
+    gradients, stage 3 also the parameters. The peak is weights + state + the largest of four
+    phases (``settings["peak_phase"]``): the end of the forward pass, the first recomputed
+    segment of a checkpointed backward, the embedding backward (dense table-sized gradients),
+    the optimizer step. Calibrated against ``chapter20.measure.peak_memory`` on CPU; the
+    forward's transient buffers are not modelled, so narrow batches of wide models come out
+    low (notebook 05 shows plan and measurement side by side).
+    """
+    from chapter20.checkpointing import predicted_activation_bytes
+
+    batch, seq_len = check_int("batch", batch, 1), check_int("seq_len", seq_len, 1)
+    micro_batches = check_int("micro_batches", micro_batches, 1)
+    world_size = check_int("world_size", world_size, 1)
+    towers = check_int("towers", towers, 1)
+    if precision not in PLANNER_PRECISIONS:
+        raise ValueError(
+            f"precision must be one of {', '.join(PLANNER_PRECISIONS)}, got {precision!r}"
+        )
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    if seq_len > model.max_len:
+        raise ValueError(f"seq_len must be <= max_len={model.max_len}, got {seq_len}")
+    sizes = model.parameter_sizes()
+    params, grads = 4 * sum(sizes), 4 * sum(sizes)
+    state = optimizer_state_bytes_predicted(sizes, optimizer)
+    params //= world_size if zero_stage >= 3 else 1
+    grads //= world_size if zero_stage >= 2 else 1
+    state //= world_size if zero_stage >= 1 else 1
+    micro = math.ceil(batch / micro_batches)
+    tokens = micro * seq_len * towers
+    d = model.d_model
+    per_layer = _layer_activation_bytes(model, precision, selective=False)
+    unit = {
+        "layer_bytes": tokens * per_layer,
+        "boundary_bytes": tokens * (4 * d + 1),
+        "selective_layer_bytes": tokens * _layer_activation_bytes(model, precision, True),
+        "other_bytes": tokens * (4 * d + 16),
+    }
+    predicted = predicted_activation_bytes(checkpointing, model.n_layers, k=k, **unit)
+    activations = predicted["saved"]
+    if precision != "fp32":  # autocast's cache of 16-bit weight copies, one per matmul weight
+        activations += 2 * model.n_layers * (4 * d * d + 2 * d * model.d_ff)
+    logits = 2 * 4 * micro * micro * world_size if towers == 2 else 0
+    components = {
+        "parameters": params,
+        "gradients": grads,
+        "optimizer_state": state,
+        "activations": activations,
+        "logits": logits,
+    }
+    largest = 4 * max(sizes)
+    table = 4 * model.vocab_size * d
+    phases = {
+        # the end of the forward pass: every saved activation, no gradient yet
+        "forward": activations + logits,
+        # backward with checkpointing: the first segment recomputed, few gradients yet
+        "backward": predicted["backward_peak"] + logits,
+        # the embedding backward: a dense table-sized gradient per tower, their sum and .grad,
+        # next to the other gradients (measured: 4 tables for 2 towers)
+        "embedding backward": grads - table + (towers + 2) * table,
+        # the optimizer step: temporaries of the size of the largest tensor
+        "optimizer step": grads + (1 if optimizer.startswith("sgd") else 2) * largest,
+    }
+    phase = max(phases, key=phases.get)
+    peak = params + state + phases[phase]
+    embedding = table
+    settings = dict(
+        batch=batch,
+        seq_len=seq_len,
+        precision=precision,
+        optimizer=optimizer,
+        checkpointing=checkpointing,
+        k=k,
+        micro_batches=micro_batches,
+        world_size=world_size,
+        zero_stage=zero_stage,
+        towers=towers,
+        peak_phase=phase,
+    )
+    return MemoryPlan(components, peak, gpu_bytes, embedding, settings)
+
+
+def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
+    """The chapter's rules (§20.1.1, §20.3 checklist) applied to a plan: what to do so that a
+    step fits ``gpu_bytes``, most important first."""
+    c = memory_plan.components
+    advice = []
+    static = c["parameters"] + c["optimizer_state"]
+    table_state = memory_plan.embedding_bytes * 4  # weights + gradient + two Adam moments
+    if memory_plan.peak_bytes <= gpu_bytes:
+        advice.append("fits on one device: use data parallelism (DDP) only to go faster")
+        return advice
+    if table_state > gpu_bytes:
+        advice.append(
+            "the embedding table alone does not fit: shard its rows across ranks "
+            "(model parallelism, §20.1) and keep data parallelism for the encoder"
+        )
+    if static > gpu_bytes and table_state <= gpu_bytes:
+        advice.append(
+            "weights + optimizer state do not fit: shard them (ZeRO/FSDP) or split "
+            "the deep encoder into pipeline stages"
+        )
+    if c["optimizer_state"] > c["parameters"] and memory_plan.settings["optimizer"] in (
+        "adamw",
+        "adamw_fused",
+    ):
+        advice.append("8-bit optimizer state (adamw8bit) cuts the state 4x")
+    if c["activations"] + c["logits"] > gpu_bytes - static:
+        advice.append(
+            "activations do not fit: mixed precision, then accumulation or gradient "
+            "caching (smaller micro-batches), then activation checkpointing"
+        )
+    return advice

@@ -327,7 +327,7 @@ def benchmark() -> None:
             )
     matmul = matmul_speedup()
     print(
-        "  1024x1024 matmul speed-up over fp32: "
+        "  512x512 matmul speed-up over fp32: "
         + ", ".join(
             f"{r.precision} {r.speedup:.2f}x" for r in matmul.itertuples() if r.precision != "fp32"
         )

@@ -88,3 +88,122 @@ def test_known_optimizers():
 def test_bad_arguments(args, kwargs, error, name):
     with pytest.raises(error, match=name):
         training_state_bytes(*args, **kwargs)
+
+
+# --- the planner ---------------------------------------------------------------------------
+
+
+def test_encoder_shape_counts_parameters_exactly():
+    from chapter20.memory import EncoderShape
+    from chapter20.models import TransformerEncoder, count_parameters
+
+    for kwargs in (
+        dict(vocab_size=1000, d_model=64, n_heads=4, n_layers=3, max_len=64),
+        dict(vocab_size=500, d_model=32, n_heads=2, n_layers=1, max_len=16, output_dim=8),
+    ):
+        model = TransformerEncoder(**kwargs)
+        shape = EncoderShape(**kwargs)
+        assert shape.parameter_sizes() == [p.numel() for p in model.parameters()]
+        assert shape.num_parameters == count_parameters(model)
+        assert EncoderShape.of(model) == shape
+
+
+@pytest.fixture(scope="module")
+def planned_vs_measured():
+    import warnings
+
+    from chapter20.memory import EncoderShape
+    from chapter20.optimizers_lab import plan_vs_measured
+
+    configs = [
+        dict(
+            shape=EncoderShape(2000, 64, 4, 4, max_len=64),
+            batch=16,
+            seq_len=64,
+            precision="fp32",
+            optimizer="adamw",
+            checkpointing="none",
+        ),
+        dict(
+            shape=EncoderShape(2000, 64, 4, 4, max_len=64),
+            batch=16,
+            seq_len=64,
+            precision="bf16",
+            optimizer="adamw",
+            checkpointing="none",
+        ),
+        dict(
+            shape=EncoderShape(2000, 64, 4, 8, max_len=64),
+            batch=16,
+            seq_len=64,
+            precision="fp32",
+            optimizer="adamw",
+            checkpointing="every_layer",
+        ),
+        dict(
+            shape=EncoderShape(50_000, 64, 4, 2, max_len=64),
+            batch=8,
+            seq_len=32,
+            precision="fp32",
+            optimizer="adamw",
+            checkpointing="none",
+        ),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return plan_vs_measured(configs)
+
+
+def test_plan_is_within_15_percent_of_the_measured_peak(planned_vs_measured):
+    ratios = planned_vs_measured["planned / measured"]
+    assert ((ratios > 0.85) & (ratios < 1.15)).all(), planned_vs_measured
+    assert set(planned_vs_measured["phase"]) >= {"forward", "embedding backward"}
+
+
+def test_plan_zero_stages_shard_state_then_gradients_then_parameters():
+    from chapter20.memory import EncoderShape, plan
+
+    shape = EncoderShape(10_000, 128, 4, 4)
+    base = plan(shape, batch=8, seq_len=32).components
+    for stage, sharded in (
+        (1, {"optimizer_state"}),
+        (2, {"optimizer_state", "gradients"}),
+        (3, {"optimizer_state", "gradients", "parameters"}),
+    ):
+        got = plan(shape, batch=8, seq_len=32, world_size=4, zero_stage=stage).components
+        for name in ("parameters", "gradients", "optimizer_state"):
+            expected = base[name] // 4 if name in sharded else base[name]
+            assert got[name] == expected, (stage, name)
+
+
+def test_plan_predicts_4x_less_state_for_8bit_and_fits():
+    from chapter20.memory import EncoderShape, parallelism_advice, plan
+
+    shape = EncoderShape(100_000_000, 128, 4, 2)  # a 100M-row table
+    adam = plan(shape, batch=64, seq_len=32, gpu_bytes=80e9)
+    eight = plan(shape, batch=64, seq_len=32, optimizer="adamw8bit", gpu_bytes=80e9)
+    ratio = adam.components["optimizer_state"] / eight.components["optimizer_state"]
+    assert 3.8 < ratio < 4.0
+    assert adam.fits is False
+    assert any("shard its rows" in line for line in parallelism_advice(adam, 80e9))
+    small = plan(EncoderShape(1000, 64, 4, 2), batch=8, seq_len=16, gpu_bytes=80e9)
+    assert small.fits and parallelism_advice(small, 80e9)[0].startswith("fits on one device")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"precision": "fp8"}, "precision must be"),
+        ({"optimizer": "lamb"}, "optimizer must be"),
+        ({"zero_stage": 4}, "zero_stage"),
+        ({"seq_len": 1000}, "seq_len must be <= max_len"),
+        ({"batch": 0}, "batch"),
+        ({"checkpointing": "all"}, "policy must be one of"),
+    ],
+)
+def test_plan_rejects_bad_arguments(kwargs, match):
+    from chapter20.memory import EncoderShape, plan
+
+    arguments = {"batch": 8, "seq_len": 16, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        plan(EncoderShape(100, 16, 2, 1), **arguments)

@@ -1,0 +1,220 @@
+"""§20.3.2 Memory-efficient optimizers.
+
+Adam and AdamW keep two float32 moments per parameter: 8 bytes of state for every 4-byte
+weight. The chapter's ``MemoryEfficientOptimizer`` (listing L8) picks fused AdamW, SGD with
+Nesterov momentum (one buffer, 4 bytes) or bitsandbytes' 8-bit Adam (two uint8 moments plus one
+float32 scale per block of 256 values: about 2 bytes), and prints when it falls back.
+:func:`make_optimizer` does the same with warnings, on CPU and CUDA, and can keep the state of
+embedding tables in 32 bits (bitsandbytes' advice: rare rows get rare, large updates that 8-bit
+state quantises badly). For tables too large for any dense state, :func:`sparse_optimizers`
+updates only the rows a batch touched. :func:`optimizer_state_bytes` reports what an optimizer
+really holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Iterable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.device import check_dependency
+
+__all__ = [
+    "OPTIMIZER_KINDS",
+    "bitsandbytes_available",
+    "make_optimizer",
+    "sparse_optimizers",
+    "MultiOptimizer",
+    "optimizer_state_bytes",
+]
+
+OPTIMIZER_KINDS = (
+    "adamw",
+    "adamw_fused",
+    "sgd_nesterov",
+    "adam8bit",
+    "adamw8bit",
+    "paged_adamw8bit",
+)
+_BNB_CLASSES = {
+    "adam8bit": "Adam8bit",
+    "adamw8bit": "AdamW8bit",
+    "paged_adamw8bit": "PagedAdamW8bit",
+}
+
+
+def bitsandbytes_available() -> bool:
+    """Whether bitsandbytes imports here (its import logs kernel notices; they are silenced)."""
+    return check_dependency("bitsandbytes").ok
+
+
+def _parameters(params) -> list:
+    params = list(params.parameters() if isinstance(params, nn.Module) else params)
+    if not params:
+        raise ValueError("params must hold at least one parameter (or parameter group)")
+    return params
+
+
+def _tensors(params: list) -> list[torch.Tensor]:
+    out = []
+    for item in params:
+        out.extend(item["params"] if isinstance(item, dict) else [item])
+    return out
+
+
+def make_optimizer(
+    params: Iterable | nn.Module,
+    kind: str,
+    lr: float,
+    *,
+    weight_decay: float = 0.01,
+    momentum: float = 0.9,
+    state_32bit: Iterable[nn.Module] = (),
+    **kwargs,
+) -> torch.optim.Optimizer:
+    """An optimizer of ``kind`` (one of ``OPTIMIZER_KINDS``) for ``params`` (§20.3.2).
+
+    - ``adamw``: ``torch.optim.AdamW``; ``adamw_fused``: with ``fused=True`` where the device
+      supports it, else a warning and the plain one.
+    - ``sgd_nesterov``: SGD with Nesterov ``momentum`` (one buffer per parameter).
+    - ``adam8bit`` / ``adamw8bit`` / ``paged_adamw8bit``: bitsandbytes' 8-bit optimizers (CPU and
+      CUDA). Paged state needs CUDA: elsewhere a warning and ``adamw8bit``. Without a working
+      bitsandbytes: a warning and ``torch.optim.AdamW`` (32-bit state).
+    - ``state_32bit``: modules (e.g. ``nn.Embedding`` tables) whose ``weight`` keeps 32-bit
+      state under the 8-bit optimizers.
+
+    ``kwargs`` go to the optimizer. ValueError for an unknown kind or a bad ``lr``.
+    """
+    if kind not in OPTIMIZER_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    params = _parameters(params)
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    if kind == "adamw_fused":
+        try:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True, **kwargs)
+        except (RuntimeError, ValueError) as error:
+            warnings.warn(
+                f"fused AdamW is not available here ({error}); using torch.optim.AdamW",
+                stacklevel=2,
+            )
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    if kind == "sgd_nesterov":
+        return torch.optim.SGD(
+            params, lr=lr, momentum=momentum, nesterov=True, weight_decay=weight_decay, **kwargs
+        )
+    return _bitsandbytes_optimizer(params, kind, lr, weight_decay, list(state_32bit), kwargs)
+
+
+def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs):
+    if not bitsandbytes_available():
+        warnings.warn(
+            f"bitsandbytes is not usable here ({check_dependency('bitsandbytes').detail}); "
+            f"{kind} falls back to torch.optim.AdamW with 32-bit state",
+            stacklevel=3,
+        )
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    bnb = importlib.import_module("bitsandbytes")
+    on_cuda = all(t.device.type == "cuda" for t in _tensors(params))
+    if kind == "paged_adamw8bit" and not on_cuda:
+        warnings.warn(
+            "paged optimizer state needs CUDA (unified memory); using adamw8bit", stacklevel=3
+        )
+        kind = "adamw8bit"
+    if kind == "adam8bit":
+        weight_decay = kwargs.pop("weight_decay", 0.0)  # Adam: L2 only if asked
+    manager = bnb.optim.GlobalOptimManager.get_instance()
+    for module in state_32bit:
+        manager.register_module_override(module, "weight", {"optim_bits": 32})
+    optimizer_class = getattr(bnb.optim, _BNB_CLASSES[kind])
+    return optimizer_class(params, lr=lr, weight_decay=weight_decay, **kwargs)
+
+
+class MultiOptimizer:
+    """Several optimizers stepped as one (e.g. SparseAdam for a table + AdamW for the rest)."""
+
+    def __init__(self, *optimizers: torch.optim.Optimizer):
+        if not optimizers:
+            raise ValueError("MultiOptimizer needs at least one optimizer")
+        self.optimizers = optimizers
+
+    @property
+    def state(self) -> dict:
+        merged = {}
+        for optimizer in self.optimizers:
+            merged.update(optimizer.state)
+        return merged
+
+    @property
+    def param_groups(self) -> list:
+        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def step(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> list[dict]:
+        return [optimizer.state_dict() for optimizer in self.optimizers]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        for optimizer, state in zip(self.optimizers, states, strict=True):
+            optimizer.load_state_dict(state)
+
+
+def sparse_optimizers(model: nn.Module, lr: float, *, weight_decay: float = 0.0) -> MultiOptimizer:
+    """SparseAdam for the embedding tables built with ``sparse=True`` and AdamW for every other
+    parameter, stepped together (§20.3.2, huge tables). The tables' gradients are sparse (the
+    rows a batch touched, not a dense V×D tensor) and SparseAdam reads and writes only those
+    rows of its moments: a step costs what the batch touched, not the table size. The moments
+    themselves are still allocated for the whole table. ValueError if there is no sparse table."""
+    sparse, dense = [], []
+    for module in model.modules():
+        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse:
+            sparse.append(module.weight)
+    sparse_ids = {id(p) for p in sparse}
+    dense = [p for p in model.parameters() if id(p) not in sparse_ids]
+    if not sparse:
+        raise ValueError("model has no nn.Embedding / nn.EmbeddingBag with sparse=True")
+    optimizers = [torch.optim.SparseAdam(sparse, lr=lr)]
+    if dense:
+        optimizers.append(torch.optim.AdamW(dense, lr=lr, weight_decay=weight_decay))
+    return MultiOptimizer(*optimizers)
+
+
+def optimizer_state_bytes(
+    optimizer: torch.optim.Optimizer | MultiOptimizer, named: dict[str, torch.Tensor] | None = None
+) -> pd.DataFrame:
+    """Every tensor an optimizer holds in its state (§20.3.2): one row per (parameter, state
+    key) with shape, dtype and bytes, and ``bytes_per_parameter`` of each parameter's whole
+    state. ``named`` (e.g. ``dict(model.named_parameters())``) labels the parameters."""
+    names = {id(t): n for n, t in (named or {}).items()}
+    records = []
+    for index, parameter in enumerate(p for g in optimizer.param_groups for p in g["params"]):
+        state = optimizer.state.get(parameter, {})
+        label = names.get(id(parameter), f"param {index}")
+        tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+        total = sum(v.numel() * v.element_size() for v in tensors.values())
+        for key, value in tensors.items():
+            records.append(
+                {
+                    "parameter": label,
+                    "numel": parameter.numel(),
+                    "state": key,
+                    "shape": tuple(value.shape),
+                    "dtype": str(value.dtype).removeprefix("torch."),
+                    "bytes": value.numel() * value.element_size(),
+                    "bytes_per_parameter": total / parameter.numel(),
+                }
+            )
+    columns = ["parameter", "numel", "state", "shape", "dtype", "bytes", "bytes_per_parameter"]
+    return pd.DataFrame(records, columns=columns)

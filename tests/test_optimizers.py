@@ -1,0 +1,147 @@
+"""§20.3.2 chapter20.optimizers: state bytes read from the real optimizers (bitsandbytes
+included), fallbacks warn, 8-bit AdamW trains like AdamW, sparse tables."""
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from chapter20.optimizers import (
+    OPTIMIZER_KINDS,
+    make_optimizer,
+    optimizer_state_bytes,
+    sparse_optimizers,
+)
+from chapter20.optimizers_lab import state_bytes_per_parameter
+
+
+@pytest.fixture(scope="module")
+def state_frame():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return state_bytes_per_parameter((1_000, 4_096, 1_048_576)).set_index(
+            ["numel", "optimizer"]
+        )
+
+
+def test_adamw_keeps_8_bytes_per_parameter(state_frame):
+    for size in (1_000, 4_096, 1_048_576):
+        # two fp32 moments, plus one 4-byte step counter per tensor
+        assert state_frame.loc[(size, "adamw"), "bytes_per_parameter"] == pytest.approx(
+            8 + 4 / size
+        )
+        assert state_frame.loc[(size, "sgd_nesterov"), "bytes_per_parameter"] == 4
+
+
+def test_8bit_state_is_2_bytes_plus_block_scales_from_4096_elements(state_frame):
+    large = state_frame.loc[(1_048_576, "adamw8bit"), "bytes_per_parameter"]
+    # two uint8 moments, one fp32 absmax per 256 values for each, two 256-entry fp32 maps
+    assert large == pytest.approx(2 + 2 * 4 / 256 + 2 * 256 * 4 / 1_048_576)
+    assert state_frame.loc[(4_096, "adamw8bit"), "bytes_per_parameter"] < 2.6
+    assert state_frame.loc[(1_000, "adamw8bit"), "bytes_per_parameter"] == 8  # small: 32-bit
+
+
+def test_state_dtypes_of_the_8bit_optimizer():
+    parameter = nn.Parameter(torch.randn(8_192))
+    optimizer = make_optimizer([parameter], "adamw8bit", 1e-3)
+    parameter.grad = torch.randn(8_192)
+    optimizer.step()
+    frame = optimizer_state_bytes(optimizer, {"w": parameter}).set_index("state")
+    assert frame.loc["state1", "dtype"] == frame.loc["state2", "dtype"] == "uint8"
+    assert frame.loc["absmax1", "shape"] == (8_192 // 256,)
+    assert set(frame["parameter"]) == {"w"}
+
+
+def _train(kind: str, lr: float, steps: int = 60) -> list[float]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 64))
+    optimizer = make_optimizer(model.parameters(), kind, lr, weight_decay=0.0)
+    generator = torch.Generator().manual_seed(1)
+    target = nn.Linear(64, 64)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(64, 64, generator=generator)
+        loss = (model(x) - target(x).detach()).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_8bit_adamw_reaches_the_adamw_loss():
+    # Tolerance: within 10% of AdamW's final loss (8-bit state quantises the moments, it does
+    # not change the update rule), and both learn (loss falls by more than half).
+    full, eight = _train("adamw", 3e-3), _train("adamw8bit", 3e-3)
+    assert full[-1] < full[0] / 2 and eight[-1] < eight[0] / 2
+    assert eight[-1] == pytest.approx(full[-1], rel=0.10)
+
+
+def test_embedding_state_can_stay_32_bit():
+    table = nn.Embedding(5_000, 16)
+    optimizer = make_optimizer(table.parameters(), "adamw8bit", 1e-3, state_32bit=[table])
+    table(torch.tensor([1, 2])).sum().backward()
+    optimizer.step()
+    assert optimizer.state[table.weight]["state1"].dtype == torch.float32
+
+
+def test_paged_state_needs_cuda_and_falls_back_with_a_warning():
+    parameter = nn.Parameter(torch.randn(8_192))
+    with pytest.warns(UserWarning, match="paged optimizer state needs CUDA"):
+        optimizer = make_optimizer([parameter], "paged_adamw8bit", 1e-3)
+    assert type(optimizer).__name__ == "AdamW8bit"
+
+
+def test_missing_bitsandbytes_falls_back_to_adamw(monkeypatch):
+    import chapter20.optimizers as optimizers
+
+    monkeypatch.setattr(optimizers, "bitsandbytes_available", lambda: False)
+    with pytest.warns(UserWarning, match="falls back to torch.optim.AdamW"):
+        optimizer = make_optimizer([nn.Parameter(torch.randn(3))], "adamw8bit", 1e-3)
+    assert isinstance(optimizer, torch.optim.AdamW)
+
+
+def test_fused_adamw_where_supported():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # CPU supports fused AdamW in current PyTorch
+        optimizer = make_optimizer([nn.Parameter(torch.randn(3))], "adamw_fused", 1e-3)
+    assert optimizer.defaults["fused"] is True
+
+
+def test_sgd_nesterov_and_every_kind_builds():
+    optimizer = make_optimizer([nn.Parameter(torch.randn(3))], "sgd_nesterov", 0.1)
+    assert optimizer.defaults["nesterov"] and optimizer.defaults["momentum"] == 0.9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kind in OPTIMIZER_KINDS:
+            make_optimizer([nn.Parameter(torch.randn(8))], kind, 1e-3)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((["p"], "lamb", 1e-3), "kind must be one of"),
+        ((["p"], "adamw", 0), "lr must be"),
+        (([], "adamw", 1e-3), "at least one parameter"),
+    ],
+)
+def test_bad_arguments(args, match):
+    params, kind, lr = args
+    params = [nn.Parameter(torch.randn(2))] if params else []
+    with pytest.raises(ValueError, match=match):
+        make_optimizer(params, kind, lr)
+
+
+def test_sparse_tables_get_sparse_adam_and_touched_rows_only():
+    model = nn.Sequential(nn.Embedding(1_000, 8, sparse=True), nn.Linear(8, 2))
+    optimizer = sparse_optimizers(model, lr=0.1)
+    before = model[0].weight.detach().clone()
+    model(torch.tensor([3, 7])).sum().backward()
+    assert model[0].weight.grad.is_sparse
+    optimizer.step()
+    changed = (model[0].weight != before).any(dim=1).nonzero().flatten().tolist()
+    assert changed == [3, 7]
+    assert [type(o).__name__ for o in optimizer.optimizers] == ["SparseAdam", "AdamW"]
+    with pytest.raises(ValueError, match="sparse=True"):
+        sparse_optimizers(nn.Linear(2, 2), lr=0.1)
