@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from chapter20.checks import check_int
+from chapter20.optimizers import OPTIMIZER_KINDS
 
 #: Optimizer state elements per parameter element (Adam/AdamW: two moments; SGD with
 #: momentum: one buffer; plain SGD: none).
@@ -58,16 +59,8 @@ def training_state_bytes(
 # The planner: every component of a training step of the shared Transformer encoder
 # --------------------------------------------------------------------------------------------
 
-#: Optimizer kinds the planner knows (``chapter20.optimizers.OPTIMIZER_KINDS``).
-PLANNER_OPTIMIZERS = (
-    "adamw",
-    "adamw_fused",
-    "sgd_nesterov",
-    "adam8bit",
-    "adamw8bit",
-    "paged_adamw8bit",
-    "sgd",
-)
+#: Optimizer kinds the planner knows: those of ``chapter20.optimizers`` and plain SGD.
+PLANNER_OPTIMIZERS = (*OPTIMIZER_KINDS, "sgd")
 PLANNER_PRECISIONS = ("fp32", "bf16", "fp16")
 #: bitsandbytes keeps 8-bit state for tensors of at least this many elements, in blocks.
 BNB_MIN_8BIT_SIZE, BNB_BLOCK = 4096, 256

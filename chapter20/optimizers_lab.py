@@ -10,15 +10,14 @@ import torch
 
 from chapter20.checkpointing import apply_checkpointing
 from chapter20.contrastive_lab import PairData
-from chapter20.data import shuffled_batches
 from chapter20.device import set_seed
-from chapter20.measure import format_bytes, peak_memory, time_interleaved
+from chapter20.measure import format_bytes, time_interleaved
 from chapter20.memory import EncoderShape, plan
 from chapter20.models import TransformerEncoder
 from chapter20.optimizers import make_optimizer, optimizer_state_bytes
 from chapter20.plotting import new_figure
 from chapter20.precision import MixedPrecisionTrainer
-from chapter20.precision_lab import pair_loss
+from chapter20.precision_lab import step_peak_memory, train_on_pairs
 
 __all__ = [
     "STATE_KINDS",
@@ -94,16 +93,7 @@ def convergence(
         model = _encoder(shape, seed)
         optimizer = _quiet_optimizer(model.parameters(), kind, sgd_lr if "sgd" in kind else lr)
         trainer = MixedPrecisionTrainer(model, optimizer, precision="fp32", device="cpu")
-        batches = shuffled_batches(
-            len(data.train_anchors), batch, torch.Generator().manual_seed(seed)
-        )
-        run = []
-        for _ in range(steps):
-            ids = next(batches)
-            run.append(
-                trainer.step(pair_loss, (data.train_anchors[ids], data.train_positives[ids])).loss
-            )
-        losses[kind] = run
+        losses[kind] = train_on_pairs(trainer, data, steps=steps, batch=batch, seed=seed)
     return pd.DataFrame(losses)
 
 
@@ -140,11 +130,7 @@ def measure_step(
         (2, batch // micro_batches, seq_len),
         generator=torch.Generator().manual_seed(0),
     )
-    trainer.step(pair_loss, tuple(ids))  # creates the optimizer state, as mid-training
-    report = peak_memory(
-        lambda: trainer.step(pair_loss, tuple(ids)), model=model, optimizer=opt, inputs=ids
-    )
-    return report
+    return step_peak_memory(trainer, tuple(ids))
 
 
 def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_len: int = 64):

@@ -36,6 +36,8 @@ __all__ = [
     "step_time_vs_batch",
     "matmul_speedup",
     "memory_by_precision",
+    "step_peak_memory",
+    "train_on_pairs",
     "gradient_magnitudes",
     "quality_run",
     "plot_step_time",
@@ -160,6 +162,34 @@ def matmul_speedup(size: int = 512, precisions=None, repeat: int = 3) -> pd.Data
     )
 
 
+def step_peak_memory(trainer: MixedPrecisionTrainer, batch, device=None):
+    """Peak memory (``MemoryReport``) of one ``pair_loss`` step of ``trainer`` on ``batch``,
+    after a warm-up step that creates the optimizer state, as in the middle of training."""
+    trainer.step(pair_loss, batch)
+    return peak_memory(
+        lambda: trainer.step(pair_loss, batch),
+        model=trainer.model,
+        optimizer=trainer.optimizer,
+        inputs=batch,
+        device=device,
+    )
+
+
+def train_on_pairs(
+    trainer: MixedPrecisionTrainer, data: PairData, *, steps: int, batch: int, seed: int = 0
+) -> list[float]:
+    """``steps`` ``pair_loss`` steps of ``trainer`` on batches of ``data``'s training pairs (a
+    seeded epoch sampler); returns the loss of every step."""
+    batches = shuffled_batches(len(data.train_anchors), batch, torch.Generator().manual_seed(seed))
+    losses = []
+    for _ in range(steps):
+        ids = next(batches)
+        losses.append(
+            trainer.step(pair_loss, (data.train_anchors[ids], data.train_positives[ids])).loss
+        )
+    return losses
+
+
 def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
     """Peak memory of one training step per precision, broken down into parameters, gradients,
     optimizer state and activations (§20.2.2, claim C09). Adam's state exists before the step
@@ -173,14 +203,7 @@ def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> 
         trainer = MixedPrecisionTrainer(
             model, torch.optim.Adam(model.parameters(), lr=1e-4), precision=name
         )
-        trainer.step(pair_loss, pairs)
-        report = peak_memory(
-            lambda trainer=trainer: trainer.step(pair_loss, pairs),
-            model=model,
-            optimizer=trainer.optimizer,
-            inputs=pairs,
-            device=device,
-        )
+        report = step_peak_memory(trainer, pairs, device)
         records.append(
             {
                 "precision": name,
@@ -220,12 +243,8 @@ def quality_run(
     trainer = MixedPrecisionTrainer(
         model, torch.optim.Adam(model.parameters(), lr=lr), precision=precision, device="cpu"
     )
-    batches = shuffled_batches(len(data.train_anchors), batch, torch.Generator().manual_seed(seed))
-    losses, start = [], time.perf_counter()
-    for _ in range(steps):
-        ids = next(batches)
-        result = trainer.step(pair_loss, (data.train_anchors[ids], data.train_positives[ids]))
-        losses.append(result.loss)
+    start = time.perf_counter()
+    losses = train_on_pairs(trainer, data, steps=steps, batch=batch, seed=seed)
     seconds = time.perf_counter() - start
     with trainer.autocast():
         recall = recall_at_k(model, data.test_anchors, data.test_positives)
