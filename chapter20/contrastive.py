@@ -251,6 +251,7 @@ def grad_cache_backward(
     chunk_size: int,
     *,
     replay_rng: bool = True,
+    forward_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> torch.Tensor:
     """Back-propagate ``loss_fn(model(inputs[0]), model(inputs[1]), ...)`` in chunks (§20.2.1,
     gradient caching): the gradients it accumulates in ``.grad`` equal those of the full batch,
@@ -265,6 +266,8 @@ def grad_cache_backward(
        gradient of its representations. Under DDP only the last chunk's backward syncs.
 
     Returns the loss (detached). ``loss_fn`` may be :func:`distributed_info_nce`.
+    ``forward_context`` wraps every encoder forward (e.g. ``lambda: autocast("bf16")``); the
+    backward passes run outside it, as autocast recommends.
     """
     chunk_size = check_int("chunk_size", chunk_size, 1)
     if not inputs:
@@ -277,7 +280,8 @@ def grad_cache_backward(
             outputs = []
             for chunk in tower:
                 snapshots.append(_RngSnapshot(device))
-                outputs.append(model(chunk))
+                with forward_context():
+                    outputs.append(model(chunk))
             representations.append(torch.cat(outputs).requires_grad_())
     loss = loss_fn(*representations)
     loss.backward()
@@ -287,8 +291,10 @@ def grad_cache_backward(
     ]
     for index, ((chunk, grad), snapshot) in enumerate(zip(jobs, snapshots)):
         replay = snapshot.replay() if replay_rng else contextlib.nullcontext()
-        with _no_sync(model, last=index == len(jobs) - 1), replay:
-            model(chunk).backward(grad)
+        with _no_sync(model, last=index == len(jobs) - 1):
+            with replay, forward_context():
+                encoded = model(chunk)
+            encoded.backward(grad)
     return loss.detach()
 
 

@@ -22,6 +22,7 @@ from chapter20.checks import check_int
 from chapter20.contrastive import _check_temperature, distributed_info_nce, grad_cache_backward
 from chapter20.distributed import group_rank_and_size
 from chapter20.paths import atomic_torch_save
+from chapter20.precision import autocast
 
 __all__ = ["ContrastiveTrainer"]
 
@@ -31,8 +32,9 @@ class ContrastiveTrainer:
 
     Every rank passes its own slice of the global batch to :meth:`step`; the update equals one
     process training on the concatenation (DDP averages the gradients and the loss is scaled
-    for that). ``chunk_size`` turns on gradient caching (§20.2.1). ``group=None`` uses the
-    default process group, or none.
+    for that). ``chunk_size`` turns on gradient caching (§20.2.1); ``precision="bf16"`` runs the
+    encoder under autocast (§20.2.2; the loss stays fp32). ``group=None`` uses the default
+    process group, or none.
     """
 
     def __init__(
@@ -43,9 +45,15 @@ class ContrastiveTrainer:
         temperature: float = 0.05,
         chunk_size: int | None = None,
         clip_norm: float | None = None,
+        precision: str = "fp32",
         group: dist.ProcessGroup | None = None,
     ):
         _check_temperature(temperature)
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(
+                f"precision must be 'fp32' or 'bf16' (fp16 needs loss scaling: use "
+                f"chapter20.precision.MixedPrecisionTrainer), got {precision!r}"
+            )
         if chunk_size is not None:
             check_int("chunk_size", chunk_size, 1)
         if clip_norm is not None and not clip_norm > 0:
@@ -62,6 +70,8 @@ class ContrastiveTrainer:
         self.temperature = temperature
         self.chunk_size = chunk_size
         self.clip_norm = clip_norm
+        device = next(model.parameters()).device
+        self.forward_context = lambda: autocast(precision, device)
         self.steps = 0
 
     @property
@@ -83,11 +93,16 @@ class ContrastiveTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         if self.chunk_size is None:
-            loss = self._loss(self.model(anchors), self.model(positives))
+            with self.forward_context():
+                loss = self._loss(self.model(anchors), self.model(positives))
             loss.backward()
         else:
             loss = grad_cache_backward(
-                self.model, (anchors, positives), self._loss, self.chunk_size
+                self.model,
+                (anchors, positives),
+                self._loss,
+                self.chunk_size,
+                forward_context=self.forward_context,
             )
         if self.clip_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)

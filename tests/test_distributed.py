@@ -58,3 +58,165 @@ def test_bad_arguments_are_rejected(kwargs, error):
 def test_fn_must_be_callable():
     with pytest.raises(TypeError, match="fn must be callable"):
         run_local_group("not a function", 2)
+
+
+# --- launch from torchrun's environment -------------------------------------------------------
+
+
+def test_without_torchrun_it_is_a_world_of_one(monkeypatch):
+    from chapter20.distributed import distributed
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with distributed() as ctx:
+        assert (ctx.rank, ctx.world_size, ctx.backend, ctx.created_group) == (0, 1, None, False)
+        assert ctx.is_main
+    assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT not set"),
+        ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "x", "MASTER_PORT": "1"}, "do not fit"),
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE must be an integer"),
+    ],
+)
+def test_a_misconfigured_launch_fails_fast_and_says_what_to_set(monkeypatch, env, match):
+    from chapter20.distributed import init_distributed
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=match):
+        init_distributed()
+
+
+# --- learning rate ---------------------------------------------------------------------------
+
+
+def test_linear_scaling_rule_and_warmup():
+    from chapter20.distributed import scale_lr, warmup_schedule
+
+    assert scale_lr(1e-3, 512, 4096) == pytest.approx(8e-3)  # the chapter's example (C14)
+    with pytest.raises(ValueError, match="base_lr"):
+        scale_lr(0, 512, 4096)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.8)
+    schedule = warmup_schedule(optimizer, warmup_steps=4)
+    rates = []
+    for _ in range(6):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([0.2, 0.4, 0.6, 0.8, 0.8, 0.8])
+
+
+# --- the sampler, DDP equivalence and compression on real gloo groups --------------------------
+
+
+def _sampler_on_rank() -> dict:
+    from chapter20.distributed import distributed_loader, set_epoch
+
+    dataset = torch.utils.data.TensorDataset(torch.arange(103))
+    loader = distributed_loader(dataset, batch_size=5, seed=3)
+    epochs = []
+    for epoch in range(2):
+        set_epoch(loader, epoch)
+        epochs.append([int(i) for (batch,) in loader for i in batch])
+    return {"epochs": epochs}
+
+
+def test_sampler_covers_each_epoch_once_across_ranks_and_reshuffles():
+    results = run_local_group(_sampler_on_rank, 3)
+    for epoch in range(2):
+        seen = [i for r in results for i in r["epochs"][epoch]]
+        assert len(seen) == len(set(seen)) == 90  # 103 // 3 = 34 each, 6 full batches of 5
+    assert results[0]["epochs"][0] != results[0]["epochs"][1]  # reshuffled by set_epoch
+
+
+def _regression(model, x, y, reduction):
+    error = (model(x) - y).pow(2).sum(dim=1)
+    return error.mean() if reduction == "mean" else error.sum()
+
+
+def _ddp_steps(reduction: str, compress: str, steps: int = 3) -> dict:
+    from chapter20.distributed import compress_gradients
+
+    rank, world = group_rank_and_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        stats = compress_gradients(model, compress)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x, y = torch.randn(12, 8, generator=generator), torch.randn(12, 4, generator=generator)
+        optimizer.zero_grad()
+        _regression(
+            model, x.tensor_split(world)[rank], y.tensor_split(world)[rank], reduction
+        ).backward()
+        optimizer.step()
+    module = model.module if world > 1 else model
+    return {
+        "weights": [p.detach().clone() for p in module.parameters()],
+        "ratio": stats.ratio if world > 1 else 1.0,
+    }
+
+
+def _ddp_cases() -> dict:
+    return {
+        ("mean", "none"): _ddp_steps("mean", "none"),
+        ("mean", "fp16"): _ddp_steps("mean", "fp16"),
+        ("sum", "none"): _ddp_steps("sum", "none", steps=1),  # one step: an exact ratio
+    }
+
+
+@pytest.fixture(scope="module")
+def ddp_runs():
+    single = {
+        "mean": _ddp_steps("mean", "none"),
+        "sum": _ddp_steps("sum", "none", steps=1),
+        "initial": _ddp_steps("mean", "none", steps=0)["weights"],
+    }
+    return single, {world: run_local_group(_ddp_cases, world) for world in (2, 3)}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_with_a_mean_loss_equals_one_process(ddp_runs, world):
+    single, groups = ddp_runs
+    for result in groups[world]:
+        for got, expected in zip(result[("mean", "none")]["weights"], single["mean"]["weights"]):
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)  # float32 rounding
+
+
+def test_ddp_with_a_summed_loss_is_off_by_exactly_the_world_size(ddp_runs):
+    # One SGD step from the same weights: DDP averages the ranks' gradients of their summed
+    # losses, so the update is the single process's update divided by W.
+    single, groups = ddp_runs
+    start = single["initial"]
+    for world, results in groups.items():
+        for got, expected, first in zip(
+            results[0][("sum", "none")]["weights"], single["sum"]["weights"], start
+        ):
+            torch.testing.assert_close(
+                (got - first) * world, expected - first, rtol=1e-4, atol=1e-6
+            )
+
+
+def test_fp16_compression_halves_the_bytes_and_stays_close(ddp_runs):
+    single, groups = ddp_runs
+    for results in groups.values():
+        compressed = results[0][("mean", "fp16")]
+        assert compressed["ratio"] == 0.5
+        for got, expected in zip(compressed["weights"], single["mean"]["weights"]):
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-3)  # fp16 rounding
+            assert not torch.equal(got, expected) or got.numel() < 8
+
+
+def test_compression_rejects_bad_arguments():
+    from chapter20.distributed import compress_gradients
+
+    with pytest.raises(TypeError, match="DistributedDataParallel"):
+        compress_gradients(torch.nn.Linear(2, 2), "fp16")
