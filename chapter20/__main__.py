@@ -45,6 +45,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "optimizer state bytes and step time: AdamW vs 8-bit AdamW",
     ),
+    "ddp": (
+        "chapter20.distributed_lab",
+        "benchmark",
+        "2-process DDP scaling efficiency here; fitted alpha-beta of gloo's all-reduce",
+    ),
 }
 
 
