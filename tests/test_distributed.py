@@ -252,5 +252,7 @@ def test_scaling_model_loses_efficiency_with_slower_links_and_more_gpus():
 def test_a_straggler_slows_every_rank():
     from chapter20.distributed_lab import measure_straggler
 
-    frame = measure_straggler(delay=0.05, steps=3)
-    assert (frame["slowdown"] > 0.04).all()  # the punctual rank waits in the all-reduce too
+    # Not a speed assertion: a 0.3 s delay on rank 1 must show up on both ranks, because the
+    # punctual rank waits for it in the gradient all-reduce (margin: half the delay).
+    frame = measure_straggler(delay=0.3, steps=3)
+    assert (frame["slowdown"] > 0.15).all()
