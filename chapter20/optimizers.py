@@ -85,7 +85,8 @@ def make_optimizer(
       CUDA). Paged state needs CUDA: elsewhere a warning and ``adamw8bit``. Without a working
       bitsandbytes: a warning and ``torch.optim.AdamW`` (32-bit state).
     - ``state_32bit``: modules (e.g. ``nn.Embedding`` tables) whose ``weight`` keeps 32-bit
-      state under the 8-bit optimizers.
+      state under the 8-bit optimizers (a :class:`MultiOptimizer` of an 8-bit and a 32-bit
+      bitsandbytes optimizer).
 
     ``kwargs`` go to the optimizer. ValueError for an unknown kind or a bad ``lr``.
     """
@@ -129,11 +130,20 @@ def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs)
         kind = "adamw8bit"
     if kind == "adam8bit":
         weight_decay = kwargs.pop("weight_decay", 0.0)  # Adam: L2 only if asked
-    manager = bnb.optim.GlobalOptimManager.get_instance()
-    for module in state_32bit:
-        manager.register_module_override(module, "weight", {"optim_bits": 32})
     optimizer_class = getattr(bnb.optim, _BNB_CLASSES[kind])
-    return optimizer_class(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    options = dict(lr=lr, weight_decay=weight_decay, **kwargs)
+    if not state_32bit:
+        return optimizer_class(params, **options)
+    # A second optimizer with 32-bit state for the tables, not bitsandbytes' process-wide
+    # GlobalOptimManager, whose overrides (keyed by parameter position) would leak into every
+    # 8-bit optimizer created later in the process.
+    tables = {id(module.weight) for module in state_32bit}
+    kept = [p for p in _tensors(params) if id(p) in tables]
+    rest = [p for p in _tensors(params) if id(p) not in tables]
+    optimizers = [optimizer_class(rest, **options)] if rest else []
+    state_32bit_class = getattr(bnb.optim, _BNB_CLASSES[kind].replace("8bit", "32bit"))
+    optimizers.append(state_32bit_class(kept, **options))
+    return optimizers[0] if len(optimizers) == 1 and rest else MultiOptimizer(*optimizers)
 
 
 class MultiOptimizer:

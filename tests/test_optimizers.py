@@ -145,3 +145,22 @@ def test_sparse_tables_get_sparse_adam_and_touched_rows_only():
     assert [type(o).__name__ for o in optimizer.optimizers] == ["SparseAdam", "AdamW"]
     with pytest.raises(ValueError, match="sparse=True"):
         sparse_optimizers(nn.Linear(2, 2), lr=0.1)
+
+
+def test_32_bit_table_state_does_not_leak_into_later_optimizers():
+    table = nn.Embedding(5_000, 16)
+    make_optimizer(table.parameters(), "adamw8bit", 1e-3, state_32bit=[table])
+    later = nn.Parameter(torch.randn(8_192))
+    optimizer = make_optimizer([later], "adamw8bit", 1e-3)
+    later.grad = torch.randn(8_192)
+    optimizer.step()
+    assert optimizer.state[later]["state1"].dtype == torch.uint8
+
+
+def test_32_bit_tables_next_to_8_bit_layers():
+    model = nn.Sequential(nn.Embedding(5_000, 16), nn.Linear(16, 4096))
+    optimizer = make_optimizer(model.parameters(), "adamw8bit", 1e-3, state_32bit=[model[0]])
+    model(torch.tensor([1, 2])).sum().backward()
+    optimizer.step()
+    assert optimizer.state[model[0].weight]["state1"].dtype == torch.float32
+    assert optimizer.state[model[1].weight]["state1"].dtype == torch.uint8
