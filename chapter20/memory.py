@@ -230,6 +230,10 @@ def plan(
     }
     predicted = predicted_activation_bytes(checkpointing, model.n_layers, k=k, **unit)
     activations = predicted["saved"]
+    # backward recomputes one segment of one tower at a time
+    per_tower = {name: value // towers for name, value in unit.items()}
+    one_tower = predicted_activation_bytes(checkpointing, model.n_layers, k=k, **per_tower)
+    recompute = one_tower["backward_peak"] - one_tower["saved"]
     if precision != "fp32":  # autocast's cache of 16-bit weight copies, one per matmul weight
         activations += 2 * model.n_layers * (4 * d * d + 2 * d * model.d_ff)
     logits = 2 * 4 * micro * micro * world_size if towers == 2 else 0
@@ -246,10 +250,10 @@ def plan(
         # the end of the forward pass: every saved activation, no gradient yet
         "forward": activations + logits,
         # backward with checkpointing: the first segment recomputed, few gradients yet
-        "backward": predicted["backward_peak"] + logits,
+        "backward": activations + recompute + logits,
         # the embedding backward: a dense table-sized gradient per tower, their sum and .grad,
-        # next to the other gradients (measured: 4 tables for 2 towers)
-        "embedding backward": grads - table + (towers + 2) * table,
+        # next to the other gradients (measured: 3 tables for 2 towers)
+        "embedding backward": grads - table + (towers + 1) * table,
         # the optimizer step: temporaries of the size of the largest tensor
         "optimizer step": grads + (1 if optimizer.startswith("sgd") else 2) * largest,
     }

@@ -393,7 +393,8 @@ def test_time_interleaved_alternates_the_variants():
 def test_format_difference_is_machine_independent_text():
     from chapter20.measure import format_difference
 
-    assert format_difference(0.0, 1e-6) == "max |Δ| = 0 ✓"
+    assert format_difference(0.0, 0) == "max |Δ| = 0 ✓"  # bitwise
+    assert format_difference(0.0, 1e-6) == "max |Δ| < 1e-06 ✓"  # zero noise reads as any noise
     assert format_difference(3.1e-8, 1e-6) == format_difference(7.9e-8, 1e-6) == "max |Δ| < 1e-06 ✓"
     assert format_difference(0.1745, 1e-6) == "max |Δ| = 0.17 ✗"
 
@@ -412,3 +413,17 @@ def test_peak_memory_reports_what_fn_left_alive():
     forward = peak_memory(lambda: model(torch.ones(4, 10)).relu(), model=model)
     # The graph keeps the linear output for relu's backward; the input is not a new tensor.
     assert forward.retained_bytes >= 4 * 10 * 4
+
+
+def test_gradients_freed_by_fn_leave_the_count():
+    model = torch.nn.Linear(256, 256)
+    model(torch.ones(1, 256)).sum().backward()  # a previous step's gradients exist
+    grad_bytes = 256 * 256 * 4 + 256 * 4
+
+    def clear_then_allocate():
+        model.zero_grad(set_to_none=True)
+        return torch.empty(10)
+
+    report = peak_memory(clear_then_allocate, model=model)
+    assert report.baseline_bytes == 2 * grad_bytes  # weights + gradients at the start
+    assert report.end_bytes == grad_bytes + 40  # the gradients are gone, the new tensor is not
