@@ -177,9 +177,17 @@ def step_times_on_rank(
 def measure_scaling(
     global_batch: int = 512, vocab: int = 20_000, dim: int = 128, steps: int = 8
 ) -> pd.DataFrame:
-    """Step time for the same global batch on 1 process and on a 2-process gloo group; the
-    speed-up and the scaling efficiency (speed-up / 2) on this machine."""
-    single = step_times_on_rank(global_batch, vocab, dim, steps)
+    """Step time for the same global batch on 1 process and on a 2-process gloo group, each
+    process with half of this machine's cores; the speed-up and the scaling efficiency
+    (speed-up / 2) on this machine."""
+    # Each rank of the pair gets half the cores (run_local_group); the single process gets the
+    # same share, so the ratio measures the parallel scaling, not OpenMP's thread scaling.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // 2))
+    try:
+        single = step_times_on_rank(global_batch, vocab, dim, steps)
+    finally:
+        torch.set_num_threads(threads)
     pair = run_local_group(step_times_on_rank, 2, (global_batch, vocab, dim, steps))
     two = max(r["seconds"] for r in pair)
     return pd.DataFrame(
