@@ -115,39 +115,22 @@ def planned_vs_measured():
     from chapter20.memory import EncoderShape
     from chapter20.optimizers_lab import plan_vs_measured
 
+    def config(layers, precision="fp32", checkpointing="none", vocab=2000, batch=16, seq_len=64):
+        shape = EncoderShape(vocab, 64, 4, layers, max_len=64)
+        return dict(
+            shape=shape,
+            batch=batch,
+            seq_len=seq_len,
+            precision=precision,
+            optimizer="adamw",
+            checkpointing=checkpointing,
+        )
+
     configs = [
-        dict(
-            shape=EncoderShape(2000, 64, 4, 4, max_len=64),
-            batch=16,
-            seq_len=64,
-            precision="fp32",
-            optimizer="adamw",
-            checkpointing="none",
-        ),
-        dict(
-            shape=EncoderShape(2000, 64, 4, 4, max_len=64),
-            batch=16,
-            seq_len=64,
-            precision="bf16",
-            optimizer="adamw",
-            checkpointing="none",
-        ),
-        dict(
-            shape=EncoderShape(2000, 64, 4, 8, max_len=64),
-            batch=16,
-            seq_len=64,
-            precision="fp32",
-            optimizer="adamw",
-            checkpointing="every_layer",
-        ),
-        dict(
-            shape=EncoderShape(50_000, 64, 4, 2, max_len=64),
-            batch=8,
-            seq_len=32,
-            precision="fp32",
-            optimizer="adamw",
-            checkpointing="none",
-        ),
+        config(4),
+        config(4, precision="bf16"),
+        config(8, checkpointing="every_layer"),
+        config(2, vocab=50_000, batch=8, seq_len=32),  # an embedding-table-heavy model
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
