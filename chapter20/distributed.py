@@ -238,13 +238,13 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
     backend = backend or dist_backend(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(
-        backend,
-        init_method="env://",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=check_real("timeout_s", timeout_s, finite=True)),
-    )
+    timeout = timedelta(seconds=check_real("timeout_s", timeout_s, finite=True))
+    store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout))
+    # torchrun's elastic restarts reuse the agent's store: keys of the previous attempt's ranks
+    # (their old gloo/nccl addresses) would be read as current. One namespace per attempt.
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.PrefixStore(f"chapter20/attempt-{attempt}", store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     return DistributedContext(rank, world, local, device, backend, True)
 
 

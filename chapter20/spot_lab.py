@@ -1,0 +1,183 @@
+"""The experiments of notebook 07 (§20.5.2): preemptions injected into a real run, the cost of
+one checkpoint on this machine, and the checkpoint interval under simulated preemptions."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from chapter20.paths import cache_dir
+from chapter20.plotting import new_figure
+from chapter20.spot import (
+    CheckpointManager,
+    expected_wall_time,
+    simulate_wall_time,
+    young_daly_interval,
+)
+from chapter20.spot_training import launch_spot_demo, read_progress
+
+__all__ = [
+    "fresh_directory",
+    "chaos_run",
+    "checkpoint_cost",
+    "interval_sweep",
+    "plot_checkpoint_cost",
+    "plot_interval_sweep",
+    "plot_timeline",
+]
+
+
+def fresh_directory(name: str) -> Path:
+    """An empty directory ``<cache>/spot/<name>`` for a notebook's runs (emptied if it exists),
+    so every execution starts without checkpoints."""
+    path = cache_dir() / "spot" / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _fingerprint(stdout: str) -> str | None:
+    return stdout.split("fingerprint ")[-1].strip() if "fingerprint " in stdout else None
+
+
+def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: int = 3) -> dict:
+    """The same spot_demo run twice under torchrun: once clean, once with ``kills`` SIGKILLs and
+    ``--max-restarts`` to recover. Returns both fingerprints, exit codes and the chaotic run's
+    progress records (launch, step, wall time, kills)."""
+    directory = Path(directory)
+    clean = launch_spot_demo([*args, "--checkpoint-dir", str(directory / "clean")], nproc=nproc)
+    chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos", str(kills)]
+    chaotic = launch_spot_demo(chaos_args, nproc=nproc, max_restarts=kills + 1)
+    for name, result in (("clean", clean), ("chaos", chaotic)):
+        if result.returncode != 0:
+            raise RuntimeError(f"the {name} run failed:\n{result.stderr[-3000:]}")
+    return {
+        "clean": _fingerprint(clean.stdout),
+        "chaos": _fingerprint(chaotic.stdout),
+        "progress": read_progress(directory / "chaos"),
+        "clean_progress": read_progress(directory / "clean"),
+    }
+
+
+def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None):
+    """Step against wall time for a run with kills (restarts marked), and the clean run."""
+    fig, ax = new_figure(
+        "Preempted run: work after the last checkpoint is redone",
+        "wall time since the first step (s)",
+        "optimizer step completed",
+    )
+    steps = [r for r in progress if "step" in r]
+    start = progress[0]["time"]
+    ax.plot(
+        [r["time"] - start for r in steps],
+        [r["step"] for r in steps],
+        ".",
+        ms=3,
+        label="with kills (torchrun restarts)",
+    )
+    for i, kill in enumerate(r for r in progress if "kill" in r):
+        ax.axvline(
+            kill["time"] - start, color="C3", lw=1, ls="--", label="SIGKILL" if i == 0 else None
+        )
+    if clean_progress:
+        t0 = clean_progress[0]["time"]
+        ax.plot(
+            [r["time"] - t0 for r in clean_progress],
+            [r["step"] for r in clean_progress],
+            "-",
+            color="C2",
+            lw=1,
+            label="uninterrupted",
+        )
+    ax.legend(loc="lower right")
+    return fig
+
+
+def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
+    """Seconds to save (atomic, fsync, checksum) and to load a state of each size on this
+    machine's temporary disk, median of ``repeat``; and the implied MB/s."""
+    records = []
+    with tempfile.TemporaryDirectory() as tmp:
+        manager = CheckpointManager(tmp, keep_last=1)
+        for mb in sizes_mb:
+            state = {"step": 0, "weights": torch.zeros(int(mb * 2**20) // 4)}
+            saves, loads = [], []
+            for i in range(repeat):
+                state["step"] = i
+                start = time.perf_counter()
+                manager.save(state)
+                saves.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                manager.load_latest()
+                loads.append(time.perf_counter() - start)
+            save, load = float(np.median(saves)), float(np.median(loads))
+            records.append({"MB": mb, "save s": save, "load s": load, "save MB/s": mb / save})
+    return pd.DataFrame(records)
+
+
+def plot_checkpoint_cost(frame: pd.DataFrame):
+    fig, ax = new_figure(
+        "The cost of one checkpoint on this machine", "checkpoint size (MB)", "seconds"
+    )
+    ax.plot(frame["MB"], frame["save s"], "o-", label="save (tmp + fsync + rename)")
+    ax.plot(frame["MB"], frame["load s"], "s-", label="load + verify checksum")
+    ax.set_xscale("log"), ax.set_yscale("log")
+    ax.legend()
+    return fig
+
+
+def interval_sweep(
+    work_seconds: float,
+    checkpoint_seconds: float,
+    mtbf_seconds: float,
+    restart_seconds: float,
+    *,
+    points: int = 12,
+    runs: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean simulated wall time (hours) for 2·``points``+1 checkpoint intervals from Young/Daly
+    / 10 to × 10 (the middle one is Young/Daly), next to the model's expectation."""
+    optimum = young_daly_interval(checkpoint_seconds, mtbf_seconds)
+    intervals = np.geomspace(optimum / 10, optimum * 10, 2 * points + 1)  # the middle: τ*
+    args = (checkpoint_seconds, mtbf_seconds, restart_seconds)
+    records = []
+    for i, tau in enumerate(intervals):
+        sim = simulate_wall_time(work_seconds, tau, *args, runs=runs, seed=seed + i)
+        records.append(
+            {
+                "interval s": float(tau),
+                "simulated h": sim.mean() / 3600,
+                "sem h": sim.std() / np.sqrt(runs) / 3600,
+                "model h": expected_wall_time(work_seconds, tau, *args) / 3600,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def plot_interval_sweep(frame: pd.DataFrame, work_seconds: float, young_daly: float):
+    fig, ax = new_figure(
+        "Save too often: saving dominates; too rarely: redone work dominates",
+        "compute between checkpoints (minutes)",
+        "expected wall time (hours)",
+    )
+    ax.errorbar(
+        frame["interval s"] / 60,
+        frame["simulated h"],
+        yerr=2 * frame["sem h"],
+        fmt="o",
+        ms=3,
+        label="Monte Carlo (mean ± 2 s.e.)",
+    )
+    ax.plot(frame["interval s"] / 60, frame["model h"], "-", label="Daly's model")
+    ax.axvline(young_daly / 60, color="C3", ls="--", label="Young/Daly √(2·C·M)")
+    ax.axhline(work_seconds / 3600, color="grey", lw=1, label="the work without preemptions")
+    ax.set_xscale("log")
+    ax.legend()
+    return fig

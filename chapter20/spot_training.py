@@ -1,0 +1,259 @@
+"""§20.5.2 A training run that survives preemption: the loop behind ``scripts/spot_demo.py``.
+
+The run trains the shared contrastive embedding model (bag-of-embeddings encoder, cross-rank
+InfoNCE, AdamW with warm-up) on next-sentence pairs of the Wikipedia sample. Token dropout on
+the anchors draws from torch's global RNG, so the run depends on every piece of state that
+:func:`chapter20.spot.capture_state` saves. It always starts from the newest checkpoint in its
+directory, so a killed run relaunched with the same arguments finishes with exactly the
+parameters of a run that was never interrupted.
+
+Chaos (``chaos_kills``) makes the fault injection part of the run: rank 0 draws a step, records
+the kill in ``chaos.json``, and sends itself SIGKILL, as a reclaimed spot machine would be.
+Each launch draws from ``chaos_seed`` + the kills so far, so a relaunch does not repeat a kill
+forever. ``progress.jsonl`` logs (launch, step, wall time) for the timeline in notebook 07.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from chapter20.checks import check_int, check_real
+from chapter20.contrastive_lab import pair_data
+from chapter20.contrastive_training import ContrastiveTrainer
+from chapter20.device import set_seed
+from chapter20.distributed import group_rank_and_size, warmup_schedule
+from chapter20.models import BagOfEmbeddingsEncoder
+from chapter20.optimizers import make_optimizer
+from chapter20.paths import repo_root
+from chapter20.spot import (
+    EXIT_PREEMPTED,
+    CheckpointManager,
+    CheckpointSchedule,
+    PreemptionHandler,
+    ResumableBatchSampler,
+    capture_state,
+    parameter_fingerprint,
+    restore_state,
+)
+
+__all__ = ["SpotConfig", "launch_spot_demo", "read_progress", "run_spot_training"]
+
+CHAOS_FILE = "chaos.json"
+PROGRESS_FILE = "progress.jsonl"
+
+
+@dataclass(frozen=True)
+class SpotConfig:
+    """The settings of one spot training run (§20.5.2); the defaults finish in seconds on a CPU.
+
+    ``stop_after`` ends the process after that many steps as if it had been killed, without
+    saving (for in-process tests); ``chaos_kills`` injects that many SIGKILLs over the run.
+    """
+
+    checkpoint_dir: str
+    steps: int = 60
+    global_batch: int = 64
+    vocab: int = 2000
+    dim: int = 32
+    lr: float = 0.02
+    warmup: int = 5
+    token_dropout: float = 0.1
+    seed: int = 0
+    checkpoint_every: int | None = 5
+    checkpoint_seconds: float | None = None
+    keep_last: int = 3
+    chaos_kills: int = 0
+    chaos_seed: int = 0
+    step_delay: float = 0.0
+    notice_file: str | None = None
+    stop_after: int | None = None
+
+    def __post_init__(self):
+        for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
+            check_int(name, getattr(self, name), 1)
+        check_int("chaos_kills", self.chaos_kills, 0)
+        if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
+            raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
+        if check_real("step_delay", self.step_delay, finite=True) < 0:
+            raise ValueError(f"step_delay must be >= 0 seconds, got {self.step_delay}")
+        if self.checkpoint_every is None and self.checkpoint_seconds is None:
+            raise ValueError("give checkpoint_every (steps), checkpoint_seconds, or both")
+
+
+@functools.lru_cache(maxsize=2)
+def _training_pairs(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    data = pair_data(vocab_size=vocab)
+    return data.train_anchors, data.train_positives
+
+
+def _drop_tokens(ids: torch.Tensor, p: float) -> torch.Tensor:
+    """Token dropout (augmentation) from the global RNG: each token becomes padding with
+    probability ``p``, but every row keeps its first token so no text is empty."""
+    if p == 0:
+        return ids
+    drop = torch.rand(ids.shape) < p
+    drop[:, 0] = False
+    return ids.masked_fill(drop, 0)
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _write_json_atomic(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+
+
+def _planned_kill(config: SpotConfig, start_step: int, directory: Path) -> int | None:
+    """The step after which this launch kills itself, or None (rank 0 only)."""
+    kills = _read_json(directory / CHAOS_FILE, {"kills": []})["kills"]
+    if len(kills) >= config.chaos_kills or start_step + 1 >= config.steps:
+        return None
+    rng = np.random.default_rng([config.chaos_seed, len(kills)])
+    # Spread the remaining kills over the remaining steps (on average).
+    remaining = config.chaos_kills - len(kills)
+    span = max(2, 2 * (config.steps - start_step) // (remaining + 1))
+    return int(rng.integers(start_step + 1, min(config.steps, start_step + span)))
+
+
+def _kill_self(directory: Path, step: int) -> None:
+    chaos = _read_json(directory / CHAOS_FILE, {"kills": []})
+    chaos["kills"].append({"step": step, "time": time.time()})
+    _write_json_atomic(directory / CHAOS_FILE, chaos)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_spot_training(config: SpotConfig, device: torch.device | None = None) -> dict:
+    """Train from the newest checkpoint in ``config.checkpoint_dir`` to ``config.steps`` (§20.5.2).
+
+    Every rank of the current process group (or a single process) calls it. Returns a summary
+    with the final ``fingerprint`` (see :func:`chapter20.spot.parameter_fingerprint`), the step
+    it resumed from, and the checkpoint timings. Exits with :data:`EXIT_PREEMPTED` after saving
+    when a preemption notice arrives.
+    """
+    rank, world = group_rank_and_size()
+    device = device or torch.device("cpu")
+    directory = Path(config.checkpoint_dir)
+    anchors, positives = _training_pairs(config.vocab)
+    set_seed(config.seed)
+    model = BagOfEmbeddingsEncoder(config.vocab, config.dim).to(device)
+    optimizer = make_optimizer(model, "adamw", config.lr, weight_decay=0.0)
+    scheduler = warmup_schedule(optimizer, config.warmup)
+    trainer = ContrastiveTrainer(model, optimizer, temperature=0.05)
+    sampler = ResumableBatchSampler(len(anchors), config.global_batch, seed=config.seed)
+    components = {
+        "model": model,
+        "optimizer": optimizer,
+        "scheduler": scheduler,
+        "sampler": sampler,
+    }
+    manager = CheckpointManager(directory, config.keep_last)
+    schedule = CheckpointSchedule(config.checkpoint_every, config.checkpoint_seconds)
+    state = manager.load_latest()
+    start = restore_state(state, **components) if state is not None else 0
+    launch = _read_json(directory / CHAOS_FILE, {"kills": []})
+    kill_at = _planned_kill(config, start, directory) if rank == 0 and config.chaos_kills else None
+    progress = open(directory / PROGRESS_FILE, "a") if rank == 0 else None  # noqa: SIM115
+    step, save_times = start, []
+    with PreemptionHandler(notice_file=config.notice_file) as preemption:
+        while step < config.steps:
+            idx = sampler.next_batch()
+            batch_anchors = _drop_tokens(anchors[idx], config.token_dropout).to(device)
+            trainer.step(batch_anchors, positives[idx].to(device))
+            scheduler.step()
+            step += 1
+            time.sleep(config.step_delay)
+            if progress is not None:
+                record = {"launch": len(launch["kills"]), "step": step, "time": time.time()}
+                progress.write(json.dumps(record) + "\n")
+                progress.flush()
+            if step == kill_at:
+                _kill_self(directory, step)
+            if config.stop_after is not None and step - start >= config.stop_after:
+                return {"stopped_at": step, "resumed_from": start}
+            stop = preemption.should_stop()
+            if stop or schedule.due(step) or step == config.steps:
+                manager.save(capture_state(step, **components))
+                schedule.saved()
+                save_times.append(manager.last_save_seconds)
+            if stop:
+                if progress is not None:
+                    progress.close()
+                sys.exit(EXIT_PREEMPTED)
+    if progress is not None:
+        progress.close()
+    return {
+        "fingerprint": parameter_fingerprint(model),
+        "resumed_from": start,
+        "steps": step,
+        "world_size": world,
+        "checkpoint_seconds": float(np.median(save_times)) if save_times else None,
+        "config": asdict(config),
+    }
+
+
+def read_progress(directory: str | os.PathLike) -> list[dict]:
+    """The (launch, step, time) records of a run's ``progress.jsonl`` (a line cut short by a
+    kill is skipped), plus the recorded kills as ``{"kill": step, "time": t}`` entries."""
+    directory = Path(directory)
+    records = []
+    path = directory / PROGRESS_FILE
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    for kill in _read_json(directory / CHAOS_FILE, {"kills": []})["kills"]:
+        records.append({"kill": kill["step"], "time": kill["time"]})
+    return sorted(records, key=lambda r: r["time"])
+
+
+def launch_spot_demo(
+    args: list[str],
+    *,
+    nproc: int = 1,
+    max_restarts: int = 0,
+    timeout: float = 600.0,
+) -> subprocess.CompletedProcess:
+    """Run ``scripts/spot_demo.py`` under ``torchrun`` with ``nproc`` processes and
+    ``--max-restarts`` (§20.5.2): torchrun's elastic agent restarts the whole group after a
+    failure, which is what the demo's SIGKILLs are. Returns the finished process."""
+    nproc = check_int("nproc", nproc, 1)
+    max_restarts = check_int("max_restarts", max_restarts, 0)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        f"--max-restarts={max_restarts}",
+        "--standalone",
+        str(Path(__file__).parent / "scripts" / "spot_demo.py"),
+        *args,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    return subprocess.run(
+        command,
+        cwd=repo_root() or Path.cwd(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

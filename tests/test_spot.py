@@ -1,0 +1,434 @@
+"""§20.5.2 spot training: the checkpoint interval model, and resume == uninterrupted, bitwise.
+
+Equivalence here is bitwise (fingerprints of every parameter's bytes): a resumed run replays
+exactly the same float operations as one that never stopped, so any difference is a bug.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from chapter20.distributed import run_local_group
+from chapter20.paths import repo_root
+from chapter20.precision import MixedPrecisionTrainer
+from chapter20.spot import (
+    EXIT_PREEMPTED,
+    CheckpointManager,
+    CheckpointSchedule,
+    PreemptionHandler,
+    ResumableBatchSampler,
+    capture_state,
+    expected_wall_time,
+    parameter_fingerprint,
+    preemption_overhead,
+    restore_state,
+    rng_state,
+    set_rng_state,
+    simulate_wall_time,
+    young_daly_interval,
+)
+from chapter20.spot_training import (
+    SpotConfig,
+    launch_spot_demo,
+    read_progress,
+    run_spot_training,
+)
+
+# --- the interval model ---------------------------------------------------------------------
+
+
+def test_young_daly_interval_formula():
+    assert young_daly_interval(60, 3600) == pytest.approx((2 * 60 * 3600) ** 0.5)
+
+
+def test_young_daly_interval_is_near_the_model_optimum():
+    c, m, r = 30.0, 3600.0, 60.0
+    taus = np.geomspace(30, 6000, 400)
+    walls = [expected_wall_time(36_000, t, c, m, r) for t in taus]
+    best = taus[int(np.argmin(walls))]
+    assert best == pytest.approx(young_daly_interval(c, m), rel=0.1)
+
+
+@pytest.mark.parametrize("tau", [100.0, 600.0, 3000.0])
+def test_simulation_converges_to_expected_wall_time(tau):
+    times = simulate_wall_time(20_000, tau, 60, 3600, 120, runs=4000, seed=1)
+    expected = expected_wall_time(20_000, tau, 60, 3600, 120)
+    assert abs(times.mean() - expected) < 4 * times.std() / np.sqrt(times.size)
+
+
+def test_no_preemptions_means_only_checkpoint_cost():
+    # A huge MTBF: the overhead is the checkpoints alone, C/τ.
+    assert preemption_overhead(1000, 100, 5, 1e12) == pytest.approx(0.05, rel=1e-6)
+
+
+def test_overhead_grows_as_preemptions_get_more_frequent():
+    overheads = [
+        preemption_overhead(36_000, young_daly_interval(60, m), 60, m, 120)
+        for m in (86_400, 14_400, 3600, 900)
+    ]
+    assert overheads == sorted(overheads) and overheads[0] > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"checkpoint_seconds": 0, "mtbf_seconds": 10}, "checkpoint_seconds"),
+        ({"checkpoint_seconds": 1, "mtbf_seconds": -1}, "mtbf_seconds"),
+        ({"checkpoint_seconds": float("nan"), "mtbf_seconds": 10}, "checkpoint_seconds"),
+    ],
+)
+def test_young_daly_bad_input(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        young_daly_interval(**kwargs)
+
+
+def test_expected_wall_time_bad_input():
+    with pytest.raises(ValueError, match="interval_seconds"):
+        expected_wall_time(100, 0, 1, 10)
+    with pytest.raises(ValueError, match="restart_seconds"):
+        expected_wall_time(100, 10, 1, 10, -1)
+    with pytest.raises(ValueError, match="runs"):
+        simulate_wall_time(100, 10, 1, 10, runs=0)
+
+
+# --- RNG, components, data order ------------------------------------------------------------
+
+
+def _draws():
+    return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+
+def test_rng_state_round_trip():
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    _draws()
+    saved = rng_state()
+    first = [_draws() for _ in range(3)]
+    _draws()
+    set_rng_state(saved)
+    assert [_draws() for _ in range(3)] == first
+
+
+def _mixed_precision_run(steps_before: int, steps_after: int, resume_from: dict | None = None):
+    """fp16 with a GradScaler on CPU, an LR schedule, dropout and sampled batches: every
+    component of the state matters. Returns the fingerprint and the state after
+    ``steps_before`` steps (a resumed run passes 0 and the state to start from)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1)
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+    trainer = MixedPrecisionTrainer(model, optimizer, precision="fp16", init_scale=2.0**10)
+    sampler = ResumableBatchSampler(37, 8, seed=5)
+    x, y = torch.randn(37, 8), torch.randn(37, 1)
+    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+    parts |= {"scaler": trainer.scaler, "sampler": sampler}
+    if resume_from is not None:
+        restore_state(resume_from, **parts)
+
+    def loss_fn(m, batch):
+        return torch.nn.functional.mse_loss(m(batch[0]).float(), batch[1])
+
+    saved = None
+    for step in range(1, steps_before + steps_after + 1):
+        idx = sampler.next_batch()
+        trainer.step(loss_fn, (x[idx], y[idx]))
+        scheduler.step()
+        if step == steps_before:
+            # Through bytes, as a checkpoint file does: a state dict holds the live tensors.
+            buffer = io.BytesIO()
+            torch.save(capture_state(step, **parts), buffer)
+            saved = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+    return parameter_fingerprint(model), saved
+
+
+def test_capture_and_restore_every_component_bitwise():
+    uninterrupted, saved = _mixed_precision_run(5, 6)
+    torch.manual_seed(123), random.seed(9)  # the new process starts from other RNG states
+    resumed, _ = _mixed_precision_run(0, 6, resume_from=saved)
+    assert resumed == uninterrupted
+    assert saved["scaler"]["scale"] > 0 and saved["scheduler"]["last_epoch"] == 5
+
+
+def test_restore_without_rng_differs():
+    """The RNG states are needed: dropout masks after the resume would differ without them."""
+    uninterrupted, saved = _mixed_precision_run(5, 6)
+    saved["rng"] = [rng_state() | {"torch": torch.Generator().manual_seed(7).get_state()}]
+    resumed, _ = _mixed_precision_run(0, 6, resume_from=saved)
+    assert resumed != uninterrupted
+
+
+def test_restore_needs_the_same_components():
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = capture_state(0, model=model, optimizer=optimizer)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    with pytest.raises(ValueError, match="scheduler"):
+        restore_state(state, model=model, optimizer=optimizer, scheduler=scheduler)
+
+
+@pytest.mark.parametrize("n, batch", [(37, 8), (16, 16), (10, 3)])
+def test_sampler_resumes_exactly_across_epochs(n, batch):
+    full = ResumableBatchSampler(n, batch, seed=3)
+    reference = [full.next_batch().tolist() for _ in range(9)]
+    first = ResumableBatchSampler(n, batch, seed=3)
+    head = [first.next_batch().tolist() for _ in range(4)]
+    second = ResumableBatchSampler(n, batch, seed=3)
+    second.load_state_dict(first.state_dict())
+    assert head + [second.next_batch().tolist() for _ in range(5)] == reference
+    epoch0 = [i for b in reference[: n // batch] for i in b]
+    assert len(set(epoch0)) == len(epoch0) == (n // batch) * batch  # no repeats in an epoch
+
+
+def test_sampler_bad_input():
+    with pytest.raises(ValueError, match="global_batch"):
+        ResumableBatchSampler(5, 6)
+    with pytest.raises(ValueError, match="num_examples"):
+        ResumableBatchSampler(0, 1)
+    other = ResumableBatchSampler(10, 2, seed=1)
+    with pytest.raises(ValueError, match="seed"):
+        ResumableBatchSampler(10, 2, seed=2).load_state_dict(other.state_dict())
+
+
+def test_sampler_ranks_split_the_global_batch(two_ranks):
+    single = ResumableBatchSampler(30, 6, seed=1)
+    for step in range(7):
+        assert sum((r["slices"][step] for r in two_ranks), []) == single.next_batch().tolist()
+
+
+# --- checkpoint files -----------------------------------------------------------------------
+
+
+def _state(step: int) -> dict:
+    return {"step": step, "weights": torch.full((4,), float(step))}
+
+
+def test_manager_round_trip_and_rotation(tmp_path):
+    manager = CheckpointManager(tmp_path, keep_last=3)
+    assert manager.load_latest() is None
+    for step in (2, 4, 6, 8, 10):
+        manager.save(_state(step))
+    assert [p.name for p in manager.checkpoints()] == [
+        "step-000000006.ckpt",
+        "step-000000008.ckpt",
+        "step-000000010.ckpt",
+    ]
+    latest = manager.load_latest()
+    assert latest["step"] == 10 and torch.equal(latest["weights"], torch.full((4,), 10.0))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncate", "flip_byte", "not_a_checkpoint", "empty"],
+)
+def test_damaged_newest_falls_back_to_previous(tmp_path, damage):
+    manager = CheckpointManager(tmp_path, keep_last=3)
+    manager.save(_state(1))
+    newest = manager.save(_state(2))
+    data = newest.read_bytes()
+    damaged = {
+        "truncate": data[: len(data) // 2],
+        "flip_byte": data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:],
+        "not_a_checkpoint": b"hello",
+        "empty": b"",
+    }[damage]
+    newest.write_bytes(damaged)
+    with pytest.warns(UserWarning, match="skipping checkpoint step-000000002.ckpt"):
+        state = manager.load_latest()
+    assert state["step"] == 1
+
+
+def test_torch_save_file_without_header_is_rejected(tmp_path):
+    """A checkpoint written by plain torch.save (no checksum) is not trusted silently."""
+    manager = CheckpointManager(tmp_path)
+    torch.save(_state(3), manager.path_for(3))
+    with pytest.warns(UserWarning, match="no checkpoint header"):
+        assert manager.load_latest() is None
+
+
+def test_leftover_temporary_files_are_removed(tmp_path):
+    (tmp_path / ".step-000000004.ckpt.tmp-999").write_bytes(b"half")
+    CheckpointManager(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+_SAVER = """
+import sys, torch
+from chapter20.spot import CheckpointManager
+manager = CheckpointManager(sys.argv[1], keep_last=2)
+for step in range(1, 10_000):
+    manager.save({"step": step, "blob": torch.randn(3_000_000)})
+"""
+
+
+def test_kill_during_save_leaves_a_loadable_checkpoint(tmp_path):
+    for _attempt in range(5):
+        directory = tmp_path / f"run{_attempt}"
+        child = subprocess.Popen([sys.executable, "-c", _SAVER, str(directory)])
+        try:
+            deadline = time.monotonic() + 60
+            while not (directory / "step-000000002.ckpt").exists():
+                assert time.monotonic() < deadline and child.poll() is None
+                time.sleep(0.01)
+            while not list(directory.glob(".step-*.tmp-*")):
+                time.sleep(0.001)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        if list(directory.glob(".step-*.tmp-*")):  # the kill cut a save short
+            break
+    else:
+        pytest.fail("no kill landed during a save in 5 attempts")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the half-written file is not even a candidate
+        state = CheckpointManager(directory, keep_last=2).load_latest()
+    assert state["step"] >= 2 and state["blob"].shape == (3_000_000,)
+    assert not list(directory.glob(".step-*.tmp-*"))
+
+
+# --- schedule and preemption notice ---------------------------------------------------------
+
+
+def test_schedule_by_steps_and_by_time():
+    by_steps = CheckpointSchedule(every_steps=3)
+    assert [s for s in range(1, 10) if by_steps.due(s)] == [3, 6, 9]
+    now = [0.0]
+    by_time = CheckpointSchedule(every_seconds=10, clock=lambda: now[0])
+    now[0] = 9.9
+    assert not by_time.due(1)
+    now[0] = 10.0
+    assert by_time.due(2)
+    by_time.saved()
+    assert not by_time.due(3)
+    with pytest.raises(ValueError, match="every_steps"):
+        CheckpointSchedule()
+
+
+def test_preemption_handler_catches_sigterm_and_restores_the_old_handler(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    with PreemptionHandler() as preemption:
+        assert not preemption.should_stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert preemption.should_stop() and preemption.reason == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before
+    notice = tmp_path / "notice"
+    with PreemptionHandler(notice_file=notice) as preemption:
+        assert not preemption.requested
+        notice.touch()
+        assert preemption.requested and "notice" in preemption.reason
+
+
+# --- the training run: resume == uninterrupted ----------------------------------------------
+
+FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
+DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
+
+
+@pytest.fixture(scope="module")
+def single_reference(tmp_path_factory) -> str:
+    """The fingerprint of an uninterrupted single-process run (in this process)."""
+    return run_spot_training(SpotConfig(str(tmp_path_factory.mktemp("ref")), **FAST))["fingerprint"]
+
+
+def _two_rank_story(directory: str) -> dict:
+    """On each of 2 gloo ranks: an uninterrupted run; a run stopped after step 10 (as if
+    killed: the last checkpoint is step 9) and its resume; and sampler slices."""
+    reference = run_spot_training(SpotConfig(f"{directory}/a", **FAST))
+    run_spot_training(SpotConfig(f"{directory}/b", stop_after=10, **FAST))
+    resumed = run_spot_training(SpotConfig(f"{directory}/b", **FAST))
+    sampler = ResumableBatchSampler(30, 6, seed=1)
+    slices = [sampler.next_batch().tolist() for _ in range(7)]
+    return {"reference": reference, "resumed": resumed, "slices": slices}
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> list[dict]:
+    return run_local_group(_two_rank_story, 2, (str(tmp_path_factory.mktemp("two")),))
+
+
+def test_notice_file_saves_and_exits_with_the_documented_code(tmp_path):
+    notice = tmp_path / "notice"
+    notice.touch()
+    config = SpotConfig(str(tmp_path / "ckpt"), notice_file=str(notice), **FAST)
+    with pytest.raises(SystemExit) as exit_info:
+        run_spot_training(config)
+    assert exit_info.value.code == EXIT_PREEMPTED == 143
+    state = CheckpointManager(tmp_path / "ckpt").load_latest()
+    assert state["step"] == 1  # saved right after the step that noticed
+
+
+def test_resume_equals_uninterrupted_single_process(tmp_path, single_reference):
+    stopped = run_spot_training(SpotConfig(str(tmp_path), stop_after=7, **FAST))
+    assert stopped["stopped_at"] == 7  # killed after step 7: the last checkpoint is step 6
+    resumed = run_spot_training(SpotConfig(str(tmp_path), **FAST))
+    assert resumed["resumed_from"] == 6
+    assert resumed["fingerprint"] == single_reference
+
+
+def test_resume_equals_uninterrupted_two_gloo_ranks(two_ranks):
+    fingerprints = {r[key]["fingerprint"] for r in two_ranks for key in ("reference", "resumed")}
+    assert len(fingerprints) == 1
+    assert [r["resumed"]["resumed_from"] for r in two_ranks] == [9, 9]
+
+
+def _fingerprint(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split("fingerprint ")[-1].strip()
+
+
+def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
+    """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group:
+    the same parameters as the uninterrupted 2-rank run (one thread per rank in both)."""
+    chaos_args = [*DEMO, "--checkpoint-dir", str(tmp_path), "--chaos", "3"]
+    chaotic = launch_spot_demo(chaos_args, nproc=2, max_restarts=4)
+    assert _fingerprint(chaotic) == two_ranks[0]["reference"]["fingerprint"]
+    kills = json.loads((tmp_path / "chaos.json").read_text())["kills"]
+    assert len(kills) == 3
+    assert sum("kill" in r for r in read_progress(tmp_path)) == 3
+
+
+def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
+    script = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--chaos", "1"]
+    script += ["--checkpoint-dir", str(tmp_path)]
+    codes = []
+    for _ in range(4):
+        result = subprocess.run(script, cwd=repo_root(), capture_output=True, text=True)
+        codes.append(result.returncode)
+        if result.returncode == 0:
+            break
+    assert codes == [-signal.SIGKILL, 0]
+    assert _fingerprint(result) == single_reference
+
+
+def test_demo_sigterm_checkpoints_and_exits_within_a_bound(tmp_path):
+    directory = tmp_path / "ckpt"
+    args = [*DEMO, "--steps", "400", "--step-delay", "0.05", "--checkpoint-every", "100"]
+    child = subprocess.Popen(
+        [sys.executable, "chapter20/scripts/spot_demo.py", *args, "--checkpoint-dir", directory],
+        cwd=repo_root(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while len(read_progress(directory)) < 5:
+        assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()
+        time.sleep(0.05)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGTERM)
+    code = child.wait(timeout=30)
+    assert code == EXIT_PREEMPTED
+    assert time.monotonic() - sent < 5.0  # one step (50 ms) plus a save, with a wide margin
+    state = CheckpointManager(directory).load_latest()
+    assert state["step"] == read_progress(directory)[-1]["step"] >= 5
