@@ -40,6 +40,7 @@ from chapter20.device import dist_backend, get_device
 from chapter20.paths import atomic_torch_save
 
 __all__ = [
+    "ring_allreduce_seconds",
     "group_rank_and_size",
     "free_port",
     "run_local_group",
@@ -339,6 +340,16 @@ def set_epoch(loader: torch.utils.data.DataLoader, epoch: int) -> None:
 # --------------------------------------------------------------------------------------------
 # Learning rate
 # --------------------------------------------------------------------------------------------
+
+
+def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandwidth: float):
+    """Seconds of a ring all-reduce of ``nbytes`` over ``world_size`` ranks (§20.1.1, §20.4):
+    2(W−1) messages of latency ``latency`` (alpha) each carrying ``nbytes``/W at ``bandwidth``
+    bytes/s (1/beta). The alpha-beta model that §20.5's cost model scales with."""
+    if world_size <= 1:
+        return 0.0
+    steps = 2 * (world_size - 1)
+    return steps * latency + steps / world_size * nbytes / bandwidth
 
 
 def scale_lr(base_lr: float, base_batch: int, batch: int) -> float:

@@ -19,7 +19,12 @@ from torch import nn
 
 from chapter20.contrastive import distributed_info_nce
 from chapter20.device import set_seed
-from chapter20.distributed import compress_gradients, group_rank_and_size, run_local_group
+from chapter20.distributed import (
+    compress_gradients,
+    group_rank_and_size,
+    ring_allreduce_seconds,
+    run_local_group,
+)
 from chapter20.measure import format_bytes
 from chapter20.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.plotting import new_figure
@@ -83,14 +88,6 @@ def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
     x = np.asarray(frame["bytes"], dtype=float) * steps / world
     slope, intercept = np.polyfit(x, np.asarray(frame["seconds"], dtype=float), 1)
     return max(intercept / steps, 0.0), max(slope, 0.0)
-
-
-def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandwidth: float):
-    """Time of a ring all-reduce of ``nbytes`` over ``world_size`` ranks (alpha-beta model)."""
-    if world_size <= 1:
-        return 0.0
-    steps = 2 * (world_size - 1)
-    return steps * latency + steps / world_size * nbytes / bandwidth
 
 
 def scaling_model(
