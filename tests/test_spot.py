@@ -432,3 +432,15 @@ def test_demo_sigterm_checkpoints_and_exits_within_a_bound(tmp_path):
     assert time.monotonic() - sent < 5.0  # one step (50 ms) plus a save, with a wide margin
     state = CheckpointManager(directory).load_latest()
     assert state["step"] == read_progress(directory)[-1]["step"] >= 5
+
+
+@pytest.mark.cuda
+def test_resume_equals_uninterrupted_on_cuda(tmp_path):
+    """The CUDA RNG state is saved and restored too (token dropout stays on the CPU RNG, but a
+    CUDA run must resume bit for bit all the same)."""
+    cuda = torch.device("cuda")
+    reference = run_spot_training(SpotConfig(str(tmp_path / "a"), **FAST), cuda)
+    run_spot_training(SpotConfig(str(tmp_path / "b"), stop_after=7, **FAST), cuda)
+    resumed = run_spot_training(SpotConfig(str(tmp_path / "b"), **FAST), cuda)
+    assert resumed["fingerprint"] == reference["fingerprint"]
+    assert "cuda" in CheckpointManager(tmp_path / "b").load_latest()["rng"][0]
