@@ -50,6 +50,16 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "2-process DDP scaling efficiency here; fitted alpha-beta of gloo's all-reduce",
     ),
+    "word2vec": (
+        "chapter20.word2vec_lab",
+        "benchmark",
+        "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
+    ),
+    "vocab": (
+        "chapter20.vocab_lab",
+        "benchmark",
+        "10,000-dim bag-of-words: PCA to 300 vs Linear/EmbeddingBag, bytes and step time",
+    ),
 }
 
 
