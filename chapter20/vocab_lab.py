@@ -711,6 +711,7 @@ def plot_pruning(table: pd.DataFrame):
             xytext=(4, 4),
             fontsize=8,
         )
+    left.set_xlim(0, table["min_count"].max() * 1.3)  # room for the last point's label
     left.set_xlabel("min_count")
     left.set_ylabel("embedding matrix (MiB)")
     left.set_title("matrix size")
@@ -782,13 +783,13 @@ def plot_projection(table: pd.DataFrame):
         heights = np.asarray(values, dtype=float) / 2**20
         left.bar(positions, heights, bottom=bottom, label=name, width=0.7)
         bottom += heights
-    left.set_xticks(positions, labels, rotation=20)
+    left.set_xticks(positions, labels, rotation=30, ha="right")
     left.set_xlabel("how the layer reads the input")
     left.set_ylabel("bytes (MiB)")
     left.set_title("training state")
     left.legend(fontsize=8)
     right.bar(positions, table["step_ms"], width=0.7, color="#55A868")
-    right.set_xticks(positions, labels, rotation=20)
+    right.set_xticks(positions, labels, rotation=30, ha="right")
     right.set_xlabel("how the layer reads the input")
     right.set_ylabel("step time (ms, median)")
     right.set_title("forward + backward + Adam")
