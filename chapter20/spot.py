@@ -75,6 +75,17 @@ def _non_negative(name: str, value: float) -> float:
     return value
 
 
+def _model_arguments(work, interval, checkpoint, mtbf, restart) -> tuple[float, ...]:
+    """The interval model's five times, checked: each >= 0, interval and MTBF > 0."""
+    return (
+        _non_negative("work_seconds", work),
+        _positive("interval_seconds", interval),
+        _non_negative("checkpoint_seconds", checkpoint),
+        _positive("mtbf_seconds", mtbf),
+        _non_negative("restart_seconds", restart),
+    )
+
+
 def young_daly_interval(checkpoint_seconds: float, mtbf_seconds: float) -> float:
     """The compute time between checkpoints that minimises expected wall time (§20.5.2).
 
@@ -101,11 +112,9 @@ def expected_wall_time(
     checkpoint or a restart) loses the segment and costs ``restart_seconds`` before it is
     retried. A segment of length s = τ + C then takes M·e^{R/M}·(e^{s/M} − 1) on average.
     """
-    w = _non_negative("work_seconds", work_seconds)
-    tau = _positive("interval_seconds", interval_seconds)
-    c = _non_negative("checkpoint_seconds", checkpoint_seconds)
-    m = _positive("mtbf_seconds", mtbf_seconds)
-    r = _non_negative("restart_seconds", restart_seconds)
+    w, tau, c, m, r = _model_arguments(
+        work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
+    )
     full, rest = divmod(w, tau)
 
     def segment(compute: float) -> float:
@@ -145,11 +154,9 @@ def simulate_wall_time(
     Poisson process (exponential gaps, seeded), a preemption discards the segment in progress,
     and the restart itself can be preempted. The mean converges to the model's expectation.
     """
-    w = _non_negative("work_seconds", work_seconds)
-    tau = _positive("interval_seconds", interval_seconds)
-    c = _non_negative("checkpoint_seconds", checkpoint_seconds)
-    m = _positive("mtbf_seconds", mtbf_seconds)
-    r = _non_negative("restart_seconds", restart_seconds)
+    w, tau, c, m, r = _model_arguments(
+        work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
+    )
     runs = check_int("runs", runs, 1)
     rng = np.random.default_rng(seed)
     full, rest = divmod(w, tau)

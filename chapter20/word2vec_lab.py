@@ -413,6 +413,23 @@ def train(
     )  # fmt: skip
 
 
+def _scored(trainer: str, wv: WordVectors, seed: int, epochs: float) -> dict:
+    """One row of :func:`compare_trainers`: the run's settings, ρ and OOV shares, speed."""
+    ws, sl = wv.evaluate_word_pairs("wordsim353"), wv.evaluate_word_pairs("simlex999")
+    return {
+        "trainer": trainer,
+        "device": wv.stats.device,
+        "seed": seed,
+        "epochs": epochs,
+        "wordsim353": ws.spearman,
+        "simlex999": sl.spearman,
+        "wordsim_oov_%": ws.oov_ratio,
+        "simlex_oov_%": sl.oov_ratio,
+        "words_per_second": wv.stats.words_per_second,
+        "seconds": wv.stats.seconds,
+    }
+
+
 def compare_trainers(
     corpus: str = "wiki+lee",
     trainers: tuple[str, ...] = TRAINERS,
@@ -436,21 +453,7 @@ def compare_trainers(
             if epochs and trainer in epochs:
                 options["epochs"] = epochs[trainer]
             wv = train(trainer, sentences, seed=seed, workers=workers, device=device, **options)
-            ws, sl = wv.evaluate_word_pairs("wordsim353"), wv.evaluate_word_pairs("simlex999")
-            records.append(
-                {
-                    "trainer": trainer,
-                    "device": wv.stats.device,
-                    "seed": seed,
-                    "epochs": wv.stats.epochs,
-                    "wordsim353": ws.spearman,
-                    "simlex999": sl.spearman,
-                    "wordsim_oov_%": ws.oov_ratio,
-                    "simlex_oov_%": sl.oov_ratio,
-                    "words_per_second": wv.stats.words_per_second,
-                    "seconds": wv.stats.seconds,
-                }
-            )
+            records.append(_scored(trainer, wv, seed, wv.stats.epochs))
     return pd.DataFrame(records)
 
 
@@ -547,20 +550,8 @@ def softmax_results(
     if seconds is None:
         return compare_trainers(corpus, ("ours softmax",), (seed,), device=device)
     wv, share = softmax_at_equal_time(corpus, seconds, seed=seed, device=device)
-    ws, sl = wv.evaluate_word_pairs("wordsim353"), wv.evaluate_word_pairs("simlex999")
-    record = {
-        "trainer": "ours softmax",
-        "device": wv.stats.device,
-        "seed": seed,
-        "epochs": share,
-        "wordsim353": ws.spearman,
-        "simlex999": sl.spearman,
-        "wordsim_oov_%": ws.oov_ratio,
-        "simlex_oov_%": sl.oov_ratio,
-        # the sentences it saw are a random share of the corpus: count words per second of it
-        "words_per_second": wv.stats.words_per_second,
-        "seconds": wv.stats.seconds,
-    }
+    # It saw a random share of the corpus: ``epochs`` is that share, words/s count what it saw.
+    record = _scored("ours softmax", wv, seed, share)
     return pd.DataFrame([record])
 
 
