@@ -15,6 +15,7 @@ forever. ``progress.jsonl`` logs (launch, step, wall time) for the timeline in n
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -170,9 +171,9 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
     start = restore_state(state, **components) if state is not None else 0
     launch = _read_json(directory / CHAOS_FILE, {"kills": []})
     kill_at = _planned_kill(config, start, directory) if rank == 0 and config.chaos_kills else None
-    progress = open(directory / PROGRESS_FILE, "a") if rank == 0 else None  # noqa: SIM115
+    log = open(directory / PROGRESS_FILE, "a") if rank == 0 else contextlib.nullcontext()
     step, save_times = start, []
-    with PreemptionHandler(notice_file=config.notice_file) as preemption:
+    with log as progress, PreemptionHandler(notice_file=config.notice_file) as preemption:
         while step < config.steps:
             idx = sampler.next_batch()
             batch_anchors = _drop_tokens(anchors[idx], config.token_dropout).to(device)
@@ -194,11 +195,7 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
                 schedule.saved()
                 save_times.append(manager.last_save_seconds)
             if stop:
-                if progress is not None:
-                    progress.close()
                 sys.exit(EXIT_PREEMPTED)
-    if progress is not None:
-        progress.close()
     return {
         "fingerprint": parameter_fingerprint(model),
         "resumed_from": start,
