@@ -33,7 +33,7 @@ import torch
 from chapter20.checks import check_int, check_real
 from chapter20.contrastive_lab import pair_data
 from chapter20.contrastive_training import ContrastiveTrainer
-from chapter20.device import set_seed
+from chapter20.device import deterministic_mode, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
 from chapter20.models import BagOfEmbeddingsEncoder
 from chapter20.optimizers import make_optimizer
@@ -61,6 +61,8 @@ class SpotConfig:
 
     ``stop_after`` ends the process after that many steps as if it had been killed, without
     saving (for in-process tests); ``chaos_kills`` injects that many SIGKILLs over the run.
+    ``deterministic`` trains under :func:`chapter20.device.deterministic_mode` (one intra-op
+    thread, MKL CNR, deterministic algorithms), without which bitwise resume is not guaranteed.
     """
 
     checkpoint_dir: str
@@ -80,6 +82,7 @@ class SpotConfig:
     step_delay: float = 0.0
     notice_file: str | None = None
     stop_after: int | None = None
+    deterministic: bool = True
 
     def __post_init__(self):
         for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
@@ -173,7 +176,11 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
     kill_at = _planned_kill(config, start, directory) if rank == 0 and config.chaos_kills else None
     log = open(directory / PROGRESS_FILE, "a") if rank == 0 else contextlib.nullcontext()
     step, save_times = start, []
-    with log as progress, PreemptionHandler(notice_file=config.notice_file) as preemption:
+    with (
+        deterministic_mode(enabled=config.deterministic),
+        log as progress,
+        PreemptionHandler(notice_file=config.notice_file) as preemption,
+    ):
         while step < config.steps:
             idx = sampler.next_batch()
             batch_anchors = _drop_tokens(anchors[idx], config.token_dropout).to(device)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+from chapter20.contrastive_training import ContrastiveTrainer
 from chapter20.distributed import run_local_group
 from chapter20.paths import repo_root
 from chapter20.precision import MixedPrecisionTrainer
@@ -444,3 +445,23 @@ def test_resume_equals_uninterrupted_on_cuda(tmp_path):
     resumed = run_spot_training(SpotConfig(str(tmp_path / "b"), **FAST), cuda)
     assert resumed["fingerprint"] == reference["fingerprint"]
     assert "cuda" in CheckpointManager(tmp_path / "b").load_latest()["rng"][0]
+
+
+def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path, monkeypatch):
+    """The loop trains under deterministic_mode (one thread, deterministic algorithms): the
+    property that makes a resumed process sum like the uninterrupted one (issue 24)."""
+    seen = []
+    step = ContrastiveTrainer.step
+
+    def spy(self, *args):
+        seen.append((torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()))
+        return step(self, *args)
+
+    monkeypatch.setattr(ContrastiveTrainer, "step", spy)
+    threads = torch.get_num_threads()
+    run_spot_training(SpotConfig(str(tmp_path / "a"), **{**FAST, "steps": 3}))
+    assert seen == [(1, True)] * 3
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+    seen.clear()
+    run_spot_training(SpotConfig(str(tmp_path / "b"), deterministic=False, **{**FAST, "steps": 3}))
+    assert seen == [(threads, False)] * 3
