@@ -3,6 +3,7 @@ one checkpoint on this machine, and the checkpoint interval under simulated pree
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -20,12 +21,13 @@ from chapter20.spot import (
     simulate_wall_time,
     young_daly_interval,
 )
-from chapter20.spot_training import launch_spot_demo, read_progress
+from chapter20.spot_training import SpotConfig, launch_spot_demo, read_progress, run_spot_training
 
 __all__ = [
     "fresh_directory",
     "chaos_run",
     "checkpoint_cost",
+    "determinism_cost",
     "interval_sweep",
     "plot_checkpoint_cost",
     "plot_interval_sweep",
@@ -119,6 +121,40 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
             save, load = float(np.median(saves)), float(np.median(loads))
             records.append({"MB": mb, "save s": save, "load s": load, "save MB/s": mb / save})
     return pd.DataFrame(records)
+
+
+def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
+    """What :func:`chapter20.device.deterministic_mode` costs (§20.5.2): milliseconds per step of
+    the spot run (``run``: SpotConfig fields) with it and without it (this process's thread
+    count, default algorithms), interleaved, median of ``repeats``; with each run's fingerprint
+    and the 1-minute load average at the end. MKL's CNR mode is fixed per process, so both
+    variants share whichever mode this process has."""
+    steps = run["steps"]
+    times: dict[bool, list[float]] = {True: [], False: []}
+    prints: dict[bool, str] = {}
+    threads = torch.get_num_threads()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            for deterministic in (True, False):
+                config = SpotConfig(
+                    f"{tmp}/{i}-{deterministic}",
+                    **{**run, "checkpoint_every": steps, "deterministic": deterministic},
+                )
+                start = time.perf_counter()
+                prints[deterministic] = run_spot_training(config)["fingerprint"]
+                times[deterministic].append(time.perf_counter() - start)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return pd.DataFrame(
+        [
+            {
+                "mode": "deterministic_mode (1 thread)" if det else f"default ({threads} threads)",
+                "ms/step": 1000 * float(np.median(times[det])) / steps,
+                "fingerprint": prints[det],
+                "load average": load,
+            }
+            for det in (True, False)
+        ]
+    )
 
 
 def plot_checkpoint_cost(frame: pd.DataFrame):
