@@ -2,8 +2,8 @@
 relaunched ends with the parameters of an uninterrupted run, bit for bit.
 
 The full procedure (20 uninterrupted runs alternating with 20 runs killed 4 times each) is
-``python chapter20/scripts/spot_stress.py``; here one killed run is compared with an
-uninterrupted run computed in this process (tests/conftest.py puts MKL in the same
+``python chapter20/scripts/spot_stress.py``; here one run killed once from outside is compared
+with an uninterrupted run computed in this process (tests/conftest.py puts MKL in the same
 reproducibility mode as the demo's subprocesses).
 """
 
@@ -23,12 +23,13 @@ DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
 @pytest.mark.slow
 def test_killed_from_outside_equals_uninterrupted(tmp_path):
     reference = run_spot_training(SpotConfig(str(tmp_path / "reference"), **FAST))
-    # Kills land at random steps (mid-step or mid-save) and, one time in three, during start-up;
-    # the seed makes the draw repeatable.
+    # One kill, a random fraction of a step after a random step was logged: mid-step or
+    # mid-save (the script also aims kills at start-up); the seed makes the draw repeatable.
     killed = run_killed(
-        DEMO, tmp_path / "killed", steps=24, kills=2, rng=random.Random(24), startup_share=0.33
+        DEMO, tmp_path / "killed", steps=24, kills=1, rng=random.Random(24), startup_share=0.0
     )
-    assert killed.launches == len(killed.kills) + 1 >= 2
+    assert killed.kills and killed.kills[0].startswith("step ")
+    assert killed.launches == 2
     assert killed.fingerprint == reference["fingerprint"]
 
 
