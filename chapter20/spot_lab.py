@@ -21,6 +21,7 @@ from chapter20.spot import (
     simulate_wall_time,
     young_daly_interval,
 )
+from chapter20.spot_stress import demo_fingerprint
 from chapter20.spot_training import SpotConfig, launch_spot_demo, read_progress, run_spot_training
 
 __all__ = [
@@ -44,10 +45,6 @@ def fresh_directory(name: str) -> Path:
     return path
 
 
-def _fingerprint(stdout: str) -> str | None:
-    return stdout.split("fingerprint ")[-1].strip() if "fingerprint " in stdout else None
-
-
 def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: int = 3) -> dict:
     """The same spot_demo run twice under torchrun: once clean, once with ``kills`` SIGKILLs and
     ``--max-restarts`` to recover. Returns both fingerprints, exit codes and the chaotic run's
@@ -60,8 +57,8 @@ def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: 
         if result.returncode != 0:
             raise RuntimeError(f"the {name} run failed:\n{result.stderr[-3000:]}")
     return {
-        "clean": _fingerprint(clean.stdout),
-        "chaos": _fingerprint(chaotic.stdout),
+        "clean": demo_fingerprint(clean.stdout),
+        "chaos": demo_fingerprint(chaotic.stdout),
         "progress": read_progress(directory / "chaos"),
         "clean_progress": read_progress(directory / "clean"),
     }

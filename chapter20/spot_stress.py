@@ -18,7 +18,6 @@ The demo's self-inflicted ``--chaos`` kills land only between steps; these land 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -32,11 +31,18 @@ from pathlib import Path
 
 from chapter20.checks import check_int, check_real
 from chapter20.paths import repo_root
+from chapter20.spot_training import read_progress
 
-__all__ = ["StressRun", "demo_command", "run_killed", "run_uninterrupted", "stress_resume"]
+__all__ = [
+    "StressRun",
+    "demo_command",
+    "demo_fingerprint",
+    "run_killed",
+    "run_uninterrupted",
+    "stress_resume",
+]
 
 _DEMO = Path(__file__).parent / "scripts" / "spot_demo.py"
-_PROGRESS = "progress.jsonl"
 _POLL_SECONDS = 0.01
 
 
@@ -59,23 +65,14 @@ def demo_command(args: list[str], checkpoint_dir: str | os.PathLike) -> list[str
     return [sys.executable, str(_DEMO), *args, "--checkpoint-dir", str(checkpoint_dir)]
 
 
-def _fingerprint(stdout: str) -> str | None:
+def demo_fingerprint(stdout: str) -> str | None:
+    """The parameter fingerprint that spot_demo's rank 0 prints last, or None if it printed none."""
     return stdout.split("fingerprint ")[-1].strip() if "fingerprint " in stdout else None
 
 
-def _progress(directory: Path) -> list[dict]:
-    """The complete step records logged so far (a line cut short by a kill is skipped)."""
-    try:
-        lines = (directory / _PROGRESS).read_text().splitlines()
-    except OSError:
-        return []
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
+def _steps_logged(directory: Path) -> list[dict]:
+    """The step records of every launch so far, in order (see ``read_progress``)."""
+    return [record for record in read_progress(directory) if "step" in record]
 
 
 def _launch(command: list[str]) -> subprocess.Popen:
@@ -111,10 +108,10 @@ def run_uninterrupted(args: list[str], directory: str | os.PathLike, *, timeout:
     directory = Path(directory)
     start, wall = time.monotonic(), time.time()
     stdout = _finish(_launch(demo_command(args, directory)), timeout)
-    progress = _progress(directory)
+    progress = _steps_logged(directory)
     return StressRun(
         "uninterrupted",
-        _fingerprint(stdout),
+        demo_fingerprint(stdout),
         seconds=time.monotonic() - start,
         first_step_seconds=progress[0]["time"] - wall if progress else None,
     )
@@ -138,8 +135,8 @@ def _kill_at_random(
     the kill lands a random fraction of one step's duration after that step was logged: inside
     the next step, or inside the checkpoint save that follows a logged step.
     """
-    logged = len(_progress(directory))
-    done = _progress(directory)[-1]["step"] if logged else 0
+    before = _steps_logged(directory)
+    logged, done = len(before), before[-1]["step"] if before else 0
     span = max(1, 2 * (steps - done) // (kills_left + 1))
     if rng.random() < startup_share:
         moment = time.monotonic() + rng.uniform(0.0, startup_seconds)
@@ -149,13 +146,13 @@ def _kill_at_random(
     else:
         target = min(steps - 1, done + rng.randrange(span)) if done < steps else steps
         while process.poll() is None:
-            records = _progress(directory)[logged:]
+            records = _steps_logged(directory)[logged:]
             if records and records[-1]["step"] >= target:
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError("spot_demo made no progress before the deadline")
             time.sleep(_POLL_SECONDS)
-        records = _progress(directory)[logged:]
+        records = _steps_logged(directory)[logged:]
         if len(records) >= 2:
             step_seconds = (records[-1]["time"] - records[0]["time"]) / (len(records) - 1)
         else:
@@ -208,7 +205,7 @@ def run_killed(
             if where is not None:
                 run.kills.append(where)
                 continue
-        run.fingerprint = _fingerprint(_finish(process, max(1.0, deadline - time.monotonic())))
+        run.fingerprint = demo_fingerprint(_finish(process, max(1.0, deadline - time.monotonic())))
         run.seconds = time.monotonic() - start
         return run
 
