@@ -19,6 +19,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,12 +33,14 @@ from chapter20.paths import cache_dir
 __all__ = [
     "ARTICLE_MIN_TOKENS",
     "PAD_ID",
+    "PairData",
     "SENTENCE_MIN_TOKENS",
     "UNKNOWN_ID",
     "cache_dir",
     "encode_texts",
     "lee_background",
     "next_sentence_pairs",
+    "pair_data",
     "shuffled_batches",
     "train_test_split_articles",
     "uniform_ids",
@@ -409,3 +412,36 @@ def train_test_split_articles(
     train = [a for i, a in enumerate(articles) if i not in test_idx]
     test = [a for i, a in enumerate(articles) if i in test_idx]
     return train, test
+
+
+# --- the shared next-sentence pairs ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Encoded (sentence, next sentence) pairs: train from 90% of the articles, test from the
+    held-out 10% (whole articles, so no test sentence was seen in training)."""
+
+    train_anchors: torch.Tensor
+    train_positives: torch.Tensor
+    test_anchors: torch.Tensor
+    test_positives: torch.Tensor
+    vocab_size: int
+
+
+def pair_data(
+    vocab_size: int = 10_000, max_len: int = 32, test_pairs: int = 2_000, seed: int = 0
+) -> PairData:
+    """Next-sentence pairs of the Wikipedia sample (§20.1, §20.2), ids from a vocabulary of the
+    training side: the data of every contrastive experiment, the demos and the tests."""
+    train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
+    train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
+    test = test[: check_int("test_pairs", test_pairs, 1)]
+    vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
+
+    def encode(pairs: list, side: int) -> torch.Tensor:
+        return encode_texts([pair[side] for pair in pairs], vocabulary, max_len)
+
+    return PairData(
+        encode(train, 0), encode(train, 1), encode(test, 0), encode(test, 1), vocab_size
+    )

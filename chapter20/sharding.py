@@ -47,6 +47,8 @@ __all__ = [
     "RowPartition",
     "CommRecord",
     "ShardedEmbedding",
+    "ShardedBagEncoder",
+    "data_parallel_ignored_names",
     "ring_all_reduce_bytes",
     "all_to_all_bytes",
     "shard_load",
@@ -441,6 +443,8 @@ class ShardedEmbedding(nn.Module):
         self.comm_log.append(CommRecord(op, payload, tensor_bytes, sent, self.world_size))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.world_size > 1:
+            _refuse_inside_ddp(self)
         if self.world_size > 1 and self.inputs == "per_rank":
             return self._forward_per_rank(ids)
         ids = _validated_ids(ids, self.num_embeddings).to(self.weight.device)
@@ -496,6 +500,112 @@ class ShardedEmbedding(nn.Module):
         returned = _AllToAllRows.apply(rows, recv_splits, send_splits, self.group, self._record)
         out = returned.new_empty(returned.shape).index_copy(0, order, returned)
         return out.view(*ids.shape, self.embedding_dim)
+
+
+# --------------------------------------------------------------------------------------------
+# Beside data parallelism: the table stays out of DDP
+# --------------------------------------------------------------------------------------------
+
+
+def data_parallel_ignored_names(
+    module: nn.Module, group: dist.ProcessGroup | None = None
+) -> list[str]:
+    """Names of the ``ShardedEmbedding`` parameters in ``module``, which DDP must ignore
+    (§20.1 with §20.4): DDP would broadcast rank 0's rows over every rank's own rows at start and
+    then average unrelated rows. Pass them to
+    ``DistributedDataParallel._set_params_and_buffers_to_ignore_for_model`` (as
+    ``chapter20.training.Trainer`` does). Under data parallelism each rank has its own ids, so
+    every table must use ``inputs="per_rank"`` and the same process group: ValueError if not."""
+    names = []
+    for prefix, table in module.named_modules():
+        if not isinstance(table, ShardedEmbedding):
+            continue
+        if table.inputs != "per_rank":
+            raise ValueError(
+                f"{prefix or 'the table'} uses inputs={table.inputs!r}: under data parallelism "
+                "every rank has its own ids, so a sharded table needs inputs='per_rank'"
+            )
+        if group_rank_and_size(table.group) != group_rank_and_size(group):
+            raise ValueError(f"{prefix or 'the table'} is sharded over another process group")
+        names += [f"{prefix}.{name}" if prefix else name for name, _ in table.named_parameters()]
+    return names
+
+
+def _refuse_inside_ddp(table: ShardedEmbedding) -> None:
+    """A sharded table whose rows DDP does not ignore is trained wrong without a sound: say so."""
+    ddp = nn.parallel.DistributedDataParallel._get_active_ddp_module()
+    if ddp is None:
+        return
+    ignored = {
+        id(p) for name, p in ddp.module.named_parameters() if name in ddp.parameters_to_ignore
+    }
+    if id(table.weight) not in ignored:
+        raise RuntimeError(
+            "a ShardedEmbedding inside DistributedDataParallel must be ignored by DDP (each rank "
+            "owns other rows: DDP would broadcast rank 0's rows and average unrelated ones). "
+            "Train it with chapter20.training.Trainer, or pass "
+            "chapter20.sharding.data_parallel_ignored_names(model) to "
+            "DistributedDataParallel._set_params_and_buffers_to_ignore_for_model before wrapping"
+        )
+
+
+class ShardedBagEncoder(nn.Module):
+    """``chapter20.models.BagOfEmbeddingsEncoder`` with its table sharded by rows (§20.1): a
+    ``ShardedEmbedding`` (``per_rank`` inputs by default), the mean of each row's non-padding
+    token rows, and a dense linear projection. The hybrid model of §20.1.1's advice: model
+    parallelism for the table, data parallelism for the rest. With the same weights it computes
+    what ``BagOfEmbeddingsEncoder`` computes (:meth:`from_bag_encoder`)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 128,
+        output_dim: int | None = None,
+        *,
+        padding_idx: int = 0,
+        inputs: str = "per_rank",
+        partition: str = "range",
+        group: dist.ProcessGroup | None = None,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.table = ShardedEmbedding(
+            vocab_size, embedding_dim, inputs=inputs, partition=partition, group=group, seed=seed
+        )
+        if not 0 <= check_int("padding_idx", padding_idx, 0) < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        self.vocab_size, self.padding_idx = vocab_size, padding_idx
+        self.projection = nn.Linear(embedding_dim, output_dim or embedding_dim)
+
+    @classmethod
+    def from_bag_encoder(cls, encoder: nn.Module, **kwargs) -> ShardedBagEncoder:
+        """The sharded twin of a ``BagOfEmbeddingsEncoder`` (same rows, same projection)."""
+        weight = encoder.embedding.weight.detach()
+        model = cls(
+            weight.shape[0],
+            weight.shape[1],
+            encoder.projection.out_features,
+            padding_idx=encoder.padding_idx,
+            **kwargs,
+        )
+        kind = model.table.partition.kind
+        group = model.table.group
+        model.table = ShardedEmbedding.from_full_weight(
+            weight, inputs=model.table.inputs, partition=kind, group=group
+        )
+        model.projection.load_state_dict(encoder.projection.state_dict())
+        return model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids``: ``[batch, length]`` padded token ids → ``[batch, output_dim]``."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            raise ValueError("ids must be a 2-D [batch, length] tensor of token ids")
+        rows = self.table(ids)
+        keep = (ids != self.padding_idx).unsqueeze(-1).to(rows.dtype)
+        counts = keep.sum(dim=1)
+        if bool((counts == 0).any()):
+            raise ValueError("every row of ids needs a non-padding token")
+        return self.projection((rows * keep).sum(dim=1) / counts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from chapter20.contrastive_training import ContrastiveTrainer
 from tqdm import tqdm
 
 from chapter20.contrastive_lab import pair_data
-from chapter20.contrastive_training import ContrastiveTrainer
 from chapter20.device import set_seed
 from chapter20.distributed import (
     compress_gradients,
