@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from chapter20.accumulation import example_weights

@@ -7,8 +7,8 @@ float32 scale per block of 256 values: about 2 bytes), and prints when it falls 
 :func:`make_optimizer` does the same with warnings, on CPU and CUDA, and can keep the state of
 embedding tables in 32 bits inside the same optimizer (bitsandbytes' advice: rare rows get
 rare, large updates that 8-bit state quantises badly). For tables too large for any dense
-state, :func:`sparse_optimizers` updates only the rows a batch touched. :func:`optimizer_state_bytes` reports what an optimizer
-really holds.
+state, :func:`sparse_optimizers` updates only the rows a batch touched.
+:func:`optimizer_state_bytes` reports what an optimizer really holds.
 """
 
 from __future__ import annotations

@@ -51,12 +51,20 @@ from chapter20.checks import check_int, check_real
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
 from chapter20.data import shuffled_batches
 from chapter20.distributed import group_rank_and_size
+from chapter20.measure import peak_memory
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.sharding import ShardedEmbedding, data_parallel_ignored_names
 from chapter20.spot import capture_state, restore_state
 
-__all__ = ["TrainConfig", "StepResult", "TrainedModule", "Trainer", "train_on_pairs"]
+__all__ = [
+    "TrainConfig",
+    "StepResult",
+    "TrainedModule",
+    "Trainer",
+    "step_peak_memory",
+    "train_on_pairs",
+]
 
 SCHEDULES = ("constant", "cosine")
 
@@ -561,6 +569,20 @@ class Trainer:
 
 def _is_table(module: nn.Module) -> bool:
     return isinstance(module, (nn.Embedding, nn.EmbeddingBag, ShardedEmbedding))
+
+
+def step_peak_memory(trainer: Trainer, batch: Any, device: torch.device | str | None = None):
+    """Peak memory (``chapter20.measure.MemoryReport``, by component) of one step of
+    ``trainer`` on ``batch`` (§20.3), after a first step that creates the optimizer state, as in
+    the middle of a run."""
+    trainer.step(batch)
+    return peak_memory(
+        lambda: trainer.step(batch),
+        model=trainer.module,
+        optimizer=trainer.optimizer,
+        inputs=batch,
+        device=device,
+    )
 
 
 def train_on_pairs(

@@ -22,7 +22,6 @@ import torch
 
 from chapter20.distributed import run_local_group
 from chapter20.paths import repo_root
-from chapter20.precision import MixedPrecisionTrainer
 from chapter20.spot import (
     EXIT_PREEMPTED,
     CheckpointManager,
@@ -45,6 +44,7 @@ from chapter20.spot_training import (
     read_progress,
     run_spot_training,
 )
+from chapter20.training import TrainConfig, Trainer
 
 # --- the interval model ---------------------------------------------------------------------
 
@@ -130,7 +130,12 @@ def _mixed_precision_run(steps_before: int, steps_after: int, resume_from: dict 
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
-    trainer = MixedPrecisionTrainer(model, optimizer, precision="fp16", init_scale=2.0**10)
+
+    def loss_fn(m, batch):
+        return (m(batch[0]).float() - batch[1]).pow(2).mean(dim=1)
+
+    config = TrainConfig(precision="fp16", init_scale=2.0**10)
+    trainer = Trainer(model, config, loss=loss_fn, optimizer=optimizer, scheduler=scheduler)
     sampler = ResumableBatchSampler(37, 8, seed=5)
     x, y = torch.randn(37, 8), torch.randn(37, 1)
     parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
@@ -138,14 +143,10 @@ def _mixed_precision_run(steps_before: int, steps_after: int, resume_from: dict 
     if resume_from is not None:
         restore_state(resume_from, **parts)
 
-    def loss_fn(m, batch):
-        return torch.nn.functional.mse_loss(m(batch[0]).float(), batch[1])
-
     saved = None
     for step in range(1, steps_before + steps_after + 1):
         idx = sampler.next_batch()
-        trainer.step(loss_fn, (x[idx], y[idx]))
-        scheduler.step()
+        trainer.step((x[idx], y[idx]))
         if step == steps_before:
             # Through bytes, as a checkpoint file does: a state dict holds the live tensors.
             buffer = io.BytesIO()
@@ -334,6 +335,15 @@ def test_preemption_handler_catches_sigterm_and_restores_the_old_handler(tmp_pat
 
 FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
 DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
+# The composed step: bf16, gradient caching, a learned temperature, bitsandbytes state.
+COMPOSED = {
+    "precision": "bf16",
+    "chunk_size": 4,
+    "learn_temperature": True,
+    "optimizer": "adamw8bit",
+}
+COMPOSED_DEMO = ["--precision", "bf16", "--chunk-size", "4", "--learn-temperature"]
+COMPOSED_DEMO += ["--optimizer", "adamw8bit"]
 
 
 @pytest.fixture(scope="module")
@@ -345,9 +355,9 @@ def single_reference(tmp_path_factory) -> str:
 def _two_rank_story(directory: str) -> dict:
     """On each of 2 gloo ranks: an uninterrupted run; a run stopped after step 10 (as if
     killed: the last checkpoint is step 9) and its resume; and sampler slices."""
-    reference = run_spot_training(SpotConfig(f"{directory}/a", **FAST))
-    run_spot_training(SpotConfig(f"{directory}/b", stop_after=10, **FAST))
-    resumed = run_spot_training(SpotConfig(f"{directory}/b", **FAST))
+    reference = run_spot_training(SpotConfig(f"{directory}/a", **FAST, **COMPOSED))
+    run_spot_training(SpotConfig(f"{directory}/b", stop_after=10, **FAST, **COMPOSED))
+    resumed = run_spot_training(SpotConfig(f"{directory}/b", **FAST, **COMPOSED))
     sampler = ResumableBatchSampler(30, 6, seed=1)
     slices = [sampler.next_batch().tolist() for _ in range(7)]
     return {"reference": reference, "resumed": resumed, "slices": slices}
@@ -389,9 +399,10 @@ def _fingerprint(result: subprocess.CompletedProcess) -> str:
 
 
 def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
-    """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group:
-    the same parameters as the uninterrupted 2-rank run (one thread per rank in both)."""
-    chaos_args = [*DEMO, "--checkpoint-dir", str(tmp_path), "--chaos", "3"]
+    """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group: the
+    composed trainer ends with the parameters of the uninterrupted 2-rank run (one thread per
+    rank in both)."""
+    chaos_args = [*DEMO, *COMPOSED_DEMO, "--checkpoint-dir", str(tmp_path), "--chaos", "3"]
     chaotic = launch_spot_demo(chaos_args, nproc=2, max_restarts=4)
     assert _fingerprint(chaotic) == two_ranks[0]["reference"]["fingerprint"]
     kills = json.loads((tmp_path / "chaos.json").read_text())["kills"]
