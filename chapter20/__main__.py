@@ -55,6 +55,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
     ),
+    "training": (
+        "chapter20.training_lab",
+        "benchmark",
+        "the composed step (bf16, gradient caching, checkpointing, 8-bit) vs the plain step",
+    ),
     "vocab": (
         "chapter20.vocab_lab",
         "benchmark",
