@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import pickle
 import queue as queue_module
@@ -363,15 +364,25 @@ def scale_lr(base_lr: float, base_batch: int, batch: int) -> float:
 
 
 def warmup_schedule(
-    optimizer: torch.optim.Optimizer, warmup_steps: int
+    optimizer: torch.optim.Optimizer, warmup_steps: int, *, total_steps: int | None = None
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up from 1/``warmup_steps`` of the rate to the full rate over
-    ``warmup_steps`` steps, then constant (§20.4.1). Call ``scheduler.step()`` after each
-    optimizer step."""
-    warmup_steps = check_int("warmup_steps", warmup_steps, 1)
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps)
-    )
+    ``warmup_steps`` steps (0: none), then constant — or, with ``total_steps``, a cosine decay
+    that reaches 0 at ``total_steps`` (§20.4.1). Every parameter group follows it. Call
+    ``scheduler.step()`` after each optimizer step."""
+    warmup_steps = check_int("warmup_steps", warmup_steps, 0)
+    if total_steps is not None:
+        total_steps = check_int("total_steps", total_steps, 1)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if total_steps is None:
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 # --------------------------------------------------------------------------------------------

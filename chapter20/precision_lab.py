@@ -130,7 +130,7 @@ def overflow_steps(precision: str, factors=(1.0, 1e6, float("inf"), 1.0)) -> pd.
                 "factor": value,
                 "skipped": result.skipped,
                 "scale": result.scale,
-                "scale after": after,
+                "scale_after": after,
                 "weights": "unchanged" if same else "updated",
             }
         )

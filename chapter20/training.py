@@ -50,7 +50,7 @@ from chapter20.checkpointing import POLICIES, apply_checkpointing
 from chapter20.checks import check_int, check_real
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
 from chapter20.data import shuffled_batches
-from chapter20.distributed import group_rank_and_size
+from chapter20.distributed import group_rank_and_size, warmup_schedule
 from chapter20.measure import peak_memory
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
@@ -270,6 +270,7 @@ class Trainer:
         self.model = self._wrap(self.module)
         self.optimizer = optimizer if optimizer is not None else self._make_optimizer()
         self.scheduler = scheduler if scheduler is not None else self._make_scheduler()
+        self._check_given(optimizer, scheduler)
         self.scaler = self._make_scaler()
         self.steps = 0
         self.skipped_steps = 0
@@ -288,6 +289,18 @@ class Trainer:
             module, device_ids=device_ids, process_group=self.group
         )
 
+    def _check_given(self, optimizer, scheduler) -> None:
+        """An optimizer or schedule passed in must drive what this trainer trains."""
+        if optimizer is not None:
+            if not isinstance(optimizer, torch.optim.Optimizer):
+                raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {optimizer!r}")
+            held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            missing = [n for n, p in self.module.named_parameters() if id(p) not in held]
+            if missing:
+                raise ValueError(f"optimizer does not hold {', '.join(missing[:3])}")
+        if scheduler is not None and scheduler.optimizer is not self.optimizer:
+            raise ValueError("scheduler must schedule this trainer's optimizer")
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         config = self.config
         groups = [{"params": list(self.module.encoder.parameters())}]
@@ -303,18 +316,8 @@ class Trainer:
         )
 
     def _make_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
-        warmup, total = self.config.warmup_steps, self.config.total_steps
-        cosine = self.config.schedule == "cosine"
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            if not cosine:
-                return 1.0
-            progress = min(1.0, (step - warmup) / max(1, total - warmup))
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-        return torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+        total = self.config.total_steps if self.config.schedule == "cosine" else None
+        return warmup_schedule(self.optimizer, self.config.warmup_steps, total_steps=total)
 
     def _make_scaler(self) -> torch.amp.GradScaler | None:
         if self.dtype != torch.float16:
@@ -336,7 +339,7 @@ class Trainer:
 
     @property
     def precision(self) -> str:
-        """ "fp32", "bf16" or "fp16": the precision this trainer resolved."""
+        """The precision this trainer resolved: "fp32", "bf16" or "fp16"."""
         return next(name for name, dtype in PRECISIONS.items() if dtype == self.dtype)
 
     def autocast(self):
@@ -355,8 +358,8 @@ class Trainer:
         else:
             loss, examples = self._accumulated_backward(batch)
         lr = float(self.optimizer.param_groups[0]["lr"])
-        for table in self.sharded:  # summed over ranks by the all-to-all; DDP averages the rest
-            if table.grad is not None:
+        for table in self.sharded if self.world_size > 1 else ():
+            if table.grad is not None:  # summed over ranks by the all-to-all; DDP averages the rest
                 table.grad.div_(self.world_size)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
