@@ -71,14 +71,22 @@ run: $(STAMP)
 
 test: test-unit test-notebooks
 
+# Runs a command, then says how long it took and the load average (other work on the machine
+# slows every phase); keeps the command's exit status.
+TIMED := timed() { local name=$$1 start=$$SECONDS status=0; shift; "$$@" || status=$$?; \
+	echo "== $$name took $$((SECONDS - start)) s (load average: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
+	return $$status; }; timed
+
 test-unit: $(STAMP)
 	@echo "== unit tests"
-	CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest tests -q -m "not slurm" --durations=15
+	@$(TIMED) "unit tests" env CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
+		$(BIN)/python -m pytest tests -q -m "not slurm" --durations=15
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"
-	$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest --nbval \
-		--nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) -q notebooks/
+	@$(TIMED) "notebooks under nbval" $(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
+		$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) \
+		-q --durations=10 notebooks/
 
 # Needs root (apt-get) and Debian's slurm-wlm + munge; see README, "SLURM".
 test-slurm: $(STAMP)
