@@ -136,7 +136,12 @@ def _option_type(annotation: object) -> Callable[[str], object]:
     if typing.get_origin(annotation) is tuple:
         return _parse_tuple(typing.get_args(annotation)[0])
     if annotation in (int, float):
-        return lambda text: annotation(text.replace("_", ""))
+
+        def number(text: str) -> int | float:
+            return annotation(text.replace("_", ""))
+
+        number.__name__ = annotation.__name__  # argparse: "invalid int value: '1.5'"
+        return number
     if annotation is str:
         return str
     raise TypeError(f"benchmark parameters must be int, float, str or tuple, got {annotation!r}")
