@@ -13,6 +13,7 @@ on a CUDA GPU or an Apple GPU:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
 import os
 import platform
@@ -166,6 +167,7 @@ def describe_environment() -> dict[str, object]:
     """Return the facts a measurement depends on: versions, device, GPU name, CPU threads.
 
     Every notebook prints this first, so a reader comparing figures knows what produced them.
+    The dependencies' versions are read from their installed metadata, without importing them.
     """
     device = get_device()
     info: dict[str, object] = {
@@ -184,10 +186,20 @@ def describe_environment() -> dict[str, object]:
         info["gpu_count"] = torch.cuda.device_count()
         info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
         info["cuda"] = torch.version.cuda
-    for module, _ in DEPENDENCIES[1:]:
-        dep = check_dependency(module)
-        info[module] = dep.version if dep.ok else f"missing ({dep.detail})"
+    # Versions from the installed metadata: importing gensim and bitsandbytes only to print
+    # their versions cost every notebook seconds (`chapter20 env` checks that they import).
+    for module, distribution in DEPENDENCIES[1:]:
+        info[module] = installed_version(distribution) or "missing (not installed)"
     return info
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution`` (pip name) from its metadata, without
+    importing it; None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 SCALE_ENV_VAR = "CHAPTER20_SCALE"

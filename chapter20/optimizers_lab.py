@@ -228,10 +228,9 @@ def plot_convergence(losses: pd.DataFrame):
     return fig
 
 
-def benchmark() -> None:
-    """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on a large tensor
-    (target >= 3.8x) and the step-time ratio, in one run."""
-    size = 4_194_304
+def benchmark(size: int = 4_194_304) -> None:
+    """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on one tensor of
+    ``size`` parameters (target >= 3.8x) and the step-time ratio, in one run."""
     parameters = {kind: torch.nn.Parameter(torch.randn(size)) for kind in ("adamw", "adamw8bit")}
     optimizers = {kind: _quiet_optimizer([p], kind, 1e-3) for kind, p in parameters.items()}
     for parameter in parameters.values():

@@ -6,12 +6,17 @@
 - ``results_dir()``: measured claim rows written by the notebooks, read by
   ``python -m chapter20 audit``: ``$CHAPTER20_RESULTS``, else ``build/claims`` in a checkout,
   else ``<cache_dir>/claims``.
-- ``data_file(name)``: a small file committed under ``data/`` (claims, price snapshot).
+- ``data_file(name)``: a small data file that ships inside the package, ``chapter20/data/``
+  (claims, price snapshot, measurements): found through ``importlib.resources``, so it works the
+  same in a checkout, an editable install and an installed wheel. Every module reads its data
+  through this one function.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from importlib import resources
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -43,12 +48,31 @@ def results_dir() -> Path:
     return path
 
 
+#: The package folder that holds the data files (package data, listed in pyproject.toml).
+DATA_PACKAGE_DIR = "data"
+
+
 def data_file(name: str) -> Path:
-    """Path of a committed data file (``data/<name>``); FileNotFoundError if it is missing."""
-    for base in (_PACKAGE_DIR / "data", _PACKAGE_DIR.parent / "data"):
-        if (base / name).is_file():
-            return base / name
-    raise FileNotFoundError(f"data file {name!r} not found under data/ next to the package")
+    """Path of the data file ``chapter20/data/<name>`` (package data, found through
+    ``importlib.resources``); FileNotFoundError naming the file if the package has none.
+
+    For an install that is not a plain directory (a zip), the file is copied once into
+    ``cache_dir()/data`` so that callers always get a real path.
+    """
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ValueError(f"name must be a bare file name like 'claims.csv', got {name!r}")
+    resource = resources.files(__package__).joinpath(DATA_PACKAGE_DIR).joinpath(name)
+    if not resource.is_file():
+        raise FileNotFoundError(
+            f"data file {name!r} not found in the package data (chapter20/{DATA_PACKAGE_DIR}/)"
+        )
+    if isinstance(resource, Path):
+        return resource
+    copy = cache_dir() / DATA_PACKAGE_DIR / name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    with resources.as_file(resource) as path:
+        shutil.copyfile(path, copy)
+    return copy
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:

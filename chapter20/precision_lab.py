@@ -325,18 +325,18 @@ def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
 # --------------------------------------------------------------------------------------------
 
 
-def benchmark() -> None:
+def benchmark(batches: tuple[int, ...] = (16, 64)) -> None:
     """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
-    precision to fp32 for the shared Transformer encoder at two batch sizes."""
+    precision to fp32 for the shared Transformer encoder at each of ``batches``."""
     device = get_device()
-    speed = step_time_vs_batch((16, 64))
+    speed = step_time_vs_batch(batches)
     print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
     for row in speed.itertuples():
         print(
             f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms  "
             f"{1 / row.speedup:5.2f}x the fp32 time"
         )
-    for batch in (16, 64):
+    for batch in batches:
         memory = memory_by_precision(batch)
         for row in memory.itertuples():
             print(
