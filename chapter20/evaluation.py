@@ -100,8 +100,6 @@ def lee_score(similarity: np.ndarray) -> LeeScore:
     """Pearson and Spearman correlation between a ``[50, 50]`` similarity matrix of the Lee
     documents (in :func:`chapter20.data.lee_documents` order) and the human judgments, over
     the 1,225 pairs ``i < j`` (§20.7). Only the upper triangle is read."""
-    from scipy.stats import pearsonr, spearmanr
-
     similarity = np.asarray(similarity, dtype=np.float64)
     if similarity.shape != (LEE_DOCUMENTS, LEE_DOCUMENTS):
         raise ValueError(f"similarity must be [50, 50], got shape {similarity.shape}")
@@ -109,7 +107,17 @@ def lee_score(similarity: np.ndarray) -> LeeScore:
     if not np.all(np.isfinite(model)):
         raise ValueError("similarity has NaN or infinite entries")
     human = _human_pairs()
-    return LeeScore(float(pearsonr(model, human)[0]), float(spearmanr(model, human)[0]))
+    return LeeScore(_pearson(model, human), _pearson(_ranks(model), _ranks(human)))
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    x, y = x - x.mean(), y - y.mean()
+    return float((x @ y) / np.sqrt((x @ x) * (y @ y)))
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged (Spearman's rho is Pearson's r of these)."""
+    return pd.Series(x).rank(method="average").to_numpy()
 
 
 def score_encoder_on_lee(encode: Encode) -> LeeScore:

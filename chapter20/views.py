@@ -354,3 +354,50 @@ class ViewSampler:
         many fresh views the data holds, not a limit)."""
         tokens = sum(len(d) for d in self.documents)
         return tokens / ((self.min_span + self.max_span) / 2) / len(self.documents)
+
+
+def lsa_word_vectors(
+    documents: Sequence[np.ndarray], weights: torch.Tensor, dim: int, *, seed: int = 0,
+    iterations: int = 4,
+) -> torch.Tensor:  # fmt: skip
+    """Word vectors from the training documents alone, to initialise an embedding table
+    (§20.6; the note's dimensionality reduction, topic 3): the top ``dim`` right singular
+    vectors of the documents × vocabulary matrix of TF-IDF rows (counts times ``weights``,
+    each row L2-normalised), i.e. the term loadings of latent semantic analysis, rescaled so
+    that the mean row norm is 1. ``[len(weights), dim]`` float32; rows of ids that no document
+    holds (and padding) are 0. Randomized SVD (``torch.svd_lowrank``), seeded.
+
+    With these rows and ``weights`` as token weights, a weighted bag of embeddings starts as
+    LSA's document vectors; contrastive training moves on from there."""
+    vocab_size = len(weights)
+    dim = check_int("dim", dim, 1)
+    if dim > min(len(documents), vocab_size):
+        raise ValueError(
+            f"dim must be <= min(documents, vocabulary) = {min(len(documents), vocab_size)}"
+        )
+    rows, cols, values = [], [], []
+    w = weights.detach().cpu().numpy().astype(np.float64)
+    for i, ids in enumerate(documents):
+        unique, counts = np.unique(ids, return_counts=True)
+        tfidf = counts * w[unique]
+        norm = np.linalg.norm(tfidf)
+        if norm > 0:
+            rows.append(np.full(len(unique), i))
+            cols.append(unique)
+            values.append(tfidf / norm)
+    matrix = torch.sparse_coo_tensor(
+        np.stack([np.concatenate(rows), np.concatenate(cols)]),
+        torch.from_numpy(np.concatenate(values).astype(np.float32)),
+        (len(documents), vocab_size),
+        check_invariants=True,
+    ).coalesce()
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(check_int("seed", seed, 0))
+        _, _, v = torch.svd_lowrank(matrix, q=dim, niter=check_int("iterations", iterations, 0))
+    finally:
+        torch.random.set_rng_state(state)
+    unused = torch.ones(vocab_size, dtype=torch.bool)
+    unused[torch.from_numpy(np.unique(np.concatenate(cols)))] = False
+    v[unused] = 0.0  # exactly: randomized SVD leaves rounding noise there
+    return (v / v.norm(dim=1)[~unused].mean()).contiguous()
