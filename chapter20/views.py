@@ -48,6 +48,7 @@ __all__ = [
     "build_tokenizer",
     "encode_documents",
     "idf_weights",
+    "lsa_word_vectors",
     "pad_batch",
     "tokenizer_from_spec",
     "training_documents",
@@ -222,15 +223,26 @@ def encode_documents(documents: Sequence[Sequence[str]], tokenizer: Tokenizer) -
     return [ids for ids in encoded if len(ids)]
 
 
-def idf_weights(documents: Sequence[np.ndarray], vocab_size: int) -> torch.Tensor:
-    """Smoothed inverse document frequency of every id, float32 ``[vocab_size]`` (§20.6):
-    ``log((1 + N) / (1 + df)) + 1`` (scikit-learn's smooth IDF, so an id no document holds
-    gets the largest weight and no weight is 0); padding gets 0."""
+def idf_weights(
+    documents: Sequence[np.ndarray], vocab_size: int, *, offset: float = 1.0, floor: float = 0.05
+) -> torch.Tensor:
+    """Inverse document frequency of every id, float32 ``[vocab_size]`` (§20.6):
+    ``log(N / df) - offset`` over the ``N`` documents, at least ``floor``. As in TF-IDF, a word
+    found everywhere says little about which document a text is from; ``offset = 1`` sends
+    every word in more than ``N / e`` of the documents to the floor (a small positive weight, so
+    a text of such words still has a vector). An id no document holds counts as in one; padding
+    gets 0."""
     vocab_size = check_int("vocab_size", vocab_size, 1)
+    offset = check_real("offset", offset, finite=True)
+    floor = check_real("floor", floor, finite=True)
+    if floor <= 0:
+        raise ValueError(f"floor must be > 0, got {floor}")
+    if not documents:
+        raise ValueError("documents is empty: no frequencies to count")
     df = np.zeros(vocab_size, dtype=np.float64)
     for ids in documents:
         df[np.unique(ids)] += 1
-    idf = np.log((1 + len(documents)) / (1 + df)) + 1
+    idf = np.maximum(np.log(len(documents) / np.maximum(df, 1)) - offset, floor)
     idf[PAD_ID] = 0.0
     return torch.from_numpy(idf.astype(np.float32))
 

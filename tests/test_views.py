@@ -61,11 +61,15 @@ def test_training_documents_sources():
 
 def test_idf_weights():
     docs = [np.array([2, 2, 3]), np.array([2, 4])]
-    idf = views.idf_weights(docs, 6)
+    idf = views.idf_weights(docs, 6, offset=0.0, floor=0.01)
     assert idf[PAD_ID] == 0
-    assert idf[2] == pytest.approx(np.log(3 / 3) + 1)  # in every document: the smallest
-    assert idf[3] == pytest.approx(np.log(3 / 2) + 1)
-    assert idf[5] == pytest.approx(np.log(3 / 1) + 1)  # in none: the largest
+    assert idf[2] == pytest.approx(0.01)  # in every document: the floor
+    assert idf[3] == pytest.approx(np.log(2))
+    assert idf[5] == pytest.approx(np.log(2))  # in none: as rare as the rarest
+    shifted = views.idf_weights(docs, 6, offset=0.5, floor=0.01)
+    assert shifted[3] == pytest.approx(np.log(2) - 0.5)
+    with pytest.raises(ValueError, match="floor"):
+        views.idf_weights(docs, 6, floor=0)
 
 
 def test_pad_batch():
