@@ -64,7 +64,7 @@ class EncoderRecipe:
     embeddings; "transformer": ``chapter20.models.TransformerEncoder`` of ``layers`` blocks),
     ``dim``, ``init`` (of :data:`INITS`), ``idf`` (token weights start at the training
     documents' IDF, else uniform), ``learn_weights``. Views: ``min_span``, ``max_span``,
-    ``word_dropout``, ``length_power`` (see ``ViewSampler``). ``seed`` fixes everything.
+    ``word_dropout``, ``length_power``, ``fixed_views`` (see ``ViewSampler``). ``seed`` fixes everything.
     """
 
     sources: tuple[str, ...] = SOURCES
@@ -82,6 +82,7 @@ class EncoderRecipe:
     max_span: int = 64
     word_dropout: float = 0.1
     length_power: float = 0.5
+    fixed_views: bool = False
     seed: int = 0
 
     def __post_init__(self):
@@ -96,7 +97,7 @@ class EncoderRecipe:
         check_int("vocab_size", self.vocab_size, 3)
         check_int("max_span", self.max_span, self.min_span)
         check_int("seed", self.seed, 0)
-        for name in ("idf", "learn_weights"):
+        for name in ("idf", "learn_weights", "fixed_views"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False")
         if self.model == "transformer" and self.idf:
@@ -125,7 +126,7 @@ class EncoderSetup:
         return ViewSampler(
             self.documents, batch, min_span=r.min_span, max_span=r.max_span,
             word_dropout=r.word_dropout, length_power=r.length_power, seed=r.seed, rank=rank,
-            world_size=world_size,
+            world_size=world_size, fixed_views=r.fixed_views,
         )  # fmt: skip
 
     def text_encoder(self, model: nn.Module | None = None, device="cpu") -> TextEncoder:
@@ -217,7 +218,7 @@ def train_encoder(
     steps: int,
     batch: int = 512,
     lr: float = 1e-3,
-    temperature: float = 0.1,
+    temperature: float = 0.2,
     eval_every: int | None = None,
     retrieval: tuple[list[str], list[str]] | None = None,
 ) -> list[dict]:
@@ -251,4 +252,49 @@ def train_encoder(
         losses.append(loss.item())
         if step == steps or (eval_every and step % eval_every == 0):
             record(step)
+    return records
+
+
+#: The recipe study (§20.6): each choice of the final recipe undone in turn — name →
+#: (recipe fields, train_encoder arguments) that differ from the defaults.
+RECIPE_STUDY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "final recipe": ({}, {}),
+    "random table (no LSA start)": ({"init": "random"}, {}),
+    "word2vec table start": ({"init": "word2vec"}, {}),
+    "uniform token weights (no IDF)": ({"idf": False}, {}),
+    "frozen token weights": ({"learn_weights": False}, {}),
+    "one fixed pair per document": ({"fixed_views": True}, {}),
+    "lee_background only": ({"sources": ("lee",)}, {}),
+    "Wikipedia only": ({"sources": ("wiki",)}, {}),
+    "BPE subwords (8K)": ({"tokenizer": "bpe", "vocab_size": 8_000}, {}),
+    "temperature 0.05": ({}, {"temperature": 0.05}),
+    "Transformer (2 layers, random start)": (
+        {"model": "transformer", "idf": False, "init": "random"}, {"lr": 3e-4}),
+}
+
+
+def recipe_study(
+    names: list[str] | None = None, *, steps: int = 120, batch: int = 256, seed: int = 0,
+    log: Callable[[dict], None] | None = None,
+) -> list[dict]:  # fmt: skip
+    """Train each variant of :data:`RECIPE_STUDY` (``names``: a subset) for ``steps`` steps of
+    ``batch`` documents and evaluate it (§20.6): one record per variant with its final
+    :func:`evaluate_encoder` figures, its Lee Pearson at the start, and the build and training
+    seconds. ``log`` sees each record as it is made."""
+    retrieval = heldout_sentence_pairs(2_000)
+    records = []
+    for name in names or list(RECIPE_STUDY):
+        if name not in RECIPE_STUDY:
+            raise ValueError(f"unknown variant {name!r}; one of {list(RECIPE_STUDY)}")
+        recipe_fields, train_args = RECIPE_STUDY[name]
+        setup = build_encoder(EncoderRecipe(**{**recipe_fields, "seed": seed}))
+        batch_here = min(batch, len(setup.documents))  # distinct documents per batch
+        trained = train_encoder(setup, steps=steps, batch=batch_here, retrieval=retrieval,
+                                **train_args)  # fmt: skip
+        record = {"variant": name, "seed": seed, "steps": steps, "batch": batch_here,
+                  "start_lee_pearson": trained[0]["lee_pearson"], **trained[-1],
+                  "build_seconds": setup.seconds}  # fmt: skip
+        records.append(record)
+        if log is not None:
+            log(record)
     return records

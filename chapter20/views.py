@@ -279,6 +279,8 @@ class ViewSampler:
     ``PAD_ID``. Batch ``n`` is a function of ``(seed, n)`` alone: ``state_dict()`` is the step,
     and a sampler restored from it continues with exactly the batches an uninterrupted one
     would draw. ``rank``/``world_size`` give each rank its slice of the global batch.
+    ``fixed_views=True`` is the control: a document gives the same two views (and dropout)
+    every time it is drawn, as a fixed pair dataset does.
     """
 
     def __init__(
@@ -293,7 +295,9 @@ class ViewSampler:
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        fixed_views: bool = False,
     ):
+        self.fixed_views = bool(fixed_views)
         self.documents = [np.asarray(d, dtype=np.int64) for d in documents]
         if not self.documents or any(len(d) == 0 for d in self.documents):
             raise ValueError("documents must be a non-empty list of non-empty id arrays")
@@ -332,12 +336,16 @@ class ViewSampler:
             view = view[keep]
         return view
 
+    def _pair(self, i: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        if self.fixed_views:
+            rng = np.random.default_rng([self.seed, i, 1])
+        return self._view(self.documents[i], rng), self._view(self.documents[i], rng)
+
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's ``(anchors, positives)`` of global batch ``step``."""
         rng = np.random.default_rng([self.seed, check_int("step", step, 0)])
         chosen = rng.choice(len(self.documents), self.batch, replace=False, p=self.probabilities)
-        pairs = [(self._view(self.documents[i], rng), self._view(self.documents[i], rng))
-                 for i in chosen]  # fmt: skip
+        pairs = [self._pair(int(i), rng) for i in chosen]
         share = self.batch // self.world_size
         mine = pairs[self.rank * share : (self.rank + 1) * share]
         return (pad_batch([a for a, _ in mine], self.max_span),

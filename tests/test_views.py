@@ -147,3 +147,15 @@ def test_lsa_word_vectors_span_the_documents_topics():
     assert torch.equal(vectors, views.lsa_word_vectors(docs, weights, 2, seed=0))
     with pytest.raises(ValueError, match="dim"):
         views.lsa_word_vectors(docs, weights, 11)
+
+
+def test_fixed_views_repeat_and_random_views_do_not():
+    docs = _documents(4, 200)
+    fixed = views.ViewSampler(docs, 4, fixed_views=True, seed=1)
+    fresh = views.ViewSampler(docs, 4, seed=1)
+
+    def by_document(batch):
+        return {int(a[0]) // 100: (a.tolist(), p.tolist()) for a, p in zip(*batch)}
+
+    assert by_document(fixed.batch_at(0)) == by_document(fixed.batch_at(1))
+    assert by_document(fresh.batch_at(0)) != by_document(fresh.batch_at(1))
