@@ -12,6 +12,7 @@ ran (in-batch InfoNCE, AdamW) and returns the evaluation trajectory.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -167,17 +168,24 @@ def _word2vec_rows(recipe, tokenizer, documents_tokens, table: torch.Tensor) -> 
     return rows
 
 
+@functools.lru_cache(maxsize=4)
+def _prepared(sources, passage_tokens, kind, vocab_size, min_count):
+    """Documents, tokeniser, ids and IDF weights: the seed-free part of a recipe, kept for the
+    next build (seeds and model variants share it)."""
+    tokens = training_documents(sources, passage_tokens=passage_tokens)
+    tokenizer = build_tokenizer(tokens, kind, vocab_size=vocab_size, min_count=min_count)
+    documents = encode_documents(tokens, tokenizer)
+    return tokens, tokenizer, documents, idf_weights(documents, tokenizer.vocab_size)
+
+
 def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
     """Documents, tokeniser, weights and initial model of ``recipe`` (§20.6); seeded."""
     start = time.perf_counter()
-    tokens = training_documents(recipe.sources, passage_tokens=recipe.passage_tokens,
-                                seed=0)  # fmt: skip
-    tokenizer = build_tokenizer(
-        tokens, recipe.tokenizer, vocab_size=recipe.vocab_size, min_count=recipe.min_count
-    )
-    documents = encode_documents(tokens, tokenizer)
+    tokens, tokenizer, documents, weights = _prepared(
+        recipe.sources, recipe.passage_tokens, recipe.tokenizer, recipe.vocab_size,
+        recipe.min_count,
+    )  # fmt: skip
     vocab = tokenizer.vocab_size
-    weights = idf_weights(documents, vocab)
     set_seed(recipe.seed)
     if recipe.model == "bag":
         kwargs = {"vocab_size": vocab, "embedding_dim": recipe.dim,

@@ -13,16 +13,28 @@ from __future__ import annotations
 
 import pandas as pd
 
+from chapter20.capstone import EncoderRecipe, build_encoder, train_encoder
 from chapter20.claims import NOT_YET_MEASURED, VERDICTS, audit
-from chapter20.evaluation import LEE_INTER_RATER, summarize_seeds
+from chapter20.evaluation import (
+    LEE_INTER_RATER,
+    baseline_scores,
+    heldout_sentence_pairs,
+    summarize_seeds,
+)
+from chapter20.paths import data_file
 from chapter20.plotting import new_figure
+
+#: The recipe study as measured once (see data/README.md for when and how).
+RECIPE_STUDY_FILE = "capstone_recipe_study.csv"
 
 __all__ = [
     "FURTHER_READING",
     "TAKEAWAYS",
     "plot_quality",
     "plot_verdicts_by_section",
+    "quality_runs",
     "quality_table",
+    "recipe_study_table",
     "takeaways_table",
     "verdicts_by_section",
 ]
@@ -122,3 +134,42 @@ def plot_quality(summary: pd.DataFrame, title: str = "Lee document similarity"):
     ax.axhline(LEE_INTER_RATER, color="grey", linestyle="--", label="inter-rater agreement")
     ax.legend()
     return fig
+
+
+def quality_runs(
+    recipe: EncoderRecipe = EncoderRecipe(), *, steps: int = 60, batch: int = 512,
+    seeds: tuple[int, ...] = (0, 1, 2),
+) -> pd.DataFrame:  # fmt: skip
+    """The encoder of ``recipe`` trained ``steps`` steps for each seed, and the baselines for
+    the same seeds, measured now (§20.7): one row per (method, seed) with ``lee_pearson``,
+    ``lee_spearman`` and, for the encoder (before and after training), held-out recall@1/@10
+    and their chance levels."""
+    retrieval = heldout_sentence_pairs(2_000)
+    rows = []
+    for seed in seeds:
+        setup = build_encoder(EncoderRecipe(**{**recipe.__dict__, "seed": seed}))
+        records = train_encoder(setup, steps=steps, batch=batch, retrieval=retrieval)
+        for method, record in (("encoder, untrained (LSA start)", records[0]),
+                               ("encoder", records[-1])):  # fmt: skip
+            rows.append({"method": method, "seed": seed, **record})
+    baselines = baseline_scores(seeds).rename(
+        columns={"pearson": "lee_pearson", "spearman": "lee_spearman"}
+    )
+    return pd.concat([pd.DataFrame(rows), baselines], ignore_index=True)
+
+
+def recipe_study_table(path=None) -> pd.DataFrame:
+    """The recipe study measured once (``data/capstone_recipe_study.csv``, written by
+    ``chapter20.capstone.recipe_study``): per variant the Lee Pearson at the start and after
+    training, its change against the final recipe, and held-out recall@1 — rounded to 3
+    decimals for display."""
+    frame = pd.read_csv(path or data_file(RECIPE_STUDY_FILE))
+    final = frame.loc[frame["variant"] == "final recipe", "lee_pearson"].iloc[0]
+    table = pd.DataFrame({
+        "variant": frame["variant"],
+        "Lee r at start": frame["start_lee_pearson"],
+        "Lee r trained": frame["lee_pearson"],
+        "vs final": frame["lee_pearson"] - final,
+        "recall@1": frame["recall@1"],
+    })  # fmt: skip
+    return table.round(3)
