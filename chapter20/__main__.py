@@ -55,6 +55,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
     ),
+    "recipe": (
+        "chapter20.capstone_lab",
+        "benchmark",
+        "the capstone encoder's recipe study: Lee Pearson with each choice undone in turn",
+    ),
     "vocab": (
         "chapter20.vocab_lab",
         "benchmark",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from chapter20.capstone import EncoderRecipe, build_encoder, train_encoder
+from chapter20.capstone import EncoderRecipe, build_encoder, recipe_study, train_encoder
 from chapter20.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.evaluation import (
     LEE_INTER_RATER,
@@ -29,6 +29,7 @@ RECIPE_STUDY_FILE = "capstone_recipe_study.csv"
 
 __all__ = [
     "FURTHER_READING",
+    "benchmark",
     "TAKEAWAYS",
     "plot_quality",
     "plot_verdicts_by_section",
@@ -173,3 +174,28 @@ def recipe_study_table(path=None) -> pd.DataFrame:
         "recall@1": frame["recall@1"],
     })  # fmt: skip
     return table.round(3)
+
+
+def benchmark(steps: int = 120, batch: int = 256, out: str | None = None) -> None:
+    """``python -m chapter20 bench recipe``: :func:`chapter20.capstone.recipe_study` (every
+    variant, one seed), printed as it goes; with ``out`` (or ``CHAPTER20_STUDY_OUT``) also
+    written as the CSV that :func:`recipe_study_table` reads, with when and where it ran."""
+    import datetime
+    import os
+
+    import torch
+
+    out = out or os.environ.get("CHAPTER20_STUDY_OUT")
+    stamp = {"measured_on": datetime.date.today().isoformat(),
+             "torch_threads": torch.get_num_threads(),
+             "load_average": round(os.getloadavg()[0], 1)}  # fmt: skip
+
+    def log(record: dict) -> None:
+        print(f"{record['variant']:<40} Lee r {record['start_lee_pearson']:.3f} -> "
+              f"{record['lee_pearson']:.3f}   recall@1 {record['recall@1']:.3f}   "
+              f"{record['seconds']:.0f} s", flush=True)  # fmt: skip
+
+    records = recipe_study(steps=steps, batch=batch, log=log)
+    if out:
+        pd.DataFrame([{**r, **stamp} for r in records]).to_csv(out, index=False)
+        print(f"written: {out}")
