@@ -42,3 +42,11 @@ def test_quality_table_means_and_reference_row():
     assert table["mean"].tolist() == pytest.approx([0.62, 0.55, 0.6])
     assert table["std"].tolist()[:2] == pytest.approx([0.02, 0.0])
     capstone_lab.plot_quality(table)
+
+
+def test_committed_recipe_study_reads_and_is_relative_to_the_final_recipe():
+    table = capstone_lab.recipe_study_table()
+    assert table.loc[table["variant"] == "final recipe", "vs final"].item() == 0
+    from chapter20.capstone import RECIPE_STUDY
+
+    assert set(table["variant"]) <= set(RECIPE_STUDY)
