@@ -65,7 +65,8 @@ class EncoderRecipe:
     embeddings; "transformer": ``chapter20.models.TransformerEncoder`` of ``layers`` blocks),
     ``dim``, ``init`` (of :data:`INITS`), ``idf`` (token weights start at the training
     documents' IDF, else uniform), ``learn_weights``. Views: ``min_span``, ``max_span``,
-    ``word_dropout``, ``length_power``, ``fixed_views`` (see ``ViewSampler``). ``seed`` fixes everything.
+    ``word_dropout``, ``length_power``, ``fixed_views`` (see ``ViewSampler``). ``seed`` fixes
+    everything.
     """
 
     sources: tuple[str, ...] = SOURCES
@@ -277,7 +278,9 @@ RECIPE_STUDY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "BPE subwords (8K)": ({"tokenizer": "bpe", "vocab_size": 8_000}, {}),
     "temperature 0.05": ({}, {"temperature": 0.05}),
     "Transformer (2 layers, random start)": (
-        {"model": "transformer", "idf": False, "init": "random"}, {"lr": 3e-4}),
+        {"model": "transformer", "idf": False, "init": "random"},
+        {"lr": 3e-4},
+    ),
 }
 
 

@@ -84,7 +84,9 @@ def takeaways_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per takeaway of :data:`TAKEAWAYS` with each of its claims' verdicts as
     ``"C05: holds"`` (the audit's latest verdict per claim; every notebook that logged it)."""
     frame = audit() if frame is None else frame
-    verdicts = frame.groupby("id", sort=False)["verdict"].agg(lambda v: " / ".join(dict.fromkeys(v)))
+    verdicts = frame.groupby("id", sort=False)["verdict"].agg(
+        lambda v: " / ".join(dict.fromkeys(v))
+    )
     rows = []
     for takeaway, claims in TAKEAWAYS:
         rows.append({"takeaway (§20.6)": takeaway,
@@ -138,13 +140,14 @@ def plot_quality(summary: pd.DataFrame, title: str = "Lee document similarity"):
 
 
 def quality_runs(
-    recipe: EncoderRecipe = EncoderRecipe(), *, steps: int = 60, batch: int = 512,
+    recipe: EncoderRecipe | None = None, *, steps: int = 60, batch: int = 512,
     seeds: tuple[int, ...] = (0, 1, 2),
 ) -> pd.DataFrame:  # fmt: skip
     """The encoder of ``recipe`` trained ``steps`` steps for each seed, and the baselines for
     the same seeds, measured now (§20.7): one row per (method, seed) with ``lee_pearson``,
     ``lee_spearman`` and, for the encoder (before and after training), held-out recall@1/@10
     and their chance levels."""
+    recipe = recipe or EncoderRecipe()
     retrieval = heldout_sentence_pairs(2_000)
     rows = []
     for seed in seeds:

@@ -250,7 +250,9 @@ def lee_documents() -> list[str]:
     lines = Path(datapath(LEE_TEST_FILE)).read_text(encoding="latin-1").splitlines()
     documents = [line.strip() for line in lines if line.strip()]
     if len(documents) != LEE_DOCUMENTS:
-        raise ValueError(f"{LEE_TEST_FILE} has {len(documents)} documents, {LEE_DOCUMENTS} expected")
+        raise ValueError(
+            f"{LEE_TEST_FILE} has {len(documents)} documents, {LEE_DOCUMENTS} expected"
+        )
     return documents
 
 

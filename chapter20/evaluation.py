@@ -19,8 +19,6 @@ An encoder enters as a function ``encode(texts: list[str]) -> [n, d]`` (tensor o
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -162,9 +160,7 @@ def lee_baseline(method: str, *, seed: int = 0, lsi_topics: int = 200) -> LeeSco
         from gensim.models.doc2vec import Doc2Vec, TaggedDocument
 
         tagged = [TaggedDocument(doc, [i]) for i, doc in enumerate(background)]
-        model = Doc2Vec(
-            tagged, dm=0, vector_size=100, min_count=2, epochs=40, workers=1, seed=seed
-        )
+        model = Doc2Vec(tagged, dm=0, vector_size=100, min_count=2, epochs=40, workers=1, seed=seed)
         model.random.seed(seed)  # infer_vector draws from the model's RNG
         return lee_score(cosine_matrix(np.stack([model.infer_vector(doc) for doc in lee])))
     from gensim.corpora import Dictionary
@@ -257,11 +253,3 @@ def retrieval_recall(
 
 def _numpy(x) -> np.ndarray:
     return np.asarray(x.detach().cpu().float() if isinstance(x, torch.Tensor) else x)
-
-
-def baseline_cache_key(seeds: Sequence[int]) -> str:
-    """A key for stored baseline figures: the gensim version and the seeds (what they depend on
-    besides the fixed data files)."""
-    import gensim
-
-    return hashlib.sha256(json.dumps([gensim.__version__, list(seeds)]).encode()).hexdigest()[:16]

@@ -368,13 +368,6 @@ class ViewSampler:
             )
         self.step = check_int("step", state["step"], 0)
 
-    @property
-    def views_per_epoch(self) -> float:
-        """Average distinct spans a document offers: tokens / mean span (a yardstick for how
-        many fresh views the data holds, not a limit)."""
-        tokens = sum(len(d) for d in self.documents)
-        return tokens / ((self.min_span + self.max_span) / 2) / len(self.documents)
-
 
 def lsa_word_vectors(
     documents: Sequence[np.ndarray], weights: torch.Tensor, dim: int, *, seed: int = 0,

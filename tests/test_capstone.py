@@ -17,8 +17,8 @@ def setup():
 
 
 def test_lsa_start_is_already_a_document_model(setup):
-    scores = capstone.evaluate_encoder(setup.text_encoder().encode,
-                                       (["the fire spread"] * 3, ["rain today", "cricket match", "fire"]))  # fmt: skip
+    retrieval = (["the fire spread"] * 3, ["rain today", "cricket match", "fire"])
+    scores = capstone.evaluate_encoder(setup.text_encoder().encode, retrieval)
     assert 0.2 < scores["lee_pearson"] < LEE_INTER_RATER  # LSA of 300 news documents, untrained
     assert scores["chance@1"] == pytest.approx(1 / 3)
 

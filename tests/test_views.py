@@ -17,7 +17,7 @@ def test_word_tokenizer_ids_unknown_and_round_trip_through_spec():
     ids = tok.encode("The zebra sat!")
     assert ids.tolist() == [2, UNKNOWN_ID, 3]
     again = views.tokenizer_from_spec(tok.spec())
-    assert again.encode("the zebra sat") .tolist() == ids.tolist()
+    assert again.encode("the zebra sat").tolist() == ids.tolist()
     assert PAD_ID not in ids
 
 
