@@ -70,6 +70,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "the composed step (bf16, gradient caching, checkpointing, 8-bit) vs the plain step",
     ),
+    "recipe": (
+        "chapter20.capstone_lab",
+        "benchmark",
+        "the capstone encoder's recipe study: Lee Pearson with each choice undone in turn",
+    ),
     "vocab": (
         "chapter20.vocab_lab",
         "benchmark",

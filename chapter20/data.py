@@ -38,7 +38,10 @@ __all__ = [
     "UNKNOWN_ID",
     "cache_dir",
     "encode_texts",
+    "LEE_PAIRS",
     "lee_background",
+    "lee_documents",
+    "lee_human_similarity",
     "next_sentence_pairs",
     "pair_data",
     "shuffled_batches",
@@ -59,6 +62,10 @@ _CACHE_VERSION = 1
 
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 LEE_FILE = "lee_background.cor"
+LEE_TEST_FILE = "lee.cor"
+LEE_SIMILARITY_FILE = "similarities0-1.txt"
+#: Documents of the Lee similarity set and the pairs among them (50 · 49 / 2).
+LEE_DOCUMENTS, LEE_PAIRS = 50, 1225
 
 
 def datapath(name: str) -> str:
@@ -233,6 +240,38 @@ def lee_background() -> list[list[str]]:
     ``simple_preprocess`` (lowercase, 2–15 characters, no accent stripping). Cached.
     """
     return _cached(datapath(LEE_FILE), "lee_background", _parse_lee)
+
+
+def lee_documents() -> list[str]:
+    """Return the 50 news documents of the Lee similarity set (§20.7 evaluation), raw text.
+
+    One document per line of gensim's ``lee.cor`` (Lee, Pincombe & Welsh 2005), untokenised:
+    an encoder under test tokenises them itself. None of them is in :func:`lee_background`
+    (the tests check it), so a model trained on the background corpus is judged on unseen text.
+    """
+    # The file is Latin-1 (a pound sign is byte 0xa3), as gensim's own Lee tutorials read it.
+    lines = Path(datapath(LEE_TEST_FILE)).read_text(encoding="latin-1").splitlines()
+    documents = [line.strip() for line in lines if line.strip()]
+    if len(documents) != LEE_DOCUMENTS:
+        raise ValueError(
+            f"{LEE_TEST_FILE} has {len(documents)} documents, {LEE_DOCUMENTS} expected"
+        )
+    return documents
+
+
+def lee_human_similarity() -> np.ndarray:
+    """Return the averaged human similarity judgments of the Lee set: ``[50, 50]`` float64.
+
+    Gensim's ``similarities0-1.txt`` stores the upper triangle (diagonal 1, zeros below); the
+    matrix returned is made symmetric. Scores are in [0, 1] (each the mean of about ten raters'
+    1–5 ratings, rescaled). Pair ``(i, j)`` of documents ``lee_documents()[i]`` and ``[j]``.
+    """
+    rows = Path(datapath(LEE_SIMILARITY_FILE)).read_text(encoding="utf-8").split("\n")
+    matrix = np.array([[float(x) for x in row.split()] for row in rows if row.strip()])
+    if matrix.shape != (LEE_DOCUMENTS, LEE_DOCUMENTS):
+        raise ValueError(f"{LEE_SIMILARITY_FILE} holds a {matrix.shape} matrix, 50 x 50 expected")
+    upper = np.triu(matrix)
+    return upper + np.triu(upper, 1).T
 
 
 # --- word similarity ------------------------------------------------------------------------

@@ -219,3 +219,75 @@ class TransformerEncoder(nn.Module):
         weights = keep.unsqueeze(-1).to(x.dtype)
         pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)
         return self.projection(pooled)
+
+
+class WeightedBagEncoder(nn.Module):
+    """Text encoder = weighted mean of its tokens' embedding rows, one learned weight per token
+    (§20.6, the capstone encoder).
+
+    ``forward(ids)`` (``[batch, length]``, padded with ``padding_idx``) returns
+    ``Σ_t w[id_t] · E[id_t] / Σ_t w[id_t]`` over each row's real tokens, ``[batch, dim]``.
+    The weights are ``exp(log_weight)``, so they stay positive; ``token_weights`` (e.g. inverse
+    document frequencies) sets them at the start, 1 everywhere by default, and
+    ``learn_weights=False`` freezes them. It is the bag of embeddings of §20.1 with the
+    lexical weighting of TF-IDF, and nothing else: almost every parameter is in the table
+    ``embedding`` (an ``nn.Embedding``, or any module with the same call, e.g. a
+    ``chapter20.sharding.ShardedEmbedding``; ``sparse=True`` gives sparse table gradients).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 256,
+        *,
+        padding_idx: int = 0,
+        token_weights: torch.Tensor | None = None,
+        learn_weights: bool = True,
+        sparse: bool = False,
+    ):
+        super().__init__()
+        check_int("vocab_size", vocab_size, 1)
+        check_int("embedding_dim", embedding_dim, 1)
+        if not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        if token_weights is None:
+            token_weights = torch.ones(vocab_size)
+        token_weights = torch.as_tensor(token_weights, dtype=torch.float32)
+        if token_weights.shape != (vocab_size,):
+            raise ValueError(
+                f"token_weights must have shape ({vocab_size},), got {tuple(token_weights.shape)}"
+            )
+        real = torch.ones(vocab_size, dtype=torch.bool)
+        real[padding_idx] = False
+        if not bool((token_weights[real] > 0).all()) or not bool(token_weights.isfinite().all()):
+            raise ValueError("token_weights must be finite and > 0 (padding excepted)")
+        self.vocab_size = vocab_size
+        self.padding_idx = padding_idx
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, sparse=sparse)
+        # Rows of norm ≈ 1 whatever the width, so the learning rate does not depend on it.
+        nn.init.normal_(self.embedding.weight, std=embedding_dim**-0.5)
+        with torch.no_grad():
+            self.embedding.weight[padding_idx].zero_()
+        log_weight = token_weights.clamp_min(torch.finfo(torch.float32).tiny).log()
+        log_weight[padding_idx] = 0.0
+        self.log_weight = nn.Parameter(log_weight, requires_grad=learn_weights)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.embedding.embedding_dim
+
+    def token_weights(self) -> torch.Tensor:
+        """The current weight of every token (padding's is not used)."""
+        return self.log_weight.detach().exp()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.vocab_size)
+        if ids.dim() != 2:
+            raise ValueError(f"ids must be 2-D [batch, length], got shape {tuple(ids.shape)}")
+        keep = ids != self.padding_idx
+        if ids.numel():
+            _check_rows_not_empty(keep)
+        weights = self.log_weight[ids].exp() * keep
+        weights = weights / weights.sum(dim=1, keepdim=True)
+        rows = self.embedding(ids)
+        return (rows * weights.unsqueeze(-1).to(rows.dtype)).sum(dim=1)
