@@ -179,9 +179,9 @@ def recipe_study_table(path=None) -> pd.DataFrame:
     return table.round(3)
 
 
-def benchmark(steps: int = 120, batch: int = 256, out: str | None = None) -> None:
+def benchmark(steps: int = 120, batch: int = 256, out: str = "") -> None:
     """``python -m chapter20 bench recipe``: :func:`chapter20.capstone.recipe_study` (every
-    variant, one seed), printed as it goes; with ``out`` (or ``CHAPTER20_STUDY_OUT``) also
+    variant, one seed), printed as it goes; with ``out`` (a path; or ``CHAPTER20_STUDY_OUT``) also
     written as the CSV that :func:`recipe_study_table` reads, with when and where it ran."""
     import datetime
     import os
