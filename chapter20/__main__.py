@@ -3,6 +3,8 @@
 - ``env``    each dependency as [OK] / [FAIL] with its version, and the device chosen.
 - ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
 - ``bench``  a named benchmark (``bench`` alone lists them); each prints ratios measured in one run.
+  ``--record`` appends its figures to ``data/gpu_measurements.csv`` (``chapter20.gpu_log``):
+  the rows the benchmark returns, if any, and its wall time (``make gpu-check`` uses it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import importlib
 import platform
 import sys
+import time
 
 #: Benchmark name → (module, function, what it measures). Section modules own their benchmark;
 #: the import is lazy so that one benchmark's dependencies never slow another.
@@ -53,7 +56,12 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "word2vec": (
         "chapter20.word2vec_lab",
         "benchmark",
-        "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
+        "skip-gram negative sampling and hierarchical softmax vs gensim: words/s, Spearman rho",
+    ),
+    "word2vec-gpu": (
+        "chapter20.word2vec_lab",
+        "gpu_benchmark",
+        "skip-gram on CUDA vs gensim on every CPU core of the host: words/s, Spearman rho",
     ),
     "vocab": (
         "chapter20.vocab_lab",
@@ -109,7 +117,7 @@ def cmd_audit(width: int) -> int:
     return 0
 
 
-def cmd_bench(name: str | None) -> int:
+def cmd_bench(name: str | None, record: bool = False) -> int:
     if name is None or name not in BENCHMARKS:
         if name is not None:
             print(f"unknown benchmark {name!r}", file=sys.stderr)
@@ -118,7 +126,18 @@ def cmd_bench(name: str | None) -> int:
             print(f"  {key:<14} {what}")
         return 0 if name is None else 2
     module, function, _ = BENCHMARKS[name]
-    getattr(importlib.import_module(module), function)()
+    start = time.perf_counter()
+    figures = getattr(importlib.import_module(module), function)()
+    if record:
+        from chapter20.gpu_log import append_gpu_measurements, gpu_measurements_path
+
+        command = f"python -m chapter20 bench {name}"
+        rows = [{"command": command, **row} for row in (figures or [])]
+        wall = time.perf_counter() - start
+        rows.append({"command": command, "quantity": "wall time", "value": round(wall, 1),
+                     "unit": "s", "notes": "the whole benchmark"})  # fmt: skip
+        written = append_gpu_measurements(rows)
+        print(f"recorded {written} row(s) in {gpu_measurements_path().name}")
     return 0
 
 
@@ -134,12 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench_parser = sub.add_parser("bench", help="run a named benchmark (no name: list them)")
     bench_parser.add_argument("name", nargs="?", help="benchmark name")
+    bench_parser.add_argument(
+        "--record", action="store_true", help="append the figures to data/gpu_measurements.csv"
+    )
     args = parser.parse_args(argv)
     if args.command == "env":
         return cmd_env()
     if args.command == "audit":
         return cmd_audit(args.width)
-    return cmd_bench(args.name)
+    return cmd_bench(args.name, args.record)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ Practicalities, each measured or tested:
 - the CPU backend needs a C++ compiler; :func:`fused_step` returns ``None`` (and the trainer
   falls back to the plain path, with a warning) when there is none or compiling fails;
 - the kernels are compiled with ``cpp_wrapper``: the generated C++ entry point releases
-  Python's GIL, so Hogwild worker threads run them in parallel, as gensim's workers run its C;
+  Python's GIL, so Hogwild worker threads run them in parallel, as gensim's workers run its C.
+  Each kernel runs on one thread (``workers`` brings the parallelism): a kernel split over
+  threads waits for the slowest at every step, and on a shared machine that is often one
+  that was descheduled;
 - shapes are fixed (the trainer pads a short last batch with the all-zero sink rows, whose
   steps are zero), so each objective compiles once per process; the vocabulary size and the
   depth of the Huffman tree are dynamic, so another corpus does not recompile (another ``dim``,
@@ -153,7 +156,10 @@ def compiler_available() -> bool:
 
 @functools.cache
 def _compiled(objective: str):
-    return torch.compile(_STEPS[objective], fullgraph=True, options={"cpp_wrapper": True})
+    # One thread per kernel: the trainer's Hogwild workers bring the parallelism, and a kernel
+    # that never waits for a second thread keeps going when other programs share the cores.
+    options = {"cpp_wrapper": True, "cpp.threads": 1}
+    return torch.compile(_STEPS[objective], fullgraph=True, options=options)
 
 
 def fused_step(objective: str, *example_args: torch.Tensor):
