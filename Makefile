@@ -4,6 +4,8 @@
 #   make test       set up, unit tests, then every notebook under nbval
 #   make lab        JupyterLab on notebooks/
 #   make notebooks  re-execute the committed notebooks in place, in order
+#   make gpu-check  on a CUDA machine: cuda tests, GPU benches, notebooks 03 and 09 (<= 5 min);
+#                   appends the figures to data/gpu_measurements.csv (GPU_CHECK_ARGS=--dry-run)
 #
 # TORCH_SPEC is installed before the package, so a machine can choose its torch build:
 #   make test TORCH_SPEC="torch==2.13.0"     (the CPU wheel CI uses; see README, "Hardware")
@@ -23,7 +25,7 @@ NB_TIMEOUT ?= 1800
 NB_ENV := env -u MPLBACKEND
 PIP_QUIET := --quiet --disable-pip-version-check
 
-.PHONY: run test test-unit test-notebooks lab notebooks env lint clean venv
+.PHONY: run test test-unit test-notebooks lab notebooks env lint clean venv gpu-check
 
 venv: $(STAMP)
 
@@ -70,6 +72,9 @@ notebooks: $(STAMP)
 			--ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
 			"$$nb" --log-level WARN; \
 	done
+
+gpu-check: $(STAMP)
+	$(NB_ENV) $(BIN)/python chapter20/scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 env: $(STAMP)
 	$(BIN)/python -m chapter20 env
