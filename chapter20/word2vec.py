@@ -734,30 +734,29 @@ class SkipGram:
         """``kernel(outputs, inputs, lr, generator)``: one step through the compiled fused
         kernel of ``chapter20.word2vec_fused``, or None where it cannot run (see
         ``fused_step``). Negative sampling: ``size`` pairs at most, noise words drawn from
-        ``generator`` as :meth:`noise_targets` draws them; hierarchical softmax: ``size``
-        windows of ``slots`` context slots (``inputs`` = contexts). A shorter batch is padded
-        with the sink rows, whose steps are zero, so that the kernel compiles once. Equal to
-        :meth:`step` and :meth:`step_windows` (tested)."""
+        ``generator`` exactly as :meth:`noise_targets` draws them; hierarchical softmax:
+        ``size`` windows of ``slots`` context slots (``inputs`` = contexts). A shorter batch
+        is padded with the sink rows, whose steps are zero, so that the kernel compiles once.
+        Equal to :meth:`step` and :meth:`step_windows` (tested)."""
         size = check_int("size", size, 1)
         if self.objective not in ("negative", "hierarchical"):
             return None
         gen = torch.Generator(device=self.device).manual_seed(0)
-        lr = torch.tensor(0.025, device=self.device)
-        w_in, w_out = self._w_in, self._w_out
+        w_in, w_out, device = self._w_in, self._w_out, self.device
+
+        def ids(high, *shape):
+            return torch.randint(0, high, shape, generator=gen, device=device)
+
         if self.objective == "negative":
-            width = self.negative + 1
-            example = (
-                torch.randint(0, self.input_pad, (size,), generator=gen, device=self.device),
-                torch.randint(0, self.output_pad, (size, width), generator=gen, device=self.device),
-                torch.ones((size, width), device=self.device),
-            )
+            k, sampler = self.negative, self.sampler
+            example = (ids(self.input_pad, size), ids(self.output_pad, size),
+                       ids(sampler.size, size, k), torch.rand(size, k, generator=gen,
+                       dtype=torch.float64), sampler.prob, sampler.alias)  # fmt: skip
         else:
-            words = torch.randint(0, self.input_pad, (size,), generator=gen, device=self.device)
-            contexts = torch.randint(
-                0, self.input_pad + 1, (size, slots), generator=gen, device=self.device
-            )
-            example = (contexts, self._points_padded[words], self._labels[words])
-        step = fused_step(self.objective, w_in, w_out, *example, lr)
+            words = ids(self.input_pad, size)
+            example = (ids(self.input_pad + 1, size, slots), self._points_padded[words],
+                       self._labels[words])  # fmt: skip
+        step = fused_step(self.objective, w_in, w_out, *example, torch.tensor(0.025))
         if step is None:
             return None
 
@@ -765,19 +764,20 @@ class SkipGram:
             if len(rows) == size:
                 return rows
             shape = (size - len(rows), *rows.shape[1:])
-            return torch.cat([rows, torch.full(shape, value, dtype=rows.dtype, device=rows.device)])
+            return torch.cat([rows, torch.full(shape, value, dtype=rows.dtype, device=device)])
 
         def kernel(outputs, inputs, lr, generator):
-            lr = torch.tensor(lr, device=self.device)
-            if self.objective == "negative":
-                targets, weight = self.noise_targets(outputs, generator)
-                args = pad(inputs, self.input_pad), pad(targets, self.output_pad), pad(weight, 0.0)
-            else:
-                args = (
-                    pad(inputs, self.input_pad),
-                    pad(self._points_padded.index_select(0, outputs), self.output_pad),
-                    pad(self._labels.index_select(0, outputs), 0.0),
-                )
+            lr = torch.tensor(lr, device=device)
+            if self.objective == "hierarchical":
+                targets = self._points_padded.index_select(0, outputs)
+                labels = self._labels.index_select(0, outputs)
+                args = pad(inputs, self.input_pad), pad(targets, self.output_pad), pad(labels, 0)
+                return step(w_in, w_out, *args, lr)
+            shape = (len(outputs), self.negative)  # the draws of NoiseSampler.sample, in order
+            slot = torch.randint(0, self.sampler.size, shape, generator=generator, device=device)
+            coin = torch.rand(shape, generator=generator, device=device, dtype=torch.float64)
+            args = (pad(inputs, self.input_pad), pad(outputs, self.output_pad), pad(slot, 0),
+                    pad(coin, 0.0), self.sampler.prob, self.sampler.alias)  # fmt: skip
             return step(w_in, w_out, *args, lr)
 
         return kernel

@@ -26,10 +26,11 @@ Practicalities, each measured or tested:
   threads waits for the slowest at every step, and on a shared machine that is often one
   that was descheduled;
 - shapes are fixed (the trainer pads a short last batch with the all-zero sink rows, whose
-  steps are zero), so each objective compiles once per process; the vocabulary size and the
-  depth of the Huffman tree are dynamic, so another corpus does not recompile (another ``dim``,
-  ``negative`` or batch size does). The first compile takes a minute or more on
-  2 cores; later processes load it from inductor's on-disk cache in seconds.
+  steps are zero), so each objective compiles once per process; the vocabulary size (of the
+  tables and of the noise sampler) and the depth of the Huffman tree are dynamic, so another
+  corpus does not recompile (another ``dim``, ``negative`` or batch size does). The first
+  compile takes a minute or more on 2 cores; later processes load it from inductor's on-disk
+  cache in seconds.
 """
 
 from __future__ import annotations
@@ -66,19 +67,30 @@ def negative_pair_step(
     w_in: torch.Tensor,
     w_out: torch.Tensor,
     inputs: torch.Tensor,
-    targets: torch.Tensor,
-    weight: torch.Tensor,
+    outputs: torch.Tensor,
+    slot: torch.Tensor,
+    coin: torch.Tensor,
+    prob: torch.Tensor,
+    alias: torch.Tensor,
     lr: torch.Tensor,
 ) -> torch.Tensor:
     """Negative sampling's step on ``B`` pairs, in place, as one expression (note, topic 1).
 
-    ``inputs [B]``: input word ids (rows of ``w_in``); ``targets [B, 1 + k]``: each pair's true
-    output word (column 0) and its ``k`` noise words (rows of ``w_out``); ``weight [B, 1 + k]``:
-    0 for a noise word equal to the true word (and for padding), else 1; ``lr``: 0-d tensor.
-    The same update as ``SkipGram.step`` (tested equal): the scores ``u·h``, the coefficients
-    ``(σ(u·h) - label) · lr``, both tables' steps divided by the per-row cap. Returns the
-    batch's summed loss.
+    ``inputs [B]``, ``outputs [B]``: the pairs' input and true output words (the sink rows
+    ``len(w_in) - 1`` and ``len(w_out) - 1`` in padding); ``slot``, ``coin`` ``[B, k]``: the
+    uniform draws of Walker's alias method (``NoiseSampler``: a slot, then a number in
+    [0, 1)), turned into ``k`` noise words per pair with the sampler's ``prob`` and ``alias``
+    tables here, so that the draw is fused too; ``lr``: 0-d tensor. The same update as
+    ``SkipGram.step`` with ``noise_targets`` from the same draws (tested equal): the scores
+    ``u·h``, the coefficients ``(σ(u·h) - label) · lr``, a noise word equal to the true word
+    skipped, both tables' steps divided by the per-row cap. Returns the summed loss.
     """
+    noise = torch.where(coin < prob[slot], slot, alias[slot])
+    targets = torch.cat([outputs.unsqueeze(1), noise], dim=1)  # [B, 1 + k]
+    live = (inputs != len(w_in) - 1).to(w_in.dtype).unsqueeze(1)  # 0 for padding
+    weight = (targets != outputs.unsqueeze(1)).to(w_in.dtype)
+    weight[:, 0] = 1.0
+    weight = weight * live
     label = torch.zeros_like(weight)
     label[:, 0] = 1.0
     h = w_in[inputs]  # [B, D]
@@ -145,7 +157,10 @@ def hierarchical_window_step(
 _STEPS = {"negative": negative_pair_step, "hierarchical": hierarchical_window_step}
 #: Argument dims that may change from run to run without recompiling: the tables' rows (the
 #: vocabulary size) and the length of the longest Huffman path (it depends on the counts).
-_DYNAMIC_DIMS = {"negative": {0: 0, 1: 0}, "hierarchical": {0: 0, 1: 0, 3: 1, 4: 1}}
+_DYNAMIC_DIMS = {
+    "negative": {0: 0, 1: 0, 6: 0, 7: 0},
+    "hierarchical": {0: 0, 1: 0, 3: 1, 4: 1},
+}
 
 
 def compiler_available() -> bool:

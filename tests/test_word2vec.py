@@ -365,9 +365,17 @@ def test_window_step_with_shared_noise_equals_pair_steps_with_that_noise():
 @pytest.mark.parametrize("lr", [1e-3, 5.0])  # 5.0: the step caps are active
 def test_fused_negative_step_equals_the_plain_step(lr):
     model, inputs, outputs = _small_model("negative")
+    outputs[:4] = 0  # frequent: some noise words equal the true word and are skipped
     targets = model.noise_targets(outputs, torch.Generator().manual_seed(5))
+    assert (targets[1][:, 1:] == 0).any()
+    gen = torch.Generator().manual_seed(5)  # the same draws, as the alias method takes them
+    slot = torch.randint(0, 60, (32, model.negative), generator=gen)
+    coin = torch.rand((32, model.negative), generator=gen, dtype=torch.float64)
+    sampler = model.sampler
     w_in, w_out = model._w_in.clone(), model._w_out.clone()
-    loss = negative_pair_step(w_in, w_out, inputs, *targets, torch.tensor(lr))
+    loss = negative_pair_step(
+        w_in, w_out, inputs, outputs, slot, coin, sampler.prob, sampler.alias, torch.tensor(lr)
+    )
     plain = model.step(inputs, outputs, lr, targets)
     # The same sums in another order: float32 rounding.
     assert torch.allclose(loss, plain, rtol=1e-5)
