@@ -106,8 +106,10 @@ def negative_pair_step(
     in_cap = _row_cap(inputs, (curvature * (u * u).sum(-1)).sum(1), lr, len(w_in))
     step_in = (coef.unsqueeze(2) * u).sum(1) * in_cap.unsqueeze(1)
     step_out = (coef.reshape(-1) * out_cap).reshape(coef.shape).unsqueeze(2) * h.unsqueeze(1)
-    w_out.index_put_((flat,), step_out.reshape(len(flat), -1), accumulate=True)
+    # The input rows first: their step is the last use of the gathered output rows, which the
+    # output update then overwrites (the other order makes the compiler keep a copy of them).
     w_in.index_put_((inputs,), step_in, accumulate=True)
+    w_out.index_put_((flat,), step_out.reshape(len(flat), -1), accumulate=True)
     return loss
 
 
@@ -145,11 +147,13 @@ def hierarchical_window_step(
     step_in = (coef.unsqueeze(3) * u.unsqueeze(1)).sum(2)  # [G, S, D]
     step_out = (coef.unsqueeze(3) * h.unsqueeze(2)).sum(1)  # [G, L, D]
     dim = w_in.shape[1]
-    w_out.index_put_(
-        (targets.reshape(-1),), step_out.reshape(-1, dim) * out_cap.unsqueeze(1), accumulate=True
-    )
+    # Input rows first, as in negative_pair_step: the compiler then keeps a copy of the
+    # windows' input rows for the output step, the smaller of the two.
     w_in.index_put_(
         (contexts.reshape(-1),), step_in.reshape(-1, dim) * in_cap.unsqueeze(1), accumulate=True
+    )
+    w_out.index_put_(
+        (targets.reshape(-1),), step_out.reshape(-1, dim) * out_cap.unsqueeze(1), accumulate=True
     )
     return loss
 
@@ -173,7 +177,9 @@ def compiler_available() -> bool:
 def _compiled(objective: str):
     # One thread per kernel: the trainer's Hogwild workers bring the parallelism, and a kernel
     # that never waits for a second thread keeps going when other programs share the cores.
-    options = {"cpp_wrapper": True, "cpp.threads": 1}
+    # Ids are in range by construction (the trainer draws them), so the compiled loops skip
+    # the per-element index checks.
+    options = {"cpp_wrapper": True, "cpp.threads": 1, "assert_indirect_indexing": False}
     return torch.compile(_STEPS[objective], fullgraph=True, options=options)
 
 
