@@ -8,13 +8,16 @@ profile_step``, notebook 09): the scatter, the element-wise products and the gat
 rows, not arithmetic. word2vec's C loop never has that problem: it keeps one pair's few rows in
 the first-level cache and does all the work on them at once.
 
-The functions here state the same update as one expression each, written with broadcasts and
-sums instead of ``bmm`` (``(u * h).sum(-1)`` rather than ``torch.bmm``), so that
-``torch.compile``'s CPU backend fuses each into a few C++ loops that read every row straight
-from the weight table, compute its scores, sigmoids, step and step cap in registers, and add
-the step back: no ``[B, 1 + k, D]`` temporary, one or two passes over the rows per pair.
-Run eagerly they are slow (the broadcasts materialise), but they compute the same numbers as
-the plain path (tested), which is what makes the compiled kernel trustworthy.
+The functions here state the same update as one expression each, so that ``torch.compile``'s
+CPU backend turns each into a few C++ loops. Negative sampling is written with broadcasts and
+sums (``(u * h).sum(-1)``, not ``torch.bmm``): the compiled loops read every output row
+straight from the weight table, compute its score, sigmoid, step and step cap in registers,
+and add the step back — no ``[B, 1 + k, D]`` temporary, two passes over the rows per pair
+instead of eight. The hierarchical softmax steps whole windows, whose scores are small matrix
+products: those stay batched GEMMs (``bmm``, which beats any loop the compiler writes for
+them, measured) and the compiler fuses everything around them. Run eagerly the functions are
+slower than the plain path, but they compute the same numbers (tested), which is what makes
+the compiled kernels trustworthy.
 
 Practicalities, each measured or tested:
 
@@ -133,7 +136,9 @@ def hierarchical_window_step(
     live_node = (targets != len(w_out) - 1).to(labels.dtype)
     h = w_in[contexts]  # [G, S, D]
     u = w_out[targets]  # [G, L, D]
-    scores = (h.unsqueeze(2) * u.unsqueeze(1)).sum(-1)  # [G, S, L]
+    # A window's scores are a small matrix product: left to a batched GEMM, which beats any
+    # loop the compiler writes for them; the compiler fuses everything around the products.
+    scores = torch.bmm(h, u.transpose(1, 2))  # [G, S, L]
     weight = live_slot.unsqueeze(2) * live_node.unsqueeze(1) * (scores.abs() < MAX_EXP)
     sig = torch.sigmoid(scores)
     label = labels.unsqueeze(1)
@@ -144,8 +149,8 @@ def hierarchical_window_step(
     out_curvature = (curvature * (h * h).sum(-1).unsqueeze(2)).sum(1)  # [G, L]
     in_cap = _row_cap(contexts.reshape(-1), in_curvature.reshape(-1), lr, len(w_in))
     out_cap = _row_cap(targets.reshape(-1), out_curvature.reshape(-1), lr, len(w_out))
-    step_in = (coef.unsqueeze(3) * u.unsqueeze(1)).sum(2)  # [G, S, D]
-    step_out = (coef.unsqueeze(3) * h.unsqueeze(2)).sum(1)  # [G, L, D]
+    step_in = torch.bmm(coef, u)  # [G, S, D]
+    step_out = torch.bmm(coef.transpose(1, 2), h)  # [G, L, D]
     dim = w_in.shape[1]
     # Input rows first, as in negative_pair_step: the compiler then keeps a copy of the
     # windows' input rows for the output step, the smaller of the two.
