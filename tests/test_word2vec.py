@@ -413,6 +413,8 @@ def test_compiled_kernel_equals_the_plain_step_and_pads_short_batches(objective)
         m._w_out[:-1] = torch.randn(m._w_out[:-1].shape, generator=gen.manual_seed(1)) * 0.1
     kernel = model.fused_kernel(1024 if objective == "negative" else 171, slots=10)
     assert kernel is not None
+    graph_breaks = dict(torch._dynamo.utils.counters["graph_break"])
+    assert not graph_breaks  # one graph: the whole step is one compiled program
     if objective == "negative":
         inputs, outputs = torch.randint(0, 60, (2, 32), generator=gen)
         loss = kernel(outputs, inputs, 0.05, torch.Generator().manual_seed(3))
