@@ -739,8 +739,8 @@ class SkipGram:
         is padded with the sink rows, whose steps are zero, so that the kernel compiles once.
         Equal to :meth:`step` and :meth:`step_windows` (tested)."""
         size = check_int("size", size, 1)
-        if self.objective not in ("negative", "hierarchical"):
-            return None
+        if self.objective not in ("negative", "hierarchical") or self.device.type != "cpu":
+            return None  # GPUs train on the plain path (see ``fused_step``)
         gen = torch.Generator(device=self.device).manual_seed(0)
         w_in, w_out, device = self._w_in, self._w_out, self.device
 

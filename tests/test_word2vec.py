@@ -482,6 +482,7 @@ def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch):
     assert not shared.stats.fused
     with pytest.raises(TypeError, match="fused"):
         train_word2vec(lee[:50], fused="yes")
+    assert SkipGram("softmax", zipf_counts(60), dim=8).fused_kernel(32) is None
 
 
 # --- sampling -------------------------------------------------------------------------------
