@@ -127,7 +127,9 @@ class ContrastiveTrainer:
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
         """Every rank loads the checkpoint rank 0 saved (model, optimizer, step count)."""
-        state = torch.load(path, map_location=next(self.module.parameters()).device)
+        state = torch.load(
+            path, map_location=next(self.module.parameters()).device, weights_only=True
+        )
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = state["steps"]
