@@ -152,10 +152,11 @@ def run_local_group(
 
     Each process joins a real group through a TCP rendezvous on 127.0.0.1, calls ``fn`` and
     returns its (picklable) value; the list of values comes back in rank order. ``backend``
-    defaults to gloo; with CUDA and a GPU for every rank, to ``"cpu:gloo,cuda:nccl"`` (rank r on
-    GPU r), so CPU tensors still reduce. ``fn`` must be importable (a module-level function), as with
-    any spawned process. If a rank raises, the others are stopped and a RuntimeError carries that
-    rank's traceback; if the group is not done within ``timeout_s`` seconds, a TimeoutError.
+    defaults to gloo; with CUDA and a GPU for every rank, to ``"cpu:gloo,cuda:nccl"`` (rank r
+    on GPU r), so CPU tensors still reduce. ``fn`` must be importable (a module-level
+    function), as with any spawned process. If a rank raises, the others are stopped and a
+    RuntimeError carries that rank's traceback; if the group is not done within ``timeout_s``
+    seconds, a TimeoutError.
     """
     world_size = check_int("world_size", world_size, 1)
     timeout_s = check_real("timeout_s", timeout_s, finite=True)
@@ -357,9 +358,7 @@ def _attempt_namespace(store: dist.Store, rank: int, world_size: int, timeout_s:
                     answered.add(ticket)
         if waiting:
             if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"ranks {sorted(waiting)} did not join within {timeout_s:g} s"
-                )
+                raise TimeoutError(f"ranks {sorted(waiting)} did not join within {timeout_s:g} s")
             time.sleep(0.005)
     return namespace
 

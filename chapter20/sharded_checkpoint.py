@@ -162,12 +162,24 @@ def _dcp_options(group: dist.ProcessGroup | None) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _single_process_is_intended():
-    # Without a process group DCP warns that it "assumes" a single process: here that is the
-    # documented world of one, not a guess.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+def _dcp_call(what: str):
+    """Run a DCP save or load. Without a process group DCP warns that it "assumes" a single
+    process: here that is the documented world of one, not a guess. DCP reports a failure on
+    any rank as a ``CheckpointException`` on every rank, a BaseException that ``except
+    Exception`` misses; it becomes an OSError (a disk error, errno kept) or a RuntimeError."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            yield
+    except CheckpointException as exc:
+        ranks = sorted(exc.failures)
+        first = exc.failures[ranks[0]][0] if ranks else exc
+        where = f"{what} failed on rank {', '.join(map(str, ranks))}"
+        if isinstance(first, OSError):
+            raise OSError(first.errno, f"{where}: {first.strerror or first}") from first
+        raise RuntimeError(f"{where}: {type(first).__name__}: {first}") from first
 
 
 def _row_entries(
@@ -240,7 +252,9 @@ def sharded_state_dict(
     """
     tables = sharded_tables(model)
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
     stepped = optimizer is not None and bool(optimizer.state)
     model_sd, optim_sd = _model_and_optimizer_state(model, optimizer, stepped)
     for name in tables:
@@ -307,7 +321,7 @@ def write_sharded_state(
     if any_rank(failed, group):
         raise OSError(f"could not prepare the checkpoint directory {directory}")
     payload = {**state.tensors, _OBJECTS: _objects_tensor(state.objects)}
-    with _single_process_is_intended():
+    with _dcp_call(f"saving the sharded checkpoint {directory}"):
         dcp.save(payload, checkpoint_id=str(directory), **_dcp_options(group))
     return directory
 
@@ -321,7 +335,9 @@ def save_sharded_state(
 ) -> Path:
     """Save ``model`` (and ``optimizer``) with DCP into ``directory``: each rank writes its own
     rows, the metadata written last commits the save (§20.1, §20.4). Every rank calls it."""
-    return write_sharded_state(directory, sharded_state_dict(model, optimizer, group=group), group=group)
+    return write_sharded_state(
+        directory, sharded_state_dict(model, optimizer, group=group), group=group
+    )
 
 
 def _saved_objects(directory: Path, metadata, group) -> dict[str, Any]:
@@ -329,7 +345,7 @@ def _saved_objects(directory: Path, metadata, group) -> dict[str, Any]:
     if entry is None:
         raise ValueError(f"{directory} is a DCP checkpoint, but not one of chapter20's")
     buffer = torch.empty(entry.size, dtype=torch.uint8)
-    with _single_process_is_intended():
+    with _dcp_call(f"loading the sharded checkpoint {directory}"):
         dcp.load({_OBJECTS: buffer}, checkpoint_id=str(directory), **_dcp_options(group))
     return torch.load(io.BytesIO(buffer.numpy().tobytes()), weights_only=True)
 
@@ -389,8 +405,11 @@ def load_sharded_state(
     model_sd, optim_sd = _model_and_optimizer_state(model, optimizer, stepped)
     if stepped:
         _drop_unsaved_optimizer_state(model, optimizer, optim_sd, set(metadata.state_dict_metadata))
-    extra = {f"{_prefix(name)}_extra_state": model_sd.pop(f"{_prefix(name)}_extra_state")
-             for name in tables if f"{_prefix(name)}_extra_state" in model_sd}
+    extra = {
+        f"{_prefix(name)}_extra_state": model_sd.pop(f"{_prefix(name)}_extra_state")
+        for name in tables
+        if f"{_prefix(name)}_extra_state" in model_sd
+    }
     model_tensors, _ = _split_tensors(model_sd)
     optim_tensors, _ = _split_tensors(optim_sd)
     parts = {"model": model_tensors, "optimizer": optim_tensors}
@@ -399,11 +418,13 @@ def load_sharded_state(
     mesh = _mesh(tables, group)
     for (part, key), table in rows.items():
         live = parts[part][key]
-        block = live if table.partition.kind == "range" else live.new_empty(
-            (_range_layout(table).num_rows(table.rank), *live.shape[1:])
+        block = (
+            live
+            if table.partition.kind == "range"
+            else live.new_empty((_range_layout(table).num_rows(table.rank), *live.shape[1:]))
         )
         targets[part][key] = _as_global(block.detach(), table, mesh)
-    with _single_process_is_intended():
+    with _dcp_call(f"loading the sharded checkpoint {directory}"):
         dcp.load(targets, checkpoint_id=str(directory), **_dcp_options(group))
     for (part, key), table in rows.items():
         block = targets[part][key]
@@ -418,8 +439,9 @@ def load_sharded_state(
     model_sd = {**model_sd, **parts["model"], **objects["model"], **extra}
     if stepped:
         optim_sd = {**optim_sd, **parts["optimizer"], **objects["optimizer"]}
-        set_state_dict(model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd,
-                       options=_OPTIONS)
+        set_state_dict(
+            model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=_OPTIONS
+        )
     else:
         model.load_state_dict(model_sd)
         if optimizer is not None:

@@ -287,7 +287,9 @@ def capture_state(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
     _, world = group_rank_and_size(group)
     sharded = None
     if sharded_tables(model):
@@ -367,9 +369,13 @@ def restore_state(
 
 def parameter_fingerprint(model: torch.nn.Module) -> str:
     """SHA-256 of every parameter and buffer's bytes, in state-dict order (first 16 hex digits):
-    equal fingerprints mean bitwise-equal models (§20.5.2's resume proof)."""
+    equal fingerprints mean bitwise-equal models (§20.5.2's resume proof). Entries that are not
+    tensors (a sharded table's row layout) are not part of the values and are skipped; for a
+    sharded table it is this rank's rows."""
     digest = hashlib.sha256()
     for name, tensor in model.state_dict().items():
+        if not isinstance(tensor, torch.Tensor):
+            continue
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
@@ -534,8 +540,9 @@ def _signals_deferred(signals=(signal.SIGTERM, signal.SIGINT)):
         yield
         return
     received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in signals}
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in signals
+    }
     try:
         yield
     finally:
@@ -642,8 +649,9 @@ class CheckpointManager:
         return paths[-1] if paths else None
 
     def _next_name(self, step: int) -> str:
-        numbers = [int(m.group(1)) for p in self.directory.iterdir()
-                   if (m := _SEQUENCE.match(p.name))]
+        numbers = [
+            int(m.group(1)) for p in self.directory.iterdir() if (m := _SEQUENCE.match(p.name))
+        ]
         return f"ckpt-{max(numbers, default=0) + 1:06d}-step-{step:09d}.ckpt"
 
     @staticmethod
@@ -862,8 +870,10 @@ class CheckpointManager:
                 failure = exc
         self._raise_if_any_failed(failure, "the checkpoint could not be loaded")
         if state is not None and state.get("sharded") is not None:
-            state["sharded"] = {**state["sharded"],
-                                "directory": str(self.directory / state["sharded"]["directory"])}
+            state["sharded"] = {
+                **state["sharded"],
+                "directory": str(self.directory / state["sharded"]["directory"]),
+            }
         return state
 
 
