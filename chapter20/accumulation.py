@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from chapter20.checks import check_optional_positive
 from chapter20.distributed import group_rank_and_size
 
 __all__ = ["AccumulationResult", "num_examples", "accumulate_step"]
@@ -75,8 +76,7 @@ def accumulate_step(
         raise ValueError("micro_batches must hold at least one micro-batch")
     if normalize not in _NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {_NORMALIZATIONS}, got {normalize!r}")
-    if clip_norm is not None and not clip_norm > 0:
-        raise ValueError(f"clip_norm must be None or > 0, got {clip_norm}")
+    clip_norm = check_optional_positive("clip_norm", clip_norm)
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
     counts = [num_examples(batch) for batch in micro_batches]
     local = sum(counts)

@@ -38,7 +38,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_positive, check_real
 from chapter20.device import dist_backend, get_device
 from chapter20.paths import atomic_torch_save
 
@@ -159,9 +159,7 @@ def run_local_group(
     seconds, a TimeoutError.
     """
     world_size = check_int("world_size", world_size, 1)
-    timeout_s = check_real("timeout_s", timeout_s, finite=True)
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    timeout_s = _check_timeout(timeout_s)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if backend is None:
@@ -267,6 +265,7 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
     every rank agrees on it even when their agents count restarts differently, as they do
     after a spot node is replaced.
     """
+    timeout_s = _check_timeout(timeout_s)
     if dist.is_available() and dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
         local = _env_int("LOCAL_RANK", 0)
@@ -294,9 +293,6 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
     if device.type == "cuda":
         torch.cuda.set_device(device)
         options["device_id"] = device
-    timeout_s = check_real("timeout_s", timeout_s, finite=True)
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     timeout = timedelta(seconds=timeout_s)
     store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout))
     namespace = _attempt_namespace(store, rank, world, timeout_s)
@@ -305,6 +301,11 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
         backend, store=store, rank=rank, world_size=world, timeout=timeout, **options
     )
     return DistributedContext(rank, world, local, device, backend, True)
+
+
+def _check_timeout(timeout_s: float) -> float:
+    """A timeout in seconds: > 0 and at most a year (a timedelta, and C's clocks, hold no more)."""
+    return check_real("timeout_s", timeout_s, minimum=0, maximum=365 * 86400, exclusive=True)
 
 
 def _group_backend(device: torch.device) -> str:
@@ -422,6 +423,7 @@ def distributed_loader(
     """
     rank, world = group_rank_and_size()
     batch_size = check_int("batch_size", batch_size, 1)
+    seed = check_int("seed", seed, 0)
     sampler = torch.utils.data.DistributedSampler(
         dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
     )
@@ -454,7 +456,11 @@ def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandw
     """Seconds of a ring all-reduce of ``nbytes`` over ``world_size`` ranks (§20.1.1, §20.4):
     2(W−1) messages of latency ``latency`` (alpha) each carrying ``nbytes``/W at ``bandwidth``
     bytes/s (1/beta). The alpha-beta model that §20.5's cost model scales with."""
-    if world_size <= 1:
+    nbytes = check_positive("nbytes", nbytes, zero=True)
+    world_size = check_int("world_size", world_size, 1)
+    latency = check_positive("latency", latency, zero=True)
+    bandwidth = check_positive("bandwidth", bandwidth)
+    if world_size == 1:
         return 0.0
     steps = 2 * (world_size - 1)
     return steps * latency + steps / world_size * nbytes / bandwidth

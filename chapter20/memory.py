@@ -12,7 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+)
 from chapter20.optimizers import OPTIMIZER_KINDS
 
 #: Optimizer state elements per parameter element (Adam/AdamW: two moments; SGD with
@@ -82,6 +87,8 @@ class EncoderShape:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             check_int(name, getattr(self, name), 1)
+        for name in ("d_ff", "output_dim"):
+            check_optional_int(name, getattr(self, name), 1)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
 
@@ -127,7 +134,7 @@ def optimizer_state_bytes_predicted(parameter_sizes: list[int], optimizer: str) 
             f"optimizer must be one of {', '.join(PLANNER_OPTIMIZERS)}, got {optimizer!r}"
         )
     total = 0
-    for n in parameter_sizes:
+    for n in (check_int("parameter_sizes", n, 0) for n in parameter_sizes):
         if optimizer in ("adamw", "adamw_fused"):
             total += 8 * n + 4
         elif optimizer == "sgd_nesterov":
@@ -201,6 +208,7 @@ def plan(
     from chapter20.checkpointing import predicted_activation_bytes
 
     batch, seq_len = check_int("batch", batch, 1), check_int("seq_len", seq_len, 1)
+    gpu_bytes = check_optional_positive("gpu_bytes", gpu_bytes)
     micro_batches = check_int("micro_batches", micro_batches, 1)
     world_size = check_int("world_size", world_size, 1)
     towers = check_int("towers", towers, 1)
@@ -279,6 +287,7 @@ def plan(
 def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
     """The chapter's rules (§20.1.1, §20.3 checklist) applied to a plan: what to do so that a
     step fits ``gpu_bytes``, most important first."""
+    gpu_bytes = check_positive("gpu_bytes", gpu_bytes)
     c = memory_plan.components
     advice = []
     static = c["parameters"] + c["optimizer_state"]

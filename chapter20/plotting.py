@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chapter20.checks import check_int, check_positive
 from chapter20.measure import CATEGORIES
 
 #: One colour per memory category, shared by every stacked bar of the companion.
@@ -50,19 +51,28 @@ def new_figure(
 ) -> tuple[Figure, Axes]:
     """A figure with one labelled axes in the house style."""
     use_house_style()
-    fig, ax = plt.subplots(figsize=figsize)
+    fig, ax = plt.subplots(figsize=_figsize(figsize))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return fig, ax
 
 
+def _figsize(figsize: tuple[float, float] | None) -> tuple[float, float] | None:
+    if figsize is None:
+        return None
+    if not isinstance(figsize, (tuple, list)) or len(figsize) != 2:
+        raise TypeError(f"figsize must be (width, height) in inches, got {figsize!r}")
+    return (check_positive("figsize", figsize[0]), check_positive("figsize", figsize[1]))
+
+
 def new_panels(
     n: int, title: str, *, figsize: tuple[float, float] | None = None
 ) -> tuple[Figure, list[Axes]]:
     """``n`` side-by-side axes under one title (one idea, several sizes), in the house style."""
+    n = check_int("n", n, 1, maximum=64)
     use_house_style()
-    fig, axes = plt.subplots(1, n, figsize=figsize or (3.6 * n, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=_figsize(figsize) or (3.6 * n, 4.0), squeeze=False)
     fig.suptitle(title)
     return fig, list(axes[0])
 
@@ -90,6 +100,9 @@ def stacked_memory_bars(
     ``breakdowns[i]`` maps categories of ``measure.CATEGORIES`` to bytes. ``bar_labels`` (e.g.
     "measured" / "predicted") are written above the bars.
     """
+    for breakdown in breakdowns:
+        for value in breakdown.values():
+            check_positive("breakdowns", value, zero=True)
     if len(labels) != len(breakdowns):
         raise ValueError(
             f"labels ({len(labels)}) and breakdowns ({len(breakdowns)}) differ in length"

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from chapter20.checks import check_optional_positive, check_positive
 from chapter20.device import autocast_dtype, get_device
 
 __all__ = [
@@ -123,10 +124,8 @@ class MixedPrecisionTrainer:
             device = next(model.parameters()).device
         self.device = torch.device(device)
         self.dtype = resolve_precision(precision, self.device)
-        if clip_norm is not None and not clip_norm > 0:
-            raise ValueError(f"clip_norm must be None or > 0, got {clip_norm}")
-        if not (init_scale > 0 and math.isfinite(init_scale)):
-            raise ValueError(f"init_scale must be a finite number > 0, got {init_scale}")
+        clip_norm = check_optional_positive("clip_norm", clip_norm)
+        init_scale = check_positive("init_scale", init_scale)
         self.model, self.optimizer, self.clip_norm = model, optimizer, clip_norm
         self.scaler = torch.amp.GradScaler(
             self.device.type, init_scale=init_scale, enabled=self.dtype == torch.float16
@@ -252,6 +251,7 @@ def gradient_underflow(
     """For the fp32 gradients in ``model``: the share that fp16 would flush to zero, leave
     subnormal, or overflow, if the loss were multiplied by each of ``scales`` (§20.2.2, loss
     scaling). Call after a backward pass."""
+    scales = [check_positive("scales", scale) for scale in scales]
     grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
     if not grads:
         raise ValueError("model has no gradients: run a backward pass first")

@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_positive
 from chapter20.distributed import group_rank_and_size
 
 __all__ = [
@@ -210,6 +210,7 @@ def ring_all_reduce_bytes(tensor_bytes: float, world_size: int) -> float:
     """Bytes one rank sends in a ring all-reduce of ``tensor_bytes`` (§20.1.1): reduce-scatter
     then all-gather, each W-1 steps of 1/W of the tensor, so 2(W-1)/W × ``tensor_bytes``. It
     stays below twice the tensor at any W; the traffic summed over ranks grows as W."""
+    tensor_bytes = check_positive("tensor_bytes", tensor_bytes, zero=True)
     world_size = check_int("world_size", world_size, 1)
     return 2 * (world_size - 1) / world_size * tensor_bytes
 

@@ -144,7 +144,14 @@ def expected_wall_time(
     def segment(compute: float) -> float:
         return m * math.exp(r / m) * math.expm1((compute + c) / m)
 
-    return full * segment(tau) + (segment(rest) if rest > 0 else 0.0)
+    try:
+        return full * segment(tau) + (segment(rest) if rest > 0 else 0.0)
+    except OverflowError:
+        raise ValueError(
+            "the expected wall time overflows: interval_seconds + checkpoint_seconds "
+            f"({tau + c:g} s) or restart_seconds ({r:g} s) is hundreds of times mtbf_seconds "
+            f"({m:g} s), so a segment would practically never finish"
+        ) from None
 
 
 def preemption_overhead(
@@ -160,6 +167,10 @@ def preemption_overhead(
         work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
     )
     return wall / _positive("work_seconds", work_seconds) - 1.0
+
+
+_MAX_SEGMENTS = 10_000_000
+_MAX_MTBFS = 30
 
 
 def simulate_wall_time(
@@ -182,8 +193,21 @@ def simulate_wall_time(
         work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
     )
     runs = check_int("runs", runs, 1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
     full, rest = divmod(w, tau)
+    if full + (rest > 0) > _MAX_SEGMENTS:
+        raise ValueError(
+            f"work_seconds / interval_seconds = {w / tau:.3g} segments: more than the "
+            f"{_MAX_SEGMENTS:,} this simulation plays out"
+        )
+    # Each attempt succeeds with probability e^{-length/M}: past ~30 M it practically never
+    # does, and the loop below would not end.
+    if (tau + c) / m > _MAX_MTBFS or r / m > _MAX_MTBFS:
+        raise ValueError(
+            f"interval_seconds + checkpoint_seconds ({tau + c:g} s) and restart_seconds "
+            f"({r:g} s) must each be at most {_MAX_MTBFS} × mtbf_seconds ({m:g} s): a longer "
+            "segment or restart would practically never finish"
+        )
     segments = [tau] * int(full) + ([rest] if rest > 0 else [])
     times = np.zeros(runs)
     for segment in segments:
@@ -417,7 +441,7 @@ class ResumableBatchSampler:
                 f"global_batch ({global_batch}) must be a multiple of the world size "
                 f"({self.world_size}), so that every rank gets the same number of examples"
             )
-        self.seed = check_int("seed", seed)
+        self.seed = check_int("seed", seed, 0)
         self.epoch = 0
         self.position = 0
         self._order: torch.Tensor | None = None
@@ -916,6 +940,16 @@ class CheckpointSchedule:
         self.last_save = self.clock()
 
 
+def _signal_number(sig: Any) -> signal.Signals:
+    number = check_int("signals", sig, 1, maximum=1024)
+    try:
+        return signal.Signals(number)
+    except ValueError:
+        raise ValueError(
+            f"signals must hold signal numbers such as signal.SIGTERM, got {number}"
+        ) from None
+
+
 class PreemptionHandler:
     """Turn a preemption notice into a flag the training loop checks between steps (§20.5.2).
 
@@ -933,7 +967,7 @@ class PreemptionHandler:
         *,
         notice_file: str | os.PathLike | None = None,
     ):
-        self.signals = tuple(signals)
+        self.signals = tuple(_signal_number(sig) for sig in signals)
         self.notice_file = None if notice_file is None else Path(notice_file)
         self.reason: str | None = None
         self._previous: dict[int, Any] = {}

@@ -42,13 +42,14 @@ __all__ = [
     "fresh_directory",
     "chaos_run",
     "checkpoint_cost",
-    "kill_during_save",
-    "sigterm_during_save",
+    "WRITER_FAULTS",
+    "writer_faults",
     "damaged_newest",
     "disk_full_during_save",
     "two_writers",
     "elastic_training",
     "resume_at_other_world_size",
+    "fault_matrix",
     "interval_sweep",
     "plot_checkpoint_cost",
     "plot_interval_sweep",
@@ -141,6 +142,7 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
                 loads.append(time.perf_counter() - start)
             save, load = float(np.median(saves)), float(np.median(loads))
             records.append({"MB": mb, "save s": save, "load s": load, "save MB/s": mb / save})
+        manager.close()
     return pd.DataFrame(records)
 
 
@@ -282,39 +284,32 @@ def _resume(directory: Path, keep_last: int) -> dict:
     }
 
 
-def kill_during_save(directory: str | Path, phases=SAVE_PHASES, timeout: float = 120.0) -> dict:
-    """SIGKILL a writer at each phase of its third save (one process per phase, run at once),
-    then resume each directory as the next run would (:func:`_resume`). Returns, per phase, the
-    writer's exit status and what the resume found."""
-    directory = Path(directory)
-    children = {}
-    for phase in phases:
-        (directory / phase).mkdir(parents=True, exist_ok=True)
-        children[phase] = _start_child(
-            _CHILD, directory / phase, phase, "kill", 2, stdout=subprocess.PIPE
-        )
-    results = {}
-    for phase, child in children.items():
-        child.communicate(timeout=timeout)
-        results[phase] = {"exit": child.returncode, **_resume(directory / phase, 2)}
-    return results
+#: The writer faults: name -> (phase of the third save, what strikes there).
+WRITER_FAULTS = {
+    **{f"SIGKILL {phase}": (phase, "kill") for phase in SAVE_PHASES},
+    "SIGTERM mid-write, PreemptionHandler": ("mid-write", "term-handled"),
+    "SIGTERM mid-write, default action": ("mid-write", "term-default"),
+}
 
 
-def sigterm_during_save(directory: str | Path, timeout: float = 120.0) -> dict:
-    """SIGTERM arriving in the middle of a save (mid-write of step 3): with a
-    :class:`PreemptionHandler` (the run exits with 143 after the save) and without one (the
-    default action ends the process, after the save). Returns exit status and resume facts."""
+def writer_faults(directory: str | Path, faults=tuple(WRITER_FAULTS), timeout: float = 120.0):
+    """Run a writer process per fault in ``faults`` (all at once): two good saves, then the
+    fault strikes the third (a SIGKILL at a phase of the save, or a SIGTERM in its middle);
+    then resume each directory as the next run would (:func:`_resume`). Returns, per fault,
+    the writer's exit status and what the resume found."""
     directory = Path(directory)
     children = {}
-    for action in ("term-handled", "term-default"):
-        (directory / action).mkdir(parents=True, exist_ok=True)
-        children[action] = _start_child(
-            _CHILD, directory / action, "mid-write", action, 2, stdout=subprocess.PIPE
+    for number, name in enumerate(faults):
+        phase, action = WRITER_FAULTS[name]
+        (directory / str(number)).mkdir(parents=True, exist_ok=True)
+        children[name] = (
+            directory / str(number),
+            _start_child(_CHILD, directory / str(number), phase, action, 2, stdout=subprocess.PIPE),
         )
     results = {}
-    for action, child in children.items():
+    for name, (where, child) in children.items():
         child.communicate(timeout=timeout)
-        results[action] = {"exit": child.returncode, **_resume(directory / action, 2)}
+        results[name] = {"exit": child.returncode, **_resume(where, 2)}
     return results
 
 
@@ -484,3 +479,95 @@ def resume_at_other_world_size(
         "resumed_from": [r["resumed_from"] for r in resumed],
         "warnings": resumed[0]["warnings"],
     }
+
+
+_PHASE_NAMES = {
+    "before-temporary": "before the temporary file",
+    "mid-write": "mid-write",
+    "after-fsync": "after fsync, before rename",
+    "after-rename": "after rename, before rotation",
+}
+
+
+def _loaded(result: dict) -> str:
+    step = result["loaded_step"]
+    text = "no checkpoint: a fresh start" if step is None else f"step {step} loaded"
+    return text if result["loaded_intact"] else text + " (VALUES WRONG)"
+
+
+def fault_matrix(directory: str | Path) -> pd.DataFrame:
+    """Every fault of the matrix, injected for real, with what happened and whether it is what
+    a spot run needs: the newest valid state loaded and nothing else lost (§20.5.2). Deterministic
+    text only (no paths, no times), for notebook 07."""
+    directory = Path(directory)
+    rows = []
+
+    def row(fault: str, outcome: str, ok: bool) -> None:
+        rows.append({"fault": fault, "outcome": outcome, "as required": "✓" if ok else "✗"})
+
+    writers = writer_faults(directory / "writers")
+    for phase in SAVE_PHASES:
+        result = writers[f"SIGKILL {phase}"]
+        expected = 3 if phase == "after-rename" else 2
+        kept = len(result["files_after_next_save"])
+        row(
+            f"SIGKILL {_PHASE_NAMES[phase]}",
+            f"{_loaded(result)}, no warning; the next save keeps {kept}",
+            result["exit"] == -9
+            and result["loaded_step"] == expected
+            and not result["warnings"]
+            and result["loaded_intact"]
+            and kept == 2,
+        )
+    for keep_last in (1, 3):
+        for damage in ("truncate", "corrupt"):
+            result = damaged_newest(directory / f"{damage}-{keep_last}", keep_last, damage)
+            expected = None if keep_last == 1 else 2
+            after = result["files_after_next_save"]
+            state = "truncated" if damage == "truncate" else "corrupt"
+            row(
+                f"newest {state}, keep_last={keep_last}",
+                f"set aside as .corrupt with a warning; {_loaded(result)}; "
+                f"the next save keeps {len(after)}",
+                result["loaded_step"] == expected
+                and len(result["warnings"]) == 1
+                and after[-1].endswith("step-000000004.ckpt")
+                and len(after) == min(keep_last, 3),
+            )
+    full = disk_full_during_save(directory / "full")
+    row(
+        "disk full (ENOSPC) mid-write",
+        f"OSError errno {full['errno']} names the disk error; {_loaded(full)}, no leftovers",
+        full["errno"] == errno.ENOSPC
+        and full["loaded_step"] == 2
+        and not full["warnings"]
+        and not [n for n in full["files_before"] if n.startswith(".ckpt")],
+    )
+    for name in ("SIGTERM mid-write, PreemptionHandler", "SIGTERM mid-write, default action"):
+        result = writers[name]
+        status = {143: "exit 143", -15: "ended by SIGTERM (shell: 143)"}.get(
+            result["exit"], f"exit {result['exit']}"
+        )
+        row(
+            name,
+            f"the save completed, then {status}; {_loaded(result)}",
+            result["exit"] in (143, -15) and result["loaded_step"] == 3,
+        )
+    elastic = resume_at_other_world_size(directory / "elastic", first=2, second=3)
+    warned = any("saved by 2 ranks, this run has 3" in w for w in elastic["warnings"])
+    row(
+        "resume at another world size (2 → 3 ranks)",
+        f"{'a warning' if warned else 'NO warning'}; resumed from step "
+        f"{elastic['resumed_from'][0]}; max |Δ| vs uninterrupted = "
+        f"{elastic['max_abs_difference']:.1e}",
+        warned and elastic["max_abs_difference"] == 0.0,
+    )
+    busy = two_writers(directory / "two")
+    row(
+        "two processes saving into one directory",
+        "the second is refused (CheckpointDirectoryBusyError); it saves once the first ends"
+        if busy["error"]
+        else "NOT refused",
+        busy["error"] is not None and busy["saved_after_first_ended"] is not None,
+    )
+    return pd.DataFrame(rows)

@@ -45,10 +45,9 @@ from chapter20.spot import (
 from chapter20.spot_lab import (
     damaged_newest,
     disk_full_during_save,
-    kill_during_save,
     resume_at_other_world_size,
-    sigterm_during_save,
     two_writers,
+    writer_faults,
 )
 from chapter20.spot_training import (
     SpotConfig,
@@ -392,13 +391,13 @@ def test_sharded_model_in_a_world_of_one_resumes_through_dcp(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def killed(tmp_path_factory) -> dict:
-    return kill_during_save(tmp_path_factory.mktemp("kill"))
+def faulted(tmp_path_factory) -> dict:
+    return writer_faults(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.mark.parametrize("phase", SAVE_PHASES)
-def test_sigkill_at_each_phase_of_a_save_loses_nothing_saved(killed, phase):
-    result = killed[phase]
+def test_sigkill_at_each_phase_of_a_save_loses_nothing_saved(faulted, phase):
+    result = faulted[f"SIGKILL {phase}"]
     assert result["exit"] == -signal.SIGKILL
     committed = phase == "after-rename"
     assert result["loaded_step"] == (3 if committed else 2) and result["loaded_intact"]
@@ -410,17 +409,14 @@ def test_sigkill_at_each_phase_of_a_save_loses_nothing_saved(killed, phase):
     assert len(result["files_after_next_save"]) == 2
 
 
-@pytest.fixture(scope="module")
-def terminated(tmp_path_factory) -> dict:
-    return sigterm_during_save(tmp_path_factory.mktemp("term"))
-
-
-def test_sigterm_during_a_save_lets_it_finish_then_exits_143(terminated):
-    handled, default = terminated["term-handled"], terminated["term-default"]
+def test_sigterm_during_a_save_lets_it_finish_then_exits_143(faulted):
+    handled = faulted["SIGTERM mid-write, PreemptionHandler"]
+    default = faulted["SIGTERM mid-write, default action"]
     assert handled["exit"] == EXIT_PREEMPTED == 143
     assert default["exit"] == -signal.SIGTERM  # the shell reports 128 + 15 = 143
     for result in (handled, default):
         assert result["loaded_step"] == 3 and result["loaded_intact"]  # the save completed
+        assert not [n for n in result["files_before"] if n.startswith(".ckpt")]
 
 
 @pytest.mark.parametrize("keep_last", [1, 3])
