@@ -370,3 +370,32 @@ def test_a_replaced_node_joins_although_its_restart_count_differs(tmp_path):
             outputs.append((child.returncode, out.strip()))
     del store
     assert outputs == [(0, "sum 3")] * 4
+
+
+def _nccl_agreement() -> dict:
+    from chapter20.distributed import any_rank, collective_device
+
+    rank, _ = group_rank_and_size()
+    return {"device": collective_device().type, "only_rank_one": any_rank(rank == 1)}
+
+
+@pytest.mark.multigpu
+def test_any_rank_agrees_under_nccl_alone():
+    """Under a group with nccl only, a CPU flag fails on the first all-reduce; any_rank puts it
+    on this rank's GPU."""
+    results = run_local_group(_nccl_agreement, 2, backend="nccl")
+    assert results == [{"device": "cuda", "only_rank_one": True}] * 2
+
+
+@pytest.mark.multigpu
+def test_default_cuda_group_reduces_cpu_and_cuda_tensors():
+    results = run_local_group(_agreement, 2)  # "cpu:gloo,cuda:nccl", one GPU per rank
+    assert [r["only_rank_one"] for r in results] == [True, True]
+
+
+@pytest.mark.cuda
+def test_more_local_ranks_than_gpus_is_a_clear_error():
+    from chapter20.distributed import _device_for
+
+    with pytest.raises(RuntimeError, match="two processes would share a GPU"):
+        _device_for(torch.cuda.device_count())

@@ -509,3 +509,24 @@ def test_world_of_one_is_nn_embedding_for_any_shape():
         assert torch.equal(table(ids), plain(ids))
         assert table(ids).shape == ids.shape + (4,)
     assert torch.equal(table(torch.tensor([1, 2], dtype=torch.int32)), plain(torch.tensor([1, 2])))
+
+
+@pytest.mark.cuda
+def test_sharded_state_on_cuda_round_trips_through_dcp(tmp_path):
+    torch.manual_seed(0)
+    model = nn.ModuleDict(
+        {"table": ShardedEmbedding(V_INIT, D_INIT, device="cuda"), "head": nn.Linear(3, 1)}
+    ).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model["head"](model["table"](torch.arange(5, device="cuda"))).sum().backward()
+    optimizer.step()
+    save_sharded_state(tmp_path, model, optimizer)
+    fresh = nn.ModuleDict(
+        {"table": ShardedEmbedding(V_INIT, D_INIT, device="cuda", seed=4), "head": nn.Linear(3, 1)}
+    ).cuda()
+    fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    load_sharded_state(tmp_path, fresh, fresh_optimizer)
+    assert torch.equal(fresh["table"].weight, model["table"].weight)
+    assert fresh["table"].weight.device.type == "cuda"
+    state = fresh_optimizer.state[fresh["table"].weight]
+    assert torch.equal(state["exp_avg"], optimizer.state[model["table"].weight]["exp_avg"])
