@@ -389,10 +389,7 @@ def configuration(
 
 
 def _positive(name: str, value: object) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
+    return check_positive(name, value)
 
 
 def cheapest_config(

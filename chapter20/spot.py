@@ -47,7 +47,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_positive
 from chapter20.distributed import any_rank, group_rank_and_size
 from chapter20.paths import check_weights_only
 from chapter20.sharded_checkpoint import (
@@ -86,17 +86,11 @@ __all__ = [
 
 
 def _positive(name: str, value: float) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0 seconds, got {value}")
-    return value
+    return check_positive(name, value)
 
 
 def _non_negative(name: str, value: float) -> float:
-    value = check_real(name, value, finite=True)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0 seconds, got {value}")
-    return value
+    return check_positive(name, value, zero=True)
 
 
 def _model_arguments(work, interval, checkpoint, mtbf, restart) -> tuple[float, ...]:
