@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import chapter20
+from chapter20 import claims, contrastive, cost, memory, models
 
 AWKWARD = {
     "zero": 0,
@@ -125,7 +126,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "claims.check": lambda: {"claim_id": "C20", "measured": 60.0},
     "claims.audit_text": lambda: {
-        "frame": __import__("chapter20.claims").claims.audit(),
+        "frame": claims.audit(),
         "width": 70,
     },
     "contrastive.info_nce": lambda: {
@@ -142,7 +143,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "model": _bag(),
         "inputs": (_ids(), _ids()),
         "chunk_size": 1,
-        "loss_fn": lambda a, b: __import__("chapter20.contrastive").contrastive.info_nce(a, b),
+        "loss_fn": lambda a, b: contrastive.info_nce(a, b),
     },
     "contrastive.cached_contrastive_step": lambda: (
         lambda m: {
@@ -219,7 +220,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "cost.mixed_precision_saving": lambda: {"speedup": 1.5},
     "cost.overhead_vs_interval": lambda: {
         "train_seconds": 3600.0,
-        "preemption": __import__("chapter20.cost").cost.Preemption(2, 30, 300),
+        "preemption": cost.Preemption(2, 30, 300),
         "intervals": (60.0, 600.0),
         "n_instances": 1,
     },
@@ -280,7 +281,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "optimizer": "adamw",
     },
     "memory.plan": lambda: {
-        "model": __import__("chapter20.memory").memory.EncoderShape(1000),
+        "model": memory.EncoderShape(1000),
         "batch": 8,
         "seq_len": 16,
         "checkpointing": "every_k",
@@ -321,7 +322,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "momentum": 0.9,
     },
     "optimizers.sparse_optimizers": lambda: {
-        "model": __import__("chapter20.models").models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
+        "model": models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
         "lr": 0.1,
         "weight_decay": 0.0,
     },
@@ -596,8 +597,6 @@ WRAP = {
     "plotting.new_figure.figsize": lambda value: (value, 3.0),
     "plotting.stacked_memory_bars.breakdowns": lambda value: [{"weights": value}],
 }
-
-_tmp_root = None
 
 
 def _tmp() -> str:
