@@ -31,7 +31,7 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_optional_positive, check_positive, check_real
 from chapter20.distributed import ring_allreduce_seconds
 from chapter20.paths import data_file
 from chapter20.plotting import new_figure, new_panels
@@ -389,10 +389,7 @@ def configuration(
 
 
 def _positive(name: str, value: object) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
+    return check_positive(name, value)
 
 
 def cheapest_config(
@@ -488,6 +485,11 @@ class Workload:
     seq_len: int
     pairs_per_gpu: int
     precision: str = "bf16"
+
+    def __post_init__(self):
+        _positive("pairs", self.pairs)
+        for name in ("vocab", "d_model", "n_heads", "n_layers", "seq_len", "pairs_per_gpu"):
+            check_int(name, getattr(self, name), 1)
 
     @property
     def parameters(self) -> int:
@@ -688,6 +690,8 @@ def data_parallel_efficiency(
     overlap = check_real("overlap", overlap, finite=True)
     if not 0 <= overlap <= 1:
         raise ValueError(f"overlap must be in [0, 1], got {overlap}")
+    gpu_link_latency_s = check_positive("gpu_link_latency_s", gpu_link_latency_s, zero=True)
+    network_latency_s = check_positive("network_latency_s", network_latency_s, zero=True)
     in_node = config.gpus_per_instance
     comm = 0.0
     if in_node > 1:
@@ -765,6 +769,7 @@ def cost_to_train(
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, got {type(config).__name__}")
     seconds = _positive("train_seconds", train_seconds)
+    interval_seconds = check_optional_positive("interval_seconds", interval_seconds)
     if not config.spot:
         hours = seconds / 3600
         price = config.on_demand_per_hour
@@ -795,15 +800,16 @@ def overhead_vs_interval(
     minimum."""
     train_seconds = _positive("train_seconds", train_seconds)
     mtbf = preemption.job_mtbf_seconds(n_instances)
-    records = [
-        {
-            "interval_seconds": float(tau),
-            "overhead": preemption_overhead(
+    records = []
+    for tau in intervals:
+        tau = _positive("intervals", tau)
+        try:
+            overhead = preemption_overhead(
                 train_seconds, tau, preemption.checkpoint_seconds, mtbf, preemption.restart_seconds
-            ),
-        }
-        for tau in intervals
-    ]
+            )
+        except ValueError as exc:
+            raise ValueError(f"intervals: {tau:g} s: {exc}") from None
+        records.append({"interval_seconds": tau, "overhead": overhead})
     return pd.DataFrame(records)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.paths import cache_dir
 
 __all__ = [
@@ -109,8 +109,8 @@ def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     for entry in shape:
         if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
             raise TypeError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
-        if entry < 0:
-            raise ValueError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
+        if not 0 <= entry <= INT_MAX:
+            raise ValueError(f"shape entries must be ints in [0, {INT_MAX}], got {tuple(shape)!r}")
     return tuple(int(entry) for entry in shape)
 
 
@@ -413,13 +413,18 @@ def encode_texts(
 def shuffled_batches(size: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Index batches of ``batch`` rows out of ``size``, epoch after epoch without end, each epoch
     a fresh permutation from ``generator`` (§20.2). The last incomplete batch of an epoch is
-    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss."""
+    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss. The
+    arguments are checked when it is called, not at the first batch."""
     size, batch = check_int("size", size, 1), check_int("batch", batch, 1)
     if batch > size:
         raise ValueError(f"batch must be <= size ({size}), got {batch}")
-    while True:
-        order = torch.randperm(size, generator=generator)
-        yield from order[: size - size % batch].split(batch)
+
+    def batches() -> Iterator[torch.Tensor]:
+        while True:
+            order = torch.randperm(size, generator=generator)
+            yield from order[: size - size % batch].split(batch)
+
+    return batches()
 
 
 # --- splits ---------------------------------------------------------------------------------

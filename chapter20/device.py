@@ -225,5 +225,7 @@ def size_scale() -> float:
 
 
 def scaled(size: int, minimum: int = 1) -> int:
-    """``size`` multiplied by ``size_scale()``, rounded, and at least ``minimum``."""
+    """``size`` (>= 1) multiplied by ``size_scale()``, rounded, and at least ``minimum``
+    (>= 1)."""
+    size, minimum = check_int("size", size, 1), check_int("minimum", minimum, 1)
     return max(minimum, round(size * size_scale()))

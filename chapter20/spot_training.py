@@ -32,7 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+    check_real,
+)
 from chapter20.data import pair_data
 from chapter20.device import set_seed
 from chapter20.distributed import group_rank_and_size
@@ -89,7 +95,12 @@ class SpotConfig:
     def __post_init__(self):
         for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
             check_int(name, getattr(self, name), 1)
-        check_int("chaos_kills", self.chaos_kills, 0)
+        for name in ("chaos_kills", "seed", "chaos_seed"):
+            check_int(name, getattr(self, name), 0)
+        check_positive("lr", self.lr)
+        check_optional_int("checkpoint_every", self.checkpoint_every, 1)
+        check_optional_int("stop_after", self.stop_after, 1)
+        check_optional_positive("checkpoint_seconds", self.checkpoint_seconds)
         if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
         if check_real("step_delay", self.step_delay, finite=True) < 0:
@@ -245,6 +256,7 @@ def launch_spot_demo(
     failure, which is what the demo's SIGKILLs are. Returns the finished process."""
     nproc = check_int("nproc", nproc, 1)
     max_restarts = check_int("max_restarts", max_restarts, 0)
+    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
     command = [
         sys.executable,
         "-m",

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.data import lee_background, wiki_sentences, word_similarity_path
 from chapter20.device import get_device, synchronize
 from chapter20.vocab import Vocabulary, build_vocab
@@ -151,9 +151,8 @@ def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
     ``min(1, (sqrt(c / t) + 1) * t / c)``: words rarer than ``t`` are always kept, very frequent
     words ("the", "of") mostly dropped. ``sample = 0`` keeps everything.
     """
-    sample = check_real("sample", sample, finite=True)
-    if sample < 0:
-        raise ValueError(f"sample must be >= 0, got {sample}")
+    # A threshold share of the corpus: 1 already keeps every word; more is no subsampling.
+    sample = check_real("sample", sample, minimum=0, maximum=1)
     counts = np.asarray(counts, dtype=np.float64)
     if sample == 0:
         return np.ones_like(counts)
@@ -226,6 +225,7 @@ def skipgram_windows(
     ``pad`` in unused slots. For the same generator state the windows hold exactly the pairs
     :func:`skipgram_pairs` returns (tested); ``pairs`` counts them.
     """
+    pad = check_int("pad", pad, 0)
     ids, valid, offsets = _draw_windows(corpus, window, keep, generator)
     rows = valid.any(1).nonzero().squeeze(1)
     valid = valid.index_select(0, rows)
@@ -236,7 +236,11 @@ def skipgram_windows(
 
 def noise_distribution(counts: np.ndarray, power: float = 0.75) -> np.ndarray:
     """Negative-sampling noise: ``counts ** power``, normalised (note, topic 1; word2vec's 0.75)."""
-    weights = np.asarray(counts, dtype=np.float64) ** check_real("power", power, finite=True)
+    power = check_real("power", power, finite=True, minimum=0)
+    with np.errstate(over="ignore"):
+        weights = np.asarray(counts, dtype=np.float64) ** power
+    if not np.all(np.isfinite(weights)):
+        raise ValueError(f"power={power:g} overflows counts ** power; word2vec uses 0.75")
     return weights / weights.sum()
 
 
@@ -314,6 +318,18 @@ class HuffmanTree:
         return float((w * self.lengths).sum() / w.sum())
 
 
+def _check_counts(counts: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Word counts: a non-empty 1-D array of finite numbers > 0 (at most what an int64 holds)."""
+    array = np.asarray(counts)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"counts must be numbers (word counts), got dtype {array.dtype}")
+    if array.ndim != 1 or len(array) == 0:
+        raise ValueError("counts must be a non-empty 1-D sequence of word counts")
+    if not np.all(np.isfinite(array)) or np.any(array <= 0) or np.any(array > INT_MAX):
+        raise ValueError(f"counts must all be finite, > 0 and <= {INT_MAX}")
+    return array
+
+
 def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     """The Huffman tree of word ``counts`` (note, topic 1); see :class:`HuffmanTree`.
 
@@ -325,11 +341,7 @@ def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     a more frequent word never has a longer code than a rarer one, and the count-weighted mean
     code length is within 1 bit of the entropy. One word gets an empty code.
     """
-    counts = np.asarray(counts)
-    if counts.ndim != 1 or len(counts) == 0:
-        raise ValueError("counts must be a non-empty 1-D sequence of word counts")
-    if np.any(counts <= 0):
-        raise ValueError("counts must all be > 0")
+    counts = _check_counts(counts)
     n = len(counts)
     parent = np.full(2 * n - 1, -1, dtype=np.int64)
     bit = np.zeros(2 * n - 1, dtype=np.int8)
@@ -617,6 +629,9 @@ class Workspace:
     """
 
     def __init__(self, output_rows: int, input_rows: int, dim: int, device: torch.device):
+        output_rows = check_int("output_rows", output_rows, 0)
+        input_rows = check_int("input_rows", input_rows, 0)
+        dim = check_int("dim", dim, 1)
         self.output_sums = torch.zeros(output_rows, device=device)
         self.input_sums = torch.zeros(input_rows, device=device)
         self.dim, self.device = dim, device
@@ -678,9 +693,7 @@ class SkipGram:
         self.objective = _check_objective(objective)
         self.dim = check_int("dim", dim, 1)
         self.negative = check_int("negative", negative, 1)
-        counts = np.asarray(counts)
-        if counts.ndim != 1 or len(counts) == 0 or np.any(counts <= 0):
-            raise ValueError("counts must be a non-empty 1-D array of positive word counts")
+        counts = _check_counts(counts)
         self.device = torch.device(device)
         n = len(counts)
         rng = np.random.default_rng(check_int("seed", seed, 0))
