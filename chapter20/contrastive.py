@@ -322,6 +322,7 @@ def recall_at_k(
             "anchors and positives must hold the same number (>= 1) of rows, got "
             f"{anchors.shape[0]} and {positives.shape[0]}"
         )
+    ks = tuple(check_int("ks", k, 1) for k in ks)
     model.eval()
     q = F.normalize(model(anchors).float(), dim=-1)
     k = F.normalize(model(positives).float(), dim=-1)

@@ -478,9 +478,13 @@ def pair_data(
 ) -> PairData:
     """Next-sentence pairs of the Wikipedia sample (§20.1, §20.2), ids from a vocabulary of the
     training side: the data of every contrastive experiment, the demos and the tests."""
+    vocab_size = check_int("vocab_size", vocab_size, 3)
+    max_len = check_int("max_len", max_len, 1)
+    test_pairs = check_int("test_pairs", test_pairs, 1)
+    seed = check_int("seed", seed, 0)
     train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
     train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
-    test = test[: check_int("test_pairs", test_pairs, 1)]
+    test = test[:test_pairs]
     vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
 
     def encode(pairs: list, side: int) -> torch.Tensor:

@@ -541,13 +541,15 @@ class ShardedBagEncoder(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
+        vocab_size = check_int("vocab_size", vocab_size, 1)
         self.table = ShardedEmbedding(
             vocab_size, embedding_dim, inputs=inputs, partition=partition, group=group, seed=seed
         )
         if not 0 <= check_int("padding_idx", padding_idx, 0) < vocab_size:
             raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        output_dim = embedding_dim if output_dim is None else check_int("output_dim", output_dim, 1)
         self.vocab_size, self.padding_idx = vocab_size, padding_idx
-        self.projection = nn.Linear(embedding_dim, output_dim or embedding_dim)
+        self.projection = nn.Linear(embedding_dim, output_dim)
 
     @classmethod
     def from_bag_encoder(cls, encoder: nn.Module, **kwargs) -> ShardedBagEncoder:

@@ -47,7 +47,7 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from chapter20.accumulation import num_examples, split_batch
 from chapter20.checkpointing import POLICIES, apply_checkpointing
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_optional_positive, check_positive
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
 from chapter20.data import shuffled_batches
 from chapter20.distributed import group_rank_and_size, warmup_schedule
@@ -111,12 +111,9 @@ class TrainConfig:
             raise ValueError(
                 f"optimizer must be one of {', '.join(OPTIMIZER_KINDS)}, got {self.optimizer!r}"
             )
-        _check_positive("lr", self.lr)
-        if (
-            self.weight_decay is not None
-            and check_real("weight_decay", self.weight_decay, finite=True) < 0
-        ):
-            raise ValueError(f"weight_decay must be None or >= 0, got {self.weight_decay}")
+        check_positive("lr", self.lr)
+        if self.weight_decay is not None:
+            check_positive("weight_decay", self.weight_decay, zero=True)
         check_int("warmup_steps", self.warmup_steps, 0)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
@@ -124,8 +121,7 @@ class TrainConfig:
             check_int("total_steps", self.total_steps, 1)
         if self.schedule == "cosine" and self.total_steps is None:
             raise ValueError("schedule 'cosine' needs total_steps (the step where the rate is 0)")
-        if self.clip_norm is not None:
-            _check_positive("clip_norm", self.clip_norm)
+        check_optional_positive("clip_norm", self.clip_norm)
         for name in (
             "state_32bit_tables",
             "learn_temperature",
@@ -139,7 +135,7 @@ class TrainConfig:
                 f"precision must be 'auto' or one of {', '.join(PRECISIONS)}, "
                 f"got {self.precision!r}"
             )
-        _check_positive("init_scale", self.init_scale)
+        check_positive("init_scale", self.init_scale)
         check_int("micro_batches", self.micro_batches, 1)
         if self.chunk_size is not None:
             check_int("chunk_size", self.chunk_size, 1)
@@ -148,7 +144,7 @@ class TrainConfig:
                     "give micro_batches (accumulation, per-example losses) or chunk_size "
                     "(gradient caching, the contrastive loss), not both"
                 )
-        _check_positive("temperature", self.temperature)
+        check_positive("temperature", self.temperature)
         if self.checkpointing not in POLICIES:
             raise ValueError(
                 f"checkpointing must be one of {', '.join(POLICIES)}, got {self.checkpointing!r}"
@@ -157,13 +153,6 @@ class TrainConfig:
             raise ValueError("checkpointing_k is needed by, and only by, checkpointing='every_k'")
         if self.checkpointing_k is not None:
             check_int("checkpointing_k", self.checkpointing_k, 1)
-
-
-def _check_positive(name: str, value: Any) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -194,6 +183,7 @@ class TrainedModule(nn.Module):
         self.encoder = encoder
         self.log_temperature = None
         if learned_temperature is not None:
+            learned_temperature = check_positive("learned_temperature", learned_temperature)
             start = torch.tensor(math.log(learned_temperature), device=_device_of(encoder))
             self.log_temperature = nn.Parameter(start)
 
@@ -602,6 +592,7 @@ def train_on_pairs(
     drawn by a seeded epoch sampler (``chapter20.data.shuffled_batches``); ``transform`` is
     applied to each batch of anchors (e.g. token dropout). Returns every step's result."""
     steps = check_int("steps", steps, 1)
+    seed = check_int("seed", seed, 0)
     batches = shuffled_batches(len(anchors), batch, torch.Generator().manual_seed(seed))
     results = []
     for _ in range(steps):

@@ -1018,8 +1018,8 @@ def train_word2vec(
     workers = check_int("workers", workers, 1)
     alpha = check_real("alpha", alpha, finite=True)
     min_alpha = check_real("min_alpha", min_alpha, finite=True)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
+    if not 0 < alpha <= 1:  # SGD on word vectors diverges long before a rate of 1
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
     if not 0 <= min_alpha <= alpha:
         raise ValueError(f"min_alpha must be in [0, alpha={alpha}], got {min_alpha}")
     if threads is not None:
