@@ -49,9 +49,12 @@ from chapter20.accumulation import num_examples, split_batch
 from chapter20.checkpointing import POLICIES, apply_checkpointing
 from chapter20.checks import check_int, check_optional_positive, check_positive
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
+from chapter20.cost import EMBEDDING_WORKLOAD, Workload
 from chapter20.data import shuffled_batches
+from chapter20.device import get_device, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
-from chapter20.measure import peak_memory
+from chapter20.measure import peak_memory, time_fn
+from chapter20.models import TransformerEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.sharding import ShardedEmbedding, data_parallel_ignored_names
@@ -63,6 +66,7 @@ __all__ = [
     "TrainedModule",
     "Trainer",
     "step_peak_memory",
+    "measure_throughput",
     "train_on_pairs",
 ]
 
@@ -562,6 +566,41 @@ class Trainer:
 
 def _is_table(module: nn.Module) -> bool:
     return isinstance(module, (nn.Embedding, nn.EmbeddingBag, ShardedEmbedding))
+
+
+def measure_throughput(
+    workload: Workload = EMBEDDING_WORKLOAD,
+    *,
+    batch: int | None = None,
+    precision: str | None = None,
+    device: torch.device | str | None = None,
+    warmup: int = 1,
+    repeat: int = 3,
+    seed: int = 0,
+) -> float:
+    """Pairs per second of one training step of ``workload``'s encoder on ``device`` (§20.5,
+    the cost model's throughput): the composed step with both towers, InfoNCE, backward and
+    AdamW in ``precision`` (default: the workload's), timed by
+    :func:`chapter20.measure.time_fn` (median of ``repeat``). ``batch`` defaults to the
+    workload's pairs per GPU; a small batch keeps a CPU measurement short."""
+    batch = check_int("batch", workload.pairs_per_gpu if batch is None else batch, 1)
+    device = get_device() if device is None else torch.device(device)
+    set_seed(seed)
+    model = TransformerEncoder(
+        workload.vocab,
+        d_model=workload.d_model,
+        n_heads=workload.n_heads,
+        n_layers=workload.n_layers,
+        max_len=workload.seq_len,
+        dropout=0.0,
+    ).to(device)
+    config = TrainConfig(lr=1e-4, precision=precision or workload.precision)
+    trainer = Trainer(model, config)
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, workload.vocab, (2, batch, workload.seq_len), generator=generator)
+    pairs = (ids[0].to(device), ids[1].to(device))
+    timing = time_fn(lambda: trainer.step(pairs), warmup=warmup, repeat=repeat, device=device)
+    return batch / timing.median
 
 
 def step_peak_memory(trainer: Trainer, batch: Any, device: torch.device | str | None = None):

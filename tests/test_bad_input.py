@@ -586,7 +586,7 @@ ACCEPTS: dict[str, set[str]] = {
 
 # Public callables with numeric parameters that this test does not call, and why.
 OUT_OF_SCOPE = {
-    "cost.measure_throughput": "a benchmark: times real training steps of a 6-layer encoder",
+    "training.measure_throughput": "a benchmark: times real training steps of a 6-layer encoder",
     "overview.benchmark": "a benchmark entry point: prints timings of real steps",
     "cost.plot_pareto": "draws computed frames; its numbers are results, not parameters",
     "cost.plot_spot_overhead": "draws computed frames; its numbers are results, not parameters",
