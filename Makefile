@@ -1,18 +1,26 @@
 # chapter20 — every target bootstraps .venv first (once; a stamp makes later calls instant).
 #
-#   make run        set up, execute every notebook into build/ (+ HTML), print the claims audit
-#   make test       set up, unit tests, then every notebook under nbval
-#   make lab        JupyterLab on notebooks/
-#   make notebooks  re-execute the committed notebooks in place, in order
+#   make run         set up, execute every notebook into build/ (+ HTML), print the claims audit
+#   make test        set up, unit tests, then every notebook under nbval
+#   make test-slurm  install and start a one-node SLURM (Debian packages, root), run the sbatch test
+#   make lab         JupyterLab on notebooks/
+#   make notebooks   re-execute the committed notebooks in place, in order
+#   make lock        re-resolve the newest allowed versions into constraints.txt (then: make test)
+#   make gpu-check   on a CUDA machine: cuda tests, GPU benches, notebooks 03 and 09 (<= 5 min);
+#                    appends the figures to chapter20/data/gpu_measurements.csv
+#                    (GPU_CHECK_ARGS=--dry-run shows what it would run)
 #
-# TORCH_SPEC is installed before the package, so a machine can choose its torch build:
-#   make test TORCH_SPEC="torch==2.13.0"     (the CPU wheel CI uses; see README, "Hardware")
-# The default is a lower bound only; pip keeps an installed torch that satisfies it.
+# Which torch (README, "Installing"): TORCH_SPEC is installed first, from TORCH_INDEX.
+#   default          the tested version; from PyTorch's CPU wheel index on Linux without an NVIDIA
+#                    GPU, from your usual index (PyPI: the CUDA build on Linux) otherwise
+#   TORCH_SPEC=...   that requirement, from your usual index (unless TORCH_INDEX is given too)
+#   TORCH_INDEX=URL  that index for torch (TORCH_INDEX= : your usual index)
+# Everything else is installed with the exact versions of CONSTRAINTS (CONSTRAINTS= : none, only
+# pyproject.toml's lower bounds).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
-TORCH_SPEC ?= torch>=2.4
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.chapter20-installed
@@ -21,61 +29,105 @@ BUILD := build
 NB_TIMEOUT ?= 1800
 # Kernels draw figures inline; an MPLBACKEND from the caller's shell would hide them.
 NB_ENV := env -u MPLBACKEND
-PIP_QUIET := --quiet --disable-pip-version-check
 
-.PHONY: run test test-unit test-notebooks lab notebooks env lint clean venv
+# ---- tested versions and the torch build ---------------------------------------------------------
+TORCH_VERSION := 2.13.0
+CONSTRAINTS ?= constraints.txt
+CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
+ifeq ($(origin TORCH_INDEX),undefined)
+  ifneq ($(origin TORCH_SPEC),undefined)
+    TORCH_INDEX :=
+  else ifeq ($(shell uname -s),Linux)
+    TORCH_INDEX := $(if $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU),,$(CPU_TORCH_INDEX))
+  else
+    TORCH_INDEX :=
+  endif
+endif
+TORCH_SPEC ?= torch==$(TORCH_VERSION)
+TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
+PIP_CONSTRAINTS := $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS),)
+# pip's own chatter goes to a log that is shown only when an install fails.
+PIP_LOG := $(VENV)/pip-install.log
+PIP := quiet_pip() { $(BIN)/python -m pip install --disable-pip-version-check "$$@" >>$(PIP_LOG) 2>&1 \
+	|| { tail -n 40 $(PIP_LOG); echo "pip install failed; whole log: $(PIP_LOG)"; exit 1; }; }; quiet_pip
+
+.PHONY: run test test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
-	@echo "== setting up $(VENV) (torch: $(TORCH_SPEC))"
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
+	@echo "== setting up $(VENV): $(TORCH_SPEC) from $(or $(TORCH_INDEX),your package index)," \
+		"other packages $(if $(CONSTRAINTS),pinned by $(CONSTRAINTS),at their newest allowed versions)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(PIP_QUIET) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install $(PIP_QUIET) -e ".[dev]"
+	@: > $(PIP_LOG)
+	@$(PIP) $(TORCH_FROM) "$(TORCH_SPEC)"
+	@$(PIP) $(PIP_CONSTRAINTS) -e ".[dev]"
+	@$(BIN)/python -m pip check >>$(PIP_LOG) 2>&1 || { $(BIN)/python -m pip check; exit 1; }
 	@touch $(STAMP)
 
 run: $(STAMP)
 	@rm -rf $(BUILD)/claims $(BUILD)/notebooks
-	@mkdir -p $(BUILD)/notebooks
-	@for nb in $(NOTEBOOKS); do \
-		echo "== executing $$nb"; start=$$SECONDS; \
-		$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/jupyter nbconvert --to notebook --execute \
-			--ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
-			--output-dir $(BUILD)/notebooks "$$nb" --log-level WARN; \
-		$(BIN)/jupyter nbconvert --to html --output-dir $(BUILD)/notebooks \
-			"$(BUILD)/notebooks/$$(basename $$nb)" --log-level WARN; \
-		echo "   done in $$((SECONDS - start)) s"; \
-	done
-	@echo "== executed notebooks and HTML: $(BUILD)/notebooks/"
-	@CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/python -m chapter20 audit
+	@$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/python -m chapter20.scripts.run_notebooks \
+		--output-dir $(BUILD)/notebooks --html --timeout $(NB_TIMEOUT) $(NOTEBOOKS)
+	@echo
+	@CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/claims $(BIN)/chapter20 audit
 
 test: test-unit test-notebooks
 
+# Runs a command, then says how long it took and the load average (other work on the machine
+# slows every phase); keeps the command's exit status.
+TIMED := timed() { local name=$$1 start=$$SECONDS status=0; shift; "$$@" || status=$$?; \
+	echo "== $$name took $$((SECONDS - start)) s (load average: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
+	return $$status; }; timed
+
 test-unit: $(STAMP)
 	@echo "== unit tests"
-	CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest tests -q
+	@$(TIMED) "unit tests" env CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
+		$(BIN)/python -m pytest tests -q -m "not slurm" --durations=15
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"
-	$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest --nbval \
-		--nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) -q notebooks/
+	@$(TIMED) "notebooks under nbval" $(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
+		$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) \
+		-q --durations=10 notebooks/
+
+# Needs root (apt-get) and Debian's slurm-wlm + munge; see README, "SLURM".
+test-slurm: $(STAMP)
+	@bash chapter20/scripts/slurm_local.sh start
+	CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims $(BIN)/python -m pytest tests -q -m slurm -rs
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 notebooks: $(STAMP)
-	@for nb in $(NOTEBOOKS); do \
-		echo "== re-executing $$nb in place"; \
-		$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-			--ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
-			"$$nb" --log-level WARN; \
-	done
+	@$(NB_ENV) $(BIN)/python -m chapter20.scripts.run_notebooks --inplace --timeout $(NB_TIMEOUT) \
+		$(NOTEBOOKS)
+
+gpu-check: $(STAMP)
+	$(NB_ENV) $(BIN)/python chapter20/scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 env: $(STAMP)
-	$(BIN)/python -m chapter20 env
+	$(BIN)/chapter20 env
 
 lint: $(STAMP)
 	$(BIN)/ruff check chapter20 tests
+
+# A fresh environment from pyproject.toml's lower bounds alone (the torch of TORCH_SPEC as
+# above), frozen into $(CONSTRAINTS). torch and its CUDA libraries stay out: their build differs
+# per machine (TORCH_VERSION above is the tested torch).
+LOCK_VENV := $(BUILD)/lock-venv
+lock:
+	@rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	@echo "== resolving into $(LOCK_VENV) (log: $(LOCK_VENV)/pip-install.log)"
+	@$(MAKE) --no-print-directory VENV=$(LOCK_VENV) PIP_LOG=$(LOCK_VENV)/pip-install.log \
+		CONSTRAINTS= $(LOCK_VENV)/.chapter20-installed
+	@{ echo "# Exact versions the tests pass with (make lock; python $$($(LOCK_VENV)/bin/python -c \
+		'import platform; print(platform.python_version())'), torch==$(TORCH_VERSION))."; \
+	   echo "# The Makefile installs with them; pyproject.toml keeps lower bounds."; \
+	   $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable --disable-pip-version-check \
+		| grep -v -i -E '^(chapter20|torch|triton|nvidia-[a-z0-9-]+)( @|==)'; } > $(CONSTRAINTS)
+	@rm -rf $(LOCK_VENV)
+	@echo "== wrote $(CONSTRAINTS); run make test before committing it"
 
 clean:
 	rm -rf $(BUILD)

@@ -1,16 +1,29 @@
-"""Command line: ``python -m chapter20 env | audit | bench NAME``.
+"""Command line: ``chapter20 env | audit | bench NAME`` (also ``python -m chapter20 ...``).
 
 - ``env``    each dependency as [OK] / [FAIL] with its version, and the device chosen.
 - ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
 - ``bench``  a named benchmark (``bench`` alone lists them); each prints ratios measured in one run.
+  Its sizes are options (``chapter20 bench NAME --help`` lists them); a size left out is its
+  default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1. ``--record`` appends its figures
+  to ``chapter20/data/gpu_measurements.csv`` (``chapter20.gpu_log``): the rows the benchmark
+  returns, if any, and its wall time (``make gpu-check`` uses it).
+
+A new command is one entry of :data:`COMMANDS`: its help line, a function that adds its
+arguments to its sub-parser, and a function that runs it and returns the exit status.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
+import os
 import platform
 import sys
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 
 #: Benchmark name → (module, function, what it measures). Section modules own their benchmark;
 #: the import is lazy so that one benchmark's dependencies never slow another.
@@ -53,7 +66,22 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "word2vec": (
         "chapter20.word2vec_lab",
         "benchmark",
-        "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
+        "skip-gram negative sampling and hierarchical softmax vs gensim: words/s, Spearman rho",
+    ),
+    "word2vec-gpu": (
+        "chapter20.word2vec_lab",
+        "gpu_benchmark",
+        "skip-gram on CUDA vs gensim on every CPU core of the host: words/s, Spearman rho",
+    ),
+    "training": (
+        "chapter20.training_lab",
+        "benchmark",
+        "the composed step (bf16, gradient caching, checkpointing, 8-bit) vs the plain step",
+    ),
+    "recipe": (
+        "chapter20.capstone_lab",
+        "benchmark",
+        "the capstone encoder's recipe study: Lee Pearson with each choice undone in turn",
     ),
     "vocab": (
         "chapter20.vocab_lab",
@@ -109,37 +137,210 @@ def cmd_audit(width: int) -> int:
     return 0
 
 
-def cmd_bench(name: str | None) -> int:
+def _parse_tuple(item_type: type) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(item_type(part.replace("_", "")) for part in text.split(",") if part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {item_type.__name__} values, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def _option_type(annotation: object) -> Callable[[str], object]:
+    """The argparse type for a benchmark parameter's annotation (int, float, str, tuple[T, ...])."""
+    if typing.get_origin(annotation) is tuple:
+        return _parse_tuple(typing.get_args(annotation)[0])
+    if annotation in (int, float):
+
+        def number(text: str) -> int | float:
+            return annotation(text.replace("_", ""))
+
+        number.__name__ = annotation.__name__  # argparse: "invalid int value: '1.5'"
+        return number
+    if annotation is str:
+        return str
+    raise TypeError(f"benchmark parameters must be int, float, str or tuple, got {annotation!r}")
+
+
+def _positive_scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"--scale must be a positive number, got {text!r}")
+    return value
+
+
+#: Integer parameters of a benchmark that count repetitions, not problem size: never scaled.
+NOT_SIZES = frozenset({"repeats", "repeat", "warmup", "seed", "seeds"})
+
+
+def _is_size(param: inspect.Parameter) -> bool:
+    if param.name in NOT_SIZES:
+        return False
+    args = typing.get_args(param.annotation)
+    return param.annotation is int or (typing.get_origin(param.annotation) is tuple and int in args)
+
+
+def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., object]]:
+    """The parser of ``bench NAME``: one option per parameter of the benchmark function
+    (``vocab_sizes`` -> ``--vocab-sizes 20000,100000``), and ``--scale`` when it has sizes.
+
+    A size option left out takes its default times the scale: ``--scale``, else
+    ``$CHAPTER20_SCALE`` (``chapter20.device.size_scale``), else 1.
+    """
+    module, function, what = BENCHMARKS[name]
+    fn = getattr(importlib.import_module(module), function)
+    parser = argparse.ArgumentParser(prog=f"chapter20 bench {name}", description=what)
+    params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    if any(map(_is_size, params)):
+        parser.add_argument(
+            "--scale",
+            type=_positive_scale,
+            default=None,
+            help="multiply the default sizes (default: $CHAPTER20_SCALE, else 1)",
+        )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="append the figures to chapter20/data/gpu_measurements.csv (make gpu-check)",
+    )
+    for param in params:
+        default = param.default
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        parser.add_argument(
+            "--" + param.name.replace("_", "-"),
+            dest=param.name,
+            type=_option_type(param.annotation),
+            default=None,
+            metavar=param.name.upper(),
+            help=f"default: {shown}" + (" x scale" if _is_size(param) else ""),
+        )
+    return parser, fn
+
+
+def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., object], dict, bool]:
+    """The benchmark function of ``bench NAME``, its keyword arguments from ``options``, and
+    whether ``--record`` was given."""
+    from chapter20.device import SCALE_ENV_VAR, scaled
+
+    parser, fn = benchmark_parser(name)
+    kwargs = vars(parser.parse_args(options))
+    record = kwargs.pop("record")
+    scale = kwargs.pop("scale", None)
+    if scale is not None:  # the library's own scaled sizes follow the same factor
+        os.environ[SCALE_ENV_VAR] = repr(scale)
+    for param in inspect.signature(fn, eval_str=True).parameters.values():
+        if kwargs[param.name] is not None:
+            continue
+        default = param.default
+        if _is_size(param):
+            default = (
+                tuple(scaled(v) for v in default) if isinstance(default, tuple) else scaled(default)
+            )
+        kwargs[param.name] = default
+    return fn, kwargs, record
+
+
+def _record(name: str, figures: list[dict] | None, seconds: float) -> None:
+    """Append a benchmark's figures and wall time to the GPU measurements file."""
+    from chapter20.gpu_log import append_gpu_measurements, gpu_measurements_path
+
+    command = f"chapter20 bench {name}"
+    rows = [{"command": command, **row} for row in (figures or [])]
+    rows.append(
+        {"command": command, "quantity": "wall time", "value": round(seconds, 1), "unit": "s",
+         "notes": "the whole benchmark"}
+    )  # fmt: skip
+    written = append_gpu_measurements(rows)
+    print(f"recorded {written} row(s) in {gpu_measurements_path().name}")
+
+
+def cmd_bench(name: str | None, options: list[str]) -> int:
     if name is None or name not in BENCHMARKS:
         if name is not None:
             print(f"unknown benchmark {name!r}", file=sys.stderr)
         print("benchmarks:")
         for key, (_, _, what) in BENCHMARKS.items():
             print(f"  {key:<14} {what}")
+        print("chapter20 bench NAME --help shows a benchmark's size options.")
         return 0 if name is None else 2
-    module, function, _ = BENCHMARKS[name]
-    getattr(importlib.import_module(module), function)()
+    fn, kwargs, record = benchmark_arguments(name, options)
+    start = time.perf_counter()
+    figures = fn(**kwargs)
+    if record:
+        _record(name, figures, time.perf_counter() - start)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m chapter20", description=__doc__.splitlines()[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("env", help="check dependencies and show the device")
-    audit_parser = sub.add_parser("audit", help="print the claims audit table")
-    audit_parser.add_argument(
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command without options."""
+
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--width", type=_width, default=60, help="max characters of claim text (>= 20)"
     )
-    bench_parser = sub.add_parser("bench", help="run a named benchmark (no name: list them)")
-    bench_parser.add_argument("name", nargs="?", help="benchmark name")
-    args = parser.parse_args(argv)
-    if args.command == "env":
-        return cmd_env()
-    if args.command == "audit":
-        return cmd_audit(args.width)
-    return cmd_bench(args.name)
+
+
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", help="benchmark name (none: list them)")
+    parser.add_argument(
+        "options",
+        nargs=argparse.REMAINDER,
+        help="--scale X and the benchmark's own size options (see: bench NAME --help)",
+    )
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command of ``chapter20``: its help line, its arguments, and what it runs."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+#: The sub-commands, in the order ``--help`` lists them. Add a command by adding an entry.
+COMMANDS: dict[str, Command] = {
+    "env": Command(
+        "check the dependencies and show the device", _no_arguments, lambda args: cmd_env()
+    ),
+    "audit": Command(
+        "print the claims audit (latest measured verdict per claim)",
+        _audit_arguments,
+        lambda args: cmd_audit(args.width),
+    ),
+    "bench": Command(
+        "run a named benchmark (no name: list them)",
+        _bench_arguments,
+        lambda args: cmd_bench(args.name, args.options),
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``chapter20`` parser, one sub-parser per entry of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="chapter20",
+        description="The runnable companion to 'Scaling Embedding Training' "
+        "(also: python -m chapter20).",
+        epilog="chapter20 COMMAND --help shows a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``chapter20`` with ``argv`` (default: the process's arguments); the exit status."""
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command].run(args)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """§20.2.1 Gradient accumulation: several micro-batches, one optimizer step.
 
 The chapter's trainer (listing L4) divides each micro-batch's mean loss by the number of
-micro-batches. That is the full-batch gradient only when every micro-batch has the same size;
-:func:`accumulate_step` weights each example by 1 / (examples in the whole step), counted over
-all ranks under DDP, so any split — uneven micro-batches, a short last batch, ranks with
-different counts — gives the full-batch gradient. Under DDP the gradient all-reduce runs once,
-on the last micro-batch (``no_sync`` on the others), and clipping comes after accumulation.
+micro-batches. That is the full-batch gradient only when every micro-batch has the same size.
+Exact accumulation weights each example by 1 / (examples in the whole step), counted over all
+ranks under DDP, so any split — uneven micro-batches, a short last batch, ranks with different
+counts — gives the full-batch gradient; under DDP the gradient all-reduce runs once, on the
+last micro-batch (``no_sync`` on the others), and clipping comes after accumulation. That step
+is ``chapter20.training.Trainer`` with ``TrainConfig(micro_batches=k)`` and a per-example loss;
+this module holds the pieces it is made of: :func:`split_batch`, :func:`num_examples` and the
+weights of the two rules, :func:`example_weights`.
 
 What accumulation does not do is add negatives to a contrastive loss: a per-example InfoNCE
 loss computed inside each micro-batch only sees that micro-batch's keys. For that, see
@@ -14,33 +17,19 @@ loss computed inside each micro-batch only sees that micro-batch's keys. For tha
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
-from torch import nn
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
-from chapter20.distributed import group_rank_and_size
+from chapter20.checks import check_int
 
-__all__ = ["AccumulationResult", "num_examples", "accumulate_step"]
+__all__ = ["RULES", "num_examples", "split_batch", "example_weights"]
 
-_NORMALIZATIONS = ("examples", "micro_batches")
-
-
-@dataclass(frozen=True)
-class AccumulationResult:
-    """What one accumulated step did: ``loss`` is the mean per-example loss on this rank,
-    ``examples`` the examples this rank saw, ``grad_norm`` the total gradient norm before
-    clipping (None unless ``clip_norm`` was given)."""
-
-    loss: float
-    examples: int
-    micro_batches: int
-    grad_norm: float | None
+#: How a micro-batch's summed loss is weighted: by the examples of the whole step (exact), or
+#: listing L4's mean per micro-batch / number of micro-batches (exact only for equal sizes).
+RULES = ("examples", "micro_batches")
 
 
 def num_examples(batch: Any) -> int:
@@ -52,66 +41,36 @@ def num_examples(batch: Any) -> int:
     return int(tensors[0].shape[0])
 
 
-def accumulate_step(
-    model: nn.Module,
-    micro_batches: Sequence[Any],
-    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    *,
-    clip_norm: float | None = None,
-    normalize: str = "examples",
-) -> AccumulationResult:
-    """One optimizer step over ``micro_batches`` (§20.2.1).
-
-    ``loss_fn(model, batch)`` returns one loss per example (shape ``[n]``). Each micro-batch's
-    summed loss is scaled by 1 / (examples in the step), so the accumulated gradient is that of
-    the mean loss over the whole batch; under DDP (``model`` wrapped in
-    ``DistributedDataParallel``) the count is summed over ranks and multiplied by the world
-    size, since DDP averages. ``normalize="micro_batches"`` reproduces listing L4 (mean per
-    micro-batch / number of micro-batches), exact only for equal sizes — kept for comparison.
-    Gradients are cleared first and left in ``.grad`` after the step.
-    """
-    if not micro_batches:
-        raise ValueError("micro_batches must hold at least one micro-batch")
-    if normalize not in _NORMALIZATIONS:
-        raise ValueError(f"normalize must be one of {_NORMALIZATIONS}, got {normalize!r}")
-    if clip_norm is not None and not clip_norm > 0:
-        raise ValueError(f"clip_norm must be None or > 0, got {clip_norm}")
-    ddp = isinstance(model, nn.parallel.DistributedDataParallel)
-    counts = [num_examples(batch) for batch in micro_batches]
-    local = sum(counts)
-    total, world = local, 1
-    if ddp:
-        _, world = group_rank_and_size(model.process_group)
-        count = torch.tensor([local], dtype=torch.float64, device=_device_of(model))
-        dist.all_reduce(count, group=model.process_group)
-        total = int(count.item())
-    if total == 0:
-        raise ValueError("the micro-batches hold no example")
-    optimizer.zero_grad(set_to_none=True)
-    loss_sum = 0.0
-    for index, (batch, count) in enumerate(zip(micro_batches, counts)):
-        last = index == len(micro_batches) - 1
-        sync = contextlib.nullcontext() if last or not ddp else model.no_sync()
-        with sync:
-            losses = loss_fn(model, batch)
-            if losses.shape != (count,):
-                raise ValueError(
-                    f"loss_fn must return one loss per example, shape ({count},), got "
-                    f"{tuple(losses.shape)} for micro-batch {index}"
-                )
-            if normalize == "examples":
-                scale = world / total
-            else:
-                scale = 1.0 / (max(count, 1) * len(micro_batches))
-            (losses.sum() * scale).backward()
-        loss_sum += float(losses.detach().sum())
-    grad_norm = None
-    if clip_norm is not None:
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm))
-    optimizer.step()
-    return AccumulationResult(loss_sum / max(local, 1), local, len(micro_batches), grad_norm)
+def split_batch(batch: Any, micro_batches: int) -> list[Any]:
+    """``batch`` (a tensor, or a tuple / list / dict of tensors sharing their first dimension)
+    cut along that dimension into ``micro_batches`` parts of sizes differing by at most one
+    (fewer parts if the batch holds fewer examples; never an empty one)."""
+    micro_batches = check_int("micro_batches", micro_batches, 1)
+    n = num_examples(batch)
+    leaves, spec = tree_flatten(batch)
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and (leaf.dim() == 0 or leaf.shape[0] != n):
+            raise ValueError(
+                f"every tensor of a batch must have the batch size {n} as its first dimension, "
+                f"got shape {tuple(leaf.shape)}"
+            )
+    parts = max(1, min(micro_batches, n))
+    pieces = [
+        torch.tensor_split(leaf, parts) if isinstance(leaf, torch.Tensor) else [leaf] * parts
+        for leaf in leaves
+    ]
+    return [tree_unflatten([piece[i] for piece in pieces], spec) for i in range(parts)]
 
 
-def _device_of(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
+def example_weights(counts: Sequence[int], rule: str = "examples") -> list[float]:
+    """The weight of one example's loss in each micro-batch of sizes ``counts`` (§20.2.1):
+    ``"examples"`` gives 1 / sum(counts) to every example (the full batch's mean);
+    ``"micro_batches"`` gives 1 / (count × number of micro-batches), listing L4's rule."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    counts = [check_int("counts", c, 1) for c in counts]
+    if not counts:
+        raise ValueError("counts must hold at least one micro-batch size")
+    if rule == "examples":
+        return [1.0 / sum(counts)] * len(counts)
+    return [1.0 / (c * len(counts)) for c in counts]

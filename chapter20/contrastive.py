@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_real
 from chapter20.distributed import group_rank_and_size
 
 __all__ = [
@@ -35,23 +35,23 @@ __all__ = [
     "gather_with_grad",
     "distributed_info_nce",
     "grad_cache_backward",
-    "cached_contrastive_step",
-    "contrastive_loss",
-    "contrastive_step",
+    "recall_at_k",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_temperature(temperature: float | torch.Tensor) -> None:
+def _check_temperature(temperature: float | torch.Tensor) -> float | torch.Tensor:
+    """``temperature`` checked: a finite number > 0 (as a float) or a scalar tensor."""
     if isinstance(temperature, torch.Tensor):
         if temperature.numel() != 1:
             raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
         value = temperature.detach().item()
     else:
-        value = float(temperature)
+        value = check_real("temperature", temperature)
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"temperature must be a finite number > 0, got {value}")
+    return temperature if isinstance(temperature, torch.Tensor) else value
 
 
 def _check_pairs(queries: torch.Tensor, keys: torch.Tensor, hard_negatives) -> None:
@@ -109,7 +109,7 @@ def info_nce(
         raise ValueError("queries and keys must hold at least one pair")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    _check_temperature(temperature)
+    temperature = _check_temperature(temperature)
     q = F.normalize(queries.float(), dim=-1)
     k = F.normalize(keys.float(), dim=-1)
     candidates = k
@@ -191,7 +191,7 @@ def distributed_info_nce(
     batch sizes. Every rank must call it together. In a world of one it is :func:`info_nce`.
     """
     _check_pairs(queries, keys, hard_negatives)
-    _check_temperature(temperature)
+    temperature = _check_temperature(temperature)
     rank, world = group_rank_and_size(group)
     if world == 1:
         return info_nce(
@@ -252,22 +252,27 @@ def grad_cache_backward(
     *,
     replay_rng: bool = True,
     forward_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    loss_parameters: Sequence[torch.Tensor] = (),
+    scale_loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Back-propagate ``loss_fn(model(inputs[0]), model(inputs[1]), ...)`` in chunks (§20.2.1,
-    gradient caching): the gradients it accumulates in ``.grad`` equal those of the full batch,
-    while only one chunk's activations are alive at a time.
+    """Back-propagate ``loss_fn(model(inputs[0]), model(inputs[1]), ..., *loss_parameters)`` in
+    chunks (§20.2.1, gradient caching): the gradients it accumulates in ``.grad`` equal those of
+    the full batch, while only one chunk's activations are alive at a time.
 
     1. Encode every input in chunks of ``chunk_size`` rows under ``torch.no_grad``, recording
        the RNG state before each chunk.
-    2. Compute ``loss_fn`` on the full representations and back-propagate it to them (parameters
-       used inside ``loss_fn``, e.g. a learnable temperature, get their gradient here).
+    2. Compute ``loss_fn`` on the full representations and back-propagate it to them, and to
+       detached copies of ``loss_parameters`` (e.g. a learnable temperature).
     3. Re-encode each chunk with a graph, the RNG replayed so dropout draws the same masks
        (``replay_rng=False`` shows what goes wrong without it), and back-propagate the cached
-       gradient of its representations. Under DDP only the last chunk's backward syncs.
+       gradient of its representations. Under DDP only the last chunk's backward syncs, and
+       the cached gradients of ``loss_parameters`` go into that same backward, so DDP reduces
+       them with the rest (a parameter that missed the synced backward would stall DDP).
 
     Returns the loss (detached). ``loss_fn`` may be :func:`distributed_info_nce`.
     ``forward_context`` wraps every encoder forward (e.g. ``lambda: autocast("bf16")``); the
-    backward passes run outside it, as autocast recommends.
+    backward passes run outside it, as autocast recommends. ``scale_loss`` multiplies the loss
+    before the backward (``GradScaler.scale`` for fp16): every cached gradient is scaled too.
     """
     chunk_size = check_int("chunk_size", chunk_size, 1)
     if not inputs:
@@ -283,71 +288,46 @@ def grad_cache_backward(
                 with forward_context():
                     outputs.append(model(chunk))
             representations.append(torch.cat(outputs).requires_grad_())
-    loss = loss_fn(*representations)
-    loss.backward()
+    copies = [p.detach().requires_grad_(p.requires_grad) for p in loss_parameters]
+    loss = loss_fn(*representations, *copies)
+    (loss if scale_loss is None else scale_loss(loss)).backward()
     cached = [torch.split(r.grad, chunk_size) for r in representations]
     jobs = [
         (chunk, grad) for tower, grads in zip(chunks, cached) for chunk, grad in zip(tower, grads)
     ]
     for index, ((chunk, grad), snapshot) in enumerate(zip(jobs, snapshots)):
+        last = index == len(jobs) - 1
         replay = snapshot.replay() if replay_rng else contextlib.nullcontext()
-        with _no_sync(model, last=index == len(jobs) - 1):
+        with _no_sync(model, last):
             with replay, forward_context():
                 encoded = model(chunk)
-            encoded.backward(grad)
+            outputs, grads = [encoded], [grad]
+            if last:
+                owned = [(p, c.grad) for p, c in zip(loss_parameters, copies) if c.grad is not None]
+                outputs += [p for p, _ in owned]
+                grads += [g for _, g in owned]
+            torch.autograd.backward(outputs, grads)
     return loss.detach()
 
 
-def cached_contrastive_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    anchors: torch.Tensor,
-    positives: torch.Tensor,
-    *,
-    chunk_size: int,
-    temperature: float | torch.Tensor = 0.05,
-    clip_norm: float | None = None,
-) -> float:
-    """One InfoNCE training step on the whole batch with gradient caching (§20.2.1): the same
-    update as :func:`contrastive_step` on the full batch, with the activation memory of
-    ``chunk_size`` rows. Returns the loss as a float."""
-    optimizer.zero_grad(set_to_none=True)
-    loss = grad_cache_backward(
-        model,
-        (anchors, positives),
-        lambda q, k: info_nce(q, k, temperature),
-        chunk_size,
-    )
-    if clip_norm is not None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-    optimizer.step()
-    return loss.item()
-
-
-def contrastive_loss(
-    model: nn.Module,
-    anchors: torch.Tensor,
-    positives: torch.Tensor,
-    temperature: float = 0.05,
-) -> torch.Tensor:
-    """InfoNCE of ``model(anchors)`` against ``model(positives)``: one shared encoder (§20.1)."""
-    return info_nce(model(anchors), model(positives), temperature)
-
-
-def contrastive_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    anchors: torch.Tensor,
-    positives: torch.Tensor,
-    temperature: float = 0.05,
-) -> float:
-    """One plain training step: encode both sides, InfoNCE, backward, optimizer step.
-
-    The reference step that every memory technique of §20.2–§20.3 is compared against.
-    Returns the loss as a float; gradients are cleared (set to None) after the step.
-    """
-    loss = contrastive_loss(model, anchors, positives, temperature)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss.detach().item()
+@torch.no_grad()
+def recall_at_k(
+    model: nn.Module, anchors: torch.Tensor, positives: torch.Tensor, ks: tuple[int, ...] = (1, 10)
+) -> dict[int, float]:
+    """Share of anchors whose own positive is among the k most similar of all ``positives``
+    (cosine similarity), for each k (§20.1): the retrieval quality of a contrastive encoder on
+    held-out pairs; chance is k / len(positives). The model is put back in training mode."""
+    if anchors.shape[0] != positives.shape[0] or anchors.shape[0] == 0:
+        raise ValueError(
+            "anchors and positives must hold the same number (>= 1) of rows, got "
+            f"{anchors.shape[0]} and {positives.shape[0]}"
+        )
+    ks = tuple(check_int("ks", k, 1) for k in ks)
+    model.eval()
+    q = F.normalize(model(anchors).float(), dim=-1)
+    k = F.normalize(model(positives).float(), dim=-1)
+    scores = q @ k.T
+    own = scores.diagonal().unsqueeze(1)
+    rank = (scores > own).sum(dim=1)  # how many candidates beat the true positive
+    model.train()
+    return {top: float((rank < top).float().mean()) for top in ks}

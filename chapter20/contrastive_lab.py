@@ -9,36 +9,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
-from chapter20.accumulation import accumulate_step
-from chapter20.checks import check_int
+from chapter20.accumulation import example_weights
 from chapter20.contrastive import (
     distributed_info_nce,
     gather_with_grad,
     grad_cache_backward,
     info_nce,
+    recall_at_k,
 )
-from chapter20.contrastive_training import ContrastiveTrainer
-from chapter20.data import (
-    encode_texts,
-    next_sentence_pairs,
-    shuffled_batches,
-    train_test_split_articles,
-    wiki_sentences,
-    word_vocabulary,
-)
+from chapter20.data import PairData
 from chapter20.device import set_seed
 from chapter20.distributed import group_rank_and_size, run_local_group
 from chapter20.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.plotting import new_figure, new_panels
+from chapter20.training import TrainConfig, Trainer, train_on_pairs
 
 __all__ = [
     "max_grad_diff",
@@ -47,9 +39,6 @@ __all__ = [
     "grad_cache_proof",
     "distributed_proof_on_rank",
     "distributed_proof",
-    "PairData",
-    "pair_data",
-    "recall_at_k",
     "TrainingRun",
     "STRATEGIES",
     "train_pairs",
@@ -85,22 +74,37 @@ def _mse_per_example(model: nn.Module, batch) -> torch.Tensor:
     return ((model(inputs) - targets) ** 2).mean(dim=1)
 
 
+def _frozen_trainer(model: nn.Module, **options) -> Trainer:
+    """A trainer whose optimizer is SGD at lr 0: its step leaves the gradients in ``.grad`` and
+    the weights as they were, so that two ways of computing one gradient can be compared."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    return Trainer(model, TrainConfig(**options.pop("config", {})), optimizer=optimizer, **options)
+
+
+def listing_l4_backward(model: nn.Module, micro_batches: list, loss_fn) -> None:
+    """Listing L4's accumulation, for comparison: each micro-batch's mean loss divided by the
+    number of micro-batches (§20.2.1). Exact only when every micro-batch has the same size."""
+    model.zero_grad(set_to_none=True)
+    counts = [len(batch[0]) for batch in micro_batches]
+    for batch, weight in zip(micro_batches, example_weights(counts, "micro_batches")):
+        (loss_fn(model, batch).sum() * weight).backward()
+
+
 def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> dict[str, float]:
     """Accumulating uneven micro-batches vs one full batch, for a mean per-example loss
-    (§20.2.1). Returns the max gradient difference of :func:`accumulate_step` (weights by
-    examples: float32 rounding) and of listing L4's rule (mean / number of micro-batches)."""
+    (§20.2.1). Returns the max gradient difference of the trainer's exact accumulation (weights
+    by examples: float32 rounding) and of listing L4's rule (mean / number of micro-batches)."""
     set_seed(seed)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
     inputs, targets = torch.randn(sum(sizes), 6), torch.randn(sum(sizes), 3)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: the step keeps the weights
-    accumulate_step(model, [(inputs, targets)], _mse_per_example, optimizer)
+    trainer = _frozen_trainer(model, loss=_mse_per_example)
+    trainer.step([(inputs, targets)])
     full = _grads(model)
     micro = list(zip(inputs.split(list(sizes)), targets.split(list(sizes))))
-    result = {}
-    for rule in ("examples", "micro_batches"):
-        accumulate_step(model, micro, _mse_per_example, optimizer, normalize=rule)
-        result[rule] = max_grad_diff(_grads(model), full)
-    return result
+    trainer.step(micro)
+    exact = max_grad_diff(_grads(model), full)
+    listing_l4_backward(model, micro, _mse_per_example)
+    return {"examples": exact, "micro_batches": max_grad_diff(_grads(model), full)}
 
 
 def _pair_loss(model: nn.Module, batch) -> torch.Tensor:
@@ -116,11 +120,10 @@ def naive_info_nce_accumulation_gap(
     set_seed(seed)
     model = BagOfEmbeddingsEncoder(vocab, 32)
     anchors, positives = torch.randint(1, vocab, (2, batch, 12))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    full = accumulate_step(model, [(anchors, positives)], _pair_loss, optimizer)
+    full = _frozen_trainer(model, config={"temperature": TEMPERATURE}).step((anchors, positives))
     full_grads = _grads(model)
     chunks = list(zip(anchors.split(micro), positives.split(micro)))
-    naive = accumulate_step(model, chunks, _pair_loss, optimizer)
+    naive = _frozen_trainer(model, loss=_pair_loss).step(chunks)
     return {
         "full_batch_loss": full.loss,
         "accumulated_loss": naive.loss,
@@ -243,51 +246,6 @@ def _proof_cases_on_rank(cases: list[tuple[tuple[int, ...], int]]) -> list[dict]
 
 
 @dataclass(frozen=True)
-class PairData:
-    """Encoded (sentence, next sentence) pairs: train from 90% of the articles, test from the
-    held-out 10% (whole articles, so no test sentence was seen in training)."""
-
-    train_anchors: torch.Tensor
-    train_positives: torch.Tensor
-    test_anchors: torch.Tensor
-    test_positives: torch.Tensor
-    vocab_size: int
-
-
-def pair_data(
-    vocab_size: int = 10_000, max_len: int = 32, test_pairs: int = 2_000, seed: int = 0
-) -> PairData:
-    """Next-sentence pairs of the Wikipedia sample, ids from a vocabulary of the training side."""
-    train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
-    train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
-    test = test[:test_pairs]
-    vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
-
-    def encode(pairs: list, side: int) -> torch.Tensor:
-        return encode_texts([pair[side] for pair in pairs], vocabulary, max_len)
-
-    return PairData(
-        encode(train, 0), encode(train, 1), encode(test, 0), encode(test, 1), vocab_size
-    )
-
-
-@torch.no_grad()
-def recall_at_k(
-    model: nn.Module, anchors: torch.Tensor, positives: torch.Tensor, ks: tuple[int, ...] = (1, 10)
-) -> dict[int, float]:
-    """Share of anchors whose own positive is among the k most similar of all ``positives``
-    (cosine similarity), for each k: retrieval quality on held-out pairs."""
-    model.eval()
-    q = F.normalize(model(anchors), dim=-1)
-    k = F.normalize(model(positives), dim=-1)
-    scores = q @ k.T
-    own = scores.diagonal().unsqueeze(1)
-    rank = (scores > own).sum(dim=1)  # how many candidates beat the true positive
-    model.train()
-    return {top: float((rank < top).float().mean()) for top in ks}
-
-
-@dataclass(frozen=True)
 class TrainingRun:
     """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
     negatives per query, steps, seconds, held-out recalls, loss per step, final weights."""
@@ -329,30 +287,17 @@ def train_pairs(
         raise ValueError(f"method must be one of {STRATEGIES}, got {method!r}")
     set_seed(seed)
     model = BagOfEmbeddingsEncoder(data.vocab_size, dim)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
+    if method == "naive accumulation":
+        trainer = Trainer(model, replace(config, micro_batches=batch // micro), loss=_pair_loss)
+    else:
+        chunk = micro if method == "gradient caching" else None
+        trainer = Trainer(model, replace(config, chunk_size=chunk))
     step_size = micro if method == "small batch" else batch
-    trainer = ContrastiveTrainer(
-        model,
-        optimizer,
-        temperature=temperature,
-        chunk_size=micro if method == "gradient caching" else None,
+    start = time.perf_counter()
+    results = train_on_pairs(
+        trainer, data.train_anchors, data.train_positives, steps=steps, batch=step_size, seed=seed
     )
-    generator = torch.Generator().manual_seed(seed)
-
-    def loss_fn(model: nn.Module, batch) -> torch.Tensor:
-        anchors, positives = batch
-        return info_nce(model(anchors), model(positives), temperature, reduction="none")
-
-    losses, start = [], time.perf_counter()
-    batches = shuffled_batches(len(data.train_anchors), step_size, generator)
-    for _ in range(check_int("steps", steps, 1)):
-        batch_ids = next(batches)
-        anchors, positives = data.train_anchors[batch_ids], data.train_positives[batch_ids]
-        if method == "naive accumulation":
-            micro_batches = list(zip(anchors.split(micro), positives.split(micro)))
-            losses.append(accumulate_step(model, micro_batches, loss_fn, optimizer).loss)
-        else:
-            losses.append(trainer.step(anchors, positives))
     seconds = time.perf_counter() - start
     negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
     return TrainingRun(
@@ -360,10 +305,10 @@ def train_pairs(
         step_size,
         micro,
         negatives,
-        len(losses),
+        len(results),
         seconds,
         recall_at_k(model, data.test_anchors, data.test_positives),
-        losses,
+        [r.loss for r in results],
         {k: v.detach().clone() for k, v in model.state_dict().items()},
     )
 
@@ -401,39 +346,35 @@ def _memory_model(seed: int = 0) -> TransformerEncoder:
 
 
 def _strategy_steps(
-    model: nn.Module,
-    anchors: torch.Tensor,
-    positives: torch.Tensor,
-    micro: int,
-    optimizer: torch.optim.Optimizer,
+    model: nn.Module, anchors: torch.Tensor, positives: torch.Tensor, micro: int
 ) -> dict[str, Callable[[], object]]:
-    """One InfoNCE forward + backward of the whole batch per strategy (naive accumulation also
-    takes its optimizer step: keep ``lr=0`` to leave the weights alone)."""
-    micro_batches = list(zip(anchors.split(micro), positives.split(micro)))
-    return {
-        "large batch": lambda: info_nce(model(anchors), model(positives), TEMPERATURE).backward(),
-        "naive accumulation": lambda: accumulate_step(model, micro_batches, _pair_loss, optimizer),
-        "gradient caching": lambda: grad_cache_backward(
-            model, (anchors, positives), lambda q, k: info_nce(q, k, TEMPERATURE), micro
+    """One training step of the whole batch per strategy, through the trainer with SGD at lr 0
+    (the weights stay as they are): at once, naive accumulation in micro-batches of ``micro``
+    pairs, gradient caching in chunks of ``micro`` rows."""
+    trainers = {
+        "large batch": _frozen_trainer(model),
+        "naive accumulation": _frozen_trainer(
+            model, loss=_pair_loss, config={"micro_batches": -(-len(anchors) // micro)}
         ),
+        "gradient caching": _frozen_trainer(model, config={"chunk_size": micro}),
     }
+    return {name: (lambda t=t: t.step((anchors, positives))) for name, t in trainers.items()}
 
 
 def memory_vs_batch(
     batch_sizes: tuple[int, ...] = (64, 128, 256, 512), micro: int = 32, seq_len: int = 32
 ) -> pd.DataFrame:
-    """Peak memory of one forward + backward of InfoNCE at each effective batch (§20.2.1), for a
+    """Peak memory of one InfoNCE training step at each effective batch (§20.2.1), for a
     large batch at once, naive accumulation in micro-batches and gradient caching in chunks of
     ``micro`` (a small Transformer encoder; measured with ``chapter20.measure.peak_memory``)."""
     model = _memory_model()
     records = []
     for batch in batch_sizes:
         anchors, positives = torch.randint(1, 2_000, (2, batch, seq_len))
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-        runs = _strategy_steps(model, anchors, positives, micro, optimizer)
+        runs = _strategy_steps(model, anchors, positives, micro)
         for method, run in runs.items():
             model.zero_grad(set_to_none=True)
-            report = peak_memory(run, model=model, optimizer=optimizer, inputs=(anchors, positives))
+            report = peak_memory(run, model=model, inputs=(anchors, positives))
             records.append(
                 {
                     "effective batch": batch,
@@ -513,8 +454,7 @@ def benchmark(batch: int = 512, chunk: int = 32) -> None:
     cached = memory[memory["method"] == "gradient caching"].iloc[0]
     model = _memory_model()
     anchors, positives = torch.randint(1, 2_000, (2, batch, 32))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    steps = _strategy_steps(model, anchors, positives, chunk, optimizer)
+    steps = _strategy_steps(model, anchors, positives, chunk)
     del steps["naive accumulation"]
     timing = time_interleaved(steps, warmup=1, repeat=7, device="cpu")
     k = batch // chunk

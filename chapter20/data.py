@@ -19,6 +19,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,18 +27,23 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.paths import cache_dir
 
 __all__ = [
     "ARTICLE_MIN_TOKENS",
     "PAD_ID",
+    "PairData",
     "SENTENCE_MIN_TOKENS",
     "UNKNOWN_ID",
     "cache_dir",
     "encode_texts",
+    "LEE_PAIRS",
     "lee_background",
+    "lee_documents",
+    "lee_human_similarity",
     "next_sentence_pairs",
+    "pair_data",
     "shuffled_batches",
     "train_test_split_articles",
     "uniform_ids",
@@ -56,6 +62,10 @@ _CACHE_VERSION = 1
 
 WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 LEE_FILE = "lee_background.cor"
+LEE_TEST_FILE = "lee.cor"
+LEE_SIMILARITY_FILE = "similarities0-1.txt"
+#: Documents of the Lee similarity set and the pairs among them (50 · 49 / 2).
+LEE_DOCUMENTS, LEE_PAIRS = 50, 1225
 
 
 def datapath(name: str) -> str:
@@ -99,8 +109,8 @@ def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     for entry in shape:
         if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
             raise TypeError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
-        if entry < 0:
-            raise ValueError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
+        if not 0 <= entry <= INT_MAX:
+            raise ValueError(f"shape entries must be ints in [0, {INT_MAX}], got {tuple(shape)!r}")
     return tuple(int(entry) for entry in shape)
 
 
@@ -230,6 +240,38 @@ def lee_background() -> list[list[str]]:
     ``simple_preprocess`` (lowercase, 2–15 characters, no accent stripping). Cached.
     """
     return _cached(datapath(LEE_FILE), "lee_background", _parse_lee)
+
+
+def lee_documents() -> list[str]:
+    """Return the 50 news documents of the Lee similarity set (§20.7 evaluation), raw text.
+
+    One document per line of gensim's ``lee.cor`` (Lee, Pincombe & Welsh 2005), untokenised:
+    an encoder under test tokenises them itself. None of them is in :func:`lee_background`
+    (the tests check it), so a model trained on the background corpus is judged on unseen text.
+    """
+    # The file is Latin-1 (a pound sign is byte 0xa3), as gensim's own Lee tutorials read it.
+    lines = Path(datapath(LEE_TEST_FILE)).read_text(encoding="latin-1").splitlines()
+    documents = [line.strip() for line in lines if line.strip()]
+    if len(documents) != LEE_DOCUMENTS:
+        raise ValueError(
+            f"{LEE_TEST_FILE} has {len(documents)} documents, {LEE_DOCUMENTS} expected"
+        )
+    return documents
+
+
+def lee_human_similarity() -> np.ndarray:
+    """Return the averaged human similarity judgments of the Lee set: ``[50, 50]`` float64.
+
+    Gensim's ``similarities0-1.txt`` stores the upper triangle (diagonal 1, zeros below); the
+    matrix returned is made symmetric. Scores are in [0, 1] (each the mean of about ten raters'
+    1–5 ratings, rescaled). Pair ``(i, j)`` of documents ``lee_documents()[i]`` and ``[j]``.
+    """
+    rows = Path(datapath(LEE_SIMILARITY_FILE)).read_text(encoding="utf-8").split("\n")
+    matrix = np.array([[float(x) for x in row.split()] for row in rows if row.strip()])
+    if matrix.shape != (LEE_DOCUMENTS, LEE_DOCUMENTS):
+        raise ValueError(f"{LEE_SIMILARITY_FILE} holds a {matrix.shape} matrix, 50 x 50 expected")
+    upper = np.triu(matrix)
+    return upper + np.triu(upper, 1).T
 
 
 # --- word similarity ------------------------------------------------------------------------
@@ -371,13 +413,18 @@ def encode_texts(
 def shuffled_batches(size: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Index batches of ``batch`` rows out of ``size``, epoch after epoch without end, each epoch
     a fresh permutation from ``generator`` (§20.2). The last incomplete batch of an epoch is
-    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss."""
+    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss. The
+    arguments are checked when it is called, not at the first batch."""
     size, batch = check_int("size", size, 1), check_int("batch", batch, 1)
     if batch > size:
         raise ValueError(f"batch must be <= size ({size}), got {batch}")
-    while True:
-        order = torch.randperm(size, generator=generator)
-        yield from order[: size - size % batch].split(batch)
+
+    def batches() -> Iterator[torch.Tensor]:
+        while True:
+            order = torch.randperm(size, generator=generator)
+            yield from order[: size - size % batch].split(batch)
+
+    return batches()
 
 
 # --- splits ---------------------------------------------------------------------------------
@@ -409,3 +456,40 @@ def train_test_split_articles(
     train = [a for i, a in enumerate(articles) if i not in test_idx]
     test = [a for i, a in enumerate(articles) if i in test_idx]
     return train, test
+
+
+# --- the shared next-sentence pairs ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Encoded (sentence, next sentence) pairs: train from 90% of the articles, test from the
+    held-out 10% (whole articles, so no test sentence was seen in training)."""
+
+    train_anchors: torch.Tensor
+    train_positives: torch.Tensor
+    test_anchors: torch.Tensor
+    test_positives: torch.Tensor
+    vocab_size: int
+
+
+def pair_data(
+    vocab_size: int = 10_000, max_len: int = 32, test_pairs: int = 2_000, seed: int = 0
+) -> PairData:
+    """Next-sentence pairs of the Wikipedia sample (§20.1, §20.2), ids from a vocabulary of the
+    training side: the data of every contrastive experiment, the demos and the tests."""
+    vocab_size = check_int("vocab_size", vocab_size, 3)
+    max_len = check_int("max_len", max_len, 1)
+    test_pairs = check_int("test_pairs", test_pairs, 1)
+    seed = check_int("seed", seed, 0)
+    train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
+    train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
+    test = test[:test_pairs]
+    vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
+
+    def encode(pairs: list, side: int) -> torch.Tensor:
+        return encode_texts([pair[side] for pair in pairs], vocabulary, max_len)
+
+    return PairData(
+        encode(train, 0), encode(train, 1), encode(test, 0), encode(test, 1), vocab_size
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import importlib.metadata
 import logging
 import os
 import platform
@@ -309,6 +310,7 @@ def describe_environment() -> dict[str, object]:
     """Return the facts a measurement depends on: versions, device, GPU name, CPU threads.
 
     Every notebook prints this first, so a reader comparing figures knows what produced them.
+    The dependencies' versions are read from their installed metadata, without importing them.
     """
     device = get_device()
     info: dict[str, object] = {
@@ -327,10 +329,20 @@ def describe_environment() -> dict[str, object]:
         info["gpu_count"] = torch.cuda.device_count()
         info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
         info["cuda"] = torch.version.cuda
-    for module, _ in DEPENDENCIES[1:]:
-        dep = check_dependency(module)
-        info[module] = dep.version if dep.ok else f"missing ({dep.detail})"
+    # Versions from the installed metadata: importing gensim and bitsandbytes only to print
+    # their versions cost every notebook seconds (`chapter20 env` checks that they import).
+    for module, distribution in DEPENDENCIES[1:]:
+        info[module] = installed_version(distribution) or "missing (not installed)"
     return info
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution`` (pip name) from its metadata, without
+    importing it; None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 SCALE_ENV_VAR = "CHAPTER20_SCALE"
@@ -356,5 +368,7 @@ def size_scale() -> float:
 
 
 def scaled(size: int, minimum: int = 1) -> int:
-    """``size`` multiplied by ``size_scale()``, rounded, and at least ``minimum``."""
+    """``size`` (>= 1) multiplied by ``size_scale()``, rounded, and at least ``minimum``
+    (>= 1)."""
+    size, minimum = check_int("size", size, 1), check_int("minimum", minimum, 1)
     return max(minimum, round(size * size_scale()))

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+)
 from chapter20.optimizers import OPTIMIZER_KINDS
 
 #: Optimizer state elements per parameter element (Adam/AdamW: two moments; SGD with
@@ -82,6 +87,8 @@ class EncoderShape:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             check_int(name, getattr(self, name), 1)
+        for name in ("d_ff", "output_dim"):
+            check_optional_int(name, getattr(self, name), 1)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
 
@@ -117,18 +124,25 @@ class EncoderShape:
         return sum(self.parameter_sizes())
 
 
-def optimizer_state_bytes_predicted(parameter_sizes: list[int], optimizer: str) -> int:
+def optimizer_state_bytes_predicted(
+    parameter_sizes: list[int], optimizer: str, *, state_32bit: int = 0
+) -> int:
     """Bytes of optimizer state for parameter tensors of these sizes (§20.3.2): AdamW two fp32
     moments + a 4-byte step per tensor; SGD-Nesterov one buffer; bitsandbytes 8-bit: two uint8
     moments + one fp32 absmax per block of 256 + two 256-entry fp32 maps, for tensors of at least
-    4096 elements, and two fp32 moments below that."""
+    4096 elements, and two fp32 moments below that. Under the 8-bit kinds the first
+    ``state_32bit`` tensors (embedding tables kept in 32 bits) hold two fp32 moments."""
     if optimizer not in PLANNER_OPTIMIZERS:
         raise ValueError(
             f"optimizer must be one of {', '.join(PLANNER_OPTIMIZERS)}, got {optimizer!r}"
         )
+    check_int("state_32bit", state_32bit, 0)
     total = 0
-    for n in parameter_sizes:
-        if optimizer in ("adamw", "adamw_fused"):
+    sizes = [check_int("parameter_sizes", n, 0) for n in parameter_sizes]
+    for index, n in enumerate(sizes):
+        if "8bit" in optimizer and index < state_32bit:
+            total += 8 * n
+        elif optimizer in ("adamw", "adamw_fused"):
             total += 8 * n + 4
         elif optimizer == "sgd_nesterov":
             total += 4 * n
@@ -156,7 +170,8 @@ def _layer_activation_bytes(shape: EncoderShape, precision: str, selective: bool
 @dataclass(frozen=True)
 class MemoryPlan:
     """Predicted bytes of one training step (§20.3): ``components`` (parameters, gradients,
-    optimizer_state, activations, logits), ``peak_bytes`` and whether it fits ``gpu_bytes``."""
+    optimizer_state, activations, logits, representations), ``peak_bytes`` and whether it fits
+    ``gpu_bytes``."""
 
     components: dict[str, int]
     peak_bytes: int
@@ -179,6 +194,8 @@ def plan(
     checkpointing: str = "none",
     k: int | None = None,
     micro_batches: int = 1,
+    chunk_size: int | None = None,
+    table_state_32bit: bool = False,
     world_size: int = 1,
     zero_stage: int = 0,
     towers: int = 2,
@@ -188,7 +205,11 @@ def plan(
 
     ``batch`` pairs of ``seq_len`` tokens per rank, in ``micro_batches`` (accumulation: the
     activations of one micro-batch), ``towers`` encodings per pair (2: anchors and positives,
-    plus the B×B logits). Master weights, gradients and optimizer state are fp32 whatever the
+    plus the B×B logits). ``chunk_size`` is gradient caching (§20.2.1): the activations of one
+    chunk of one tower at a time, next to the whole batch's cached representations, their
+    gradients and the whole batch's logits. ``table_state_32bit``: under an 8-bit optimizer the
+    token embedding keeps 32-bit state (as ``chapter20.training`` does by default).
+    Master weights, gradients and optimizer state are fp32 whatever the
     ``precision`` of autocast; under bf16/fp16 autocast also caches 16-bit copies of the
     matmul weights. ZeRO stage 1 shards optimizer state over ``world_size``, stage 2 also the
     gradients, stage 3 also the parameters. The peak is weights + state + the largest of four
@@ -201,7 +222,12 @@ def plan(
     from chapter20.checkpointing import predicted_activation_bytes
 
     batch, seq_len = check_int("batch", batch, 1), check_int("seq_len", seq_len, 1)
+    gpu_bytes = check_optional_positive("gpu_bytes", gpu_bytes)
     micro_batches = check_int("micro_batches", micro_batches, 1)
+    if chunk_size is not None:
+        chunk_size = check_int("chunk_size", chunk_size, 1)
+        if micro_batches > 1:
+            raise ValueError("give micro_batches (accumulation) or chunk_size, not both")
     world_size = check_int("world_size", world_size, 1)
     towers = check_int("towers", towers, 1)
     if precision not in PLANNER_PRECISIONS:
@@ -214,12 +240,14 @@ def plan(
         raise ValueError(f"seq_len must be <= max_len={model.max_len}, got {seq_len}")
     sizes = model.parameter_sizes()
     params, grads = 4 * sum(sizes), 4 * sum(sizes)
-    state = optimizer_state_bytes_predicted(sizes, optimizer)
+    state = optimizer_state_bytes_predicted(sizes, optimizer, state_32bit=int(table_state_32bit))
     params //= world_size if zero_stage >= 3 else 1
     grads //= world_size if zero_stage >= 2 else 1
     state //= world_size if zero_stage >= 1 else 1
     micro = math.ceil(batch / micro_batches)
-    tokens = micro * seq_len * towers
+    # Gradient caching runs one chunk of one tower with a graph at a time.
+    tokens = min(chunk_size, batch) * seq_len if chunk_size else micro * seq_len * towers
+    live_towers = 1 if chunk_size else towers
     d = model.d_model
     per_layer = _layer_activation_bytes(model, precision, selective=False)
     unit = {
@@ -231,29 +259,34 @@ def plan(
     predicted = predicted_activation_bytes(checkpointing, model.n_layers, k=k, **unit)
     activations = predicted["saved"]
     # backward recomputes one segment of one tower at a time
-    per_tower = {name: value // towers for name, value in unit.items()}
+    per_tower = {name: value // live_towers for name, value in unit.items()}
     one_tower = predicted_activation_bytes(checkpointing, model.n_layers, k=k, **per_tower)
     recompute = one_tower["backward_peak"] - one_tower["saved"]
     if precision != "fp32":  # autocast's cache of 16-bit weight copies, one per matmul weight
         activations += 2 * model.n_layers * (4 * d * d + 2 * d * model.d_ff)
-    logits = 2 * 4 * micro * micro * world_size if towers == 2 else 0
+    rows = batch if chunk_size else micro  # the loss sees the whole batch under caching
+    logits = 2 * 4 * rows * rows * world_size if towers == 2 else 0
+    out = model.output_dim or d
+    # cached fp32 outputs of the whole batch, and their gradients
+    representations = 2 * 4 * towers * batch * out if chunk_size else 0
     components = {
         "parameters": params,
         "gradients": grads,
         "optimizer_state": state,
         "activations": activations,
         "logits": logits,
+        "representations": representations,
     }
     largest = 4 * max(sizes)
     table = 4 * model.vocab_size * d
     phases = {
         # the end of the forward pass: every saved activation, no gradient yet
-        "forward": activations + logits,
+        "forward": activations + logits + representations,
         # backward with checkpointing: the first segment recomputed, few gradients yet
-        "backward": activations + recompute + logits,
+        "backward": activations + recompute + logits + representations,
         # the embedding backward: a dense table-sized gradient per tower, their sum and .grad,
         # next to the other gradients (measured: 3 tables for 2 towers)
-        "embedding backward": grads - table + (towers + 1) * table,
+        "embedding backward": grads - table + (live_towers + 1) * table + representations,
         # the optimizer step: temporaries of the size of the largest tensor
         "optimizer step": grads + (1 if optimizer.startswith("sgd") else 2) * largest,
     }
@@ -268,6 +301,8 @@ def plan(
         checkpointing=checkpointing,
         k=k,
         micro_batches=micro_batches,
+        chunk_size=chunk_size,
+        table_state_32bit=table_state_32bit,
         world_size=world_size,
         zero_stage=zero_stage,
         towers=towers,
@@ -279,6 +314,7 @@ def plan(
 def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
     """The chapter's rules (§20.1.1, §20.3 checklist) applied to a plan: what to do so that a
     step fits ``gpu_bytes``, most important first."""
+    gpu_bytes = check_positive("gpu_bytes", gpu_bytes)
     c = memory_plan.components
     advice = []
     static = c["parameters"] + c["optimizer_state"]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_real
 
 
 def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
@@ -27,6 +27,7 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
 
     Embedding lookups must never turn a bad id into a zero row or a wrong row (§20.1).
     """
+    num_embeddings = check_int("num_embeddings", num_embeddings, 1)
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
@@ -37,6 +38,13 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
     if low < 0 or high >= num_embeddings:
         bad = low if low < 0 else high
         raise IndexError(f"{name} contains {bad}, outside the valid range [0, {num_embeddings})")
+
+
+def _check_dropout(dropout: float) -> float:
+    dropout = check_real("dropout", dropout)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    return dropout
 
 
 def _check_rows_not_empty(keep: torch.Tensor) -> None:
@@ -78,7 +86,7 @@ class BagOfEmbeddingsEncoder(nn.Module):
             ("output_dim", output_dim),
         ):
             check_int(name, value, 1)
-        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+        if padding_idx is not None and not 0 <= check_int("padding_idx", padding_idx) < vocab_size:
             raise ValueError(f"padding_idx must be None or in [0, {vocab_size}), got {padding_idx}")
         self.vocab_size = vocab_size
         self.padding_idx = padding_idx
@@ -102,6 +110,8 @@ class AttentionBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float):
         super().__init__()
+        d_model, n_heads = check_int("d_model", d_model, 1), check_int("n_heads", n_heads, 1)
+        dropout = _check_dropout(dropout)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.n_heads = n_heads
@@ -130,10 +140,11 @@ class FeedForwardBlock(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
         super().__init__()
+        d_model, d_ff = check_int("d_model", d_model, 1), check_int("d_ff", d_ff, 1)
         self.norm = nn.LayerNorm(d_model)
         self.up = nn.Linear(d_model, d_ff)
         self.down = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.down(F.gelu(self.up(self.norm(x)))))
@@ -185,9 +196,8 @@ class TransformerEncoder(nn.Module):
             check_int(name, value, 1)
         if output_dim is not None:
             check_int("output_dim", output_dim, 1)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if not 0 <= padding_idx < vocab_size:
+        dropout = _check_dropout(dropout)
+        if not 0 <= check_int("padding_idx", padding_idx) < vocab_size:
             raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
         self.vocab_size = vocab_size
         self.max_len = max_len
@@ -219,3 +229,75 @@ class TransformerEncoder(nn.Module):
         weights = keep.unsqueeze(-1).to(x.dtype)
         pooled = (x * weights).sum(dim=1) / weights.sum(dim=1)
         return self.projection(pooled)
+
+
+class WeightedBagEncoder(nn.Module):
+    """Text encoder = weighted mean of its tokens' embedding rows, one learned weight per token
+    (§20.6, the capstone encoder).
+
+    ``forward(ids)`` (``[batch, length]``, padded with ``padding_idx``) returns
+    ``Σ_t w[id_t] · E[id_t] / Σ_t w[id_t]`` over each row's real tokens, ``[batch, dim]``.
+    The weights are ``exp(log_weight)``, so they stay positive; ``token_weights`` (e.g. inverse
+    document frequencies) sets them at the start, 1 everywhere by default, and
+    ``learn_weights=False`` freezes them. It is the bag of embeddings of §20.1 with the
+    lexical weighting of TF-IDF, and nothing else: almost every parameter is in the table
+    ``embedding`` (an ``nn.Embedding``, or any module with the same call, e.g. a
+    ``chapter20.sharding.ShardedEmbedding``; ``sparse=True`` gives sparse table gradients).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 256,
+        *,
+        padding_idx: int = 0,
+        token_weights: torch.Tensor | None = None,
+        learn_weights: bool = True,
+        sparse: bool = False,
+    ):
+        super().__init__()
+        check_int("vocab_size", vocab_size, 1)
+        check_int("embedding_dim", embedding_dim, 1)
+        if not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        if token_weights is None:
+            token_weights = torch.ones(vocab_size)
+        token_weights = torch.as_tensor(token_weights, dtype=torch.float32)
+        if token_weights.shape != (vocab_size,):
+            raise ValueError(
+                f"token_weights must have shape ({vocab_size},), got {tuple(token_weights.shape)}"
+            )
+        real = torch.ones(vocab_size, dtype=torch.bool)
+        real[padding_idx] = False
+        if not bool((token_weights[real] > 0).all()) or not bool(token_weights.isfinite().all()):
+            raise ValueError("token_weights must be finite and > 0 (padding excepted)")
+        self.vocab_size = vocab_size
+        self.padding_idx = padding_idx
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, sparse=sparse)
+        # Rows of norm ≈ 1 whatever the width, so the learning rate does not depend on it.
+        nn.init.normal_(self.embedding.weight, std=embedding_dim**-0.5)
+        with torch.no_grad():
+            self.embedding.weight[padding_idx].zero_()
+        log_weight = token_weights.clamp_min(torch.finfo(torch.float32).tiny).log()
+        log_weight[padding_idx] = 0.0
+        self.log_weight = nn.Parameter(log_weight, requires_grad=learn_weights)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.embedding.embedding_dim
+
+    def token_weights(self) -> torch.Tensor:
+        """The current weight of every token (padding's is not used)."""
+        return self.log_weight.detach().exp()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_ids(ids, self.vocab_size)
+        if ids.dim() != 2:
+            raise ValueError(f"ids must be 2-D [batch, length], got shape {tuple(ids.shape)}")
+        keep = ids != self.padding_idx
+        if ids.numel():
+            _check_rows_not_empty(keep)
+        weights = self.log_weight[ids].exp() * keep
+        weights = weights / weights.sum(dim=1, keepdim=True)
+        rows = self.embedding(ids)
+        return (rows * weights.unsqueeze(-1).to(rows.dtype)).sum(dim=1)

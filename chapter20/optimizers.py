@@ -5,23 +5,35 @@ weight. The chapter's ``MemoryEfficientOptimizer`` (listing L8) picks fused Adam
 Nesterov momentum (one buffer, 4 bytes) or bitsandbytes' 8-bit Adam (two uint8 moments plus one
 float32 scale per block of 256 values: about 2 bytes), and prints when it falls back.
 :func:`make_optimizer` does the same with warnings, on CPU and CUDA, and can keep the state of
-embedding tables in 32 bits (bitsandbytes' advice: rare rows get rare, large updates that 8-bit
-state quantises badly). For tables too large for any dense state, :func:`sparse_optimizers`
-updates only the rows a batch touched. :func:`optimizer_state_bytes` reports what an optimizer
-really holds.
+embedding tables in 32 bits inside the same optimizer (bitsandbytes' advice: rare rows get
+rare, large updates that 8-bit state quantises badly). For tables too large for any dense
+state, :func:`sparse_optimizers` updates only the rows a batch touched.
+:func:`optimizer_state_bytes` reports what an optimizer really holds.
 """
 
 from __future__ import annotations
 
 import importlib
 import warnings
+from collections import defaultdict
 from collections.abc import Iterable
 
 import pandas as pd
 import torch
 from torch import nn
 
+from chapter20.checks import check_positive
 from chapter20.device import check_dependency
+
+
+def _check_rates(lr: float, weight_decay: float, momentum: float) -> tuple[float, float, float]:
+    """The learning rate (> 0), weight decay and momentum (>= 0), each a finite number."""
+    return (
+        check_positive("lr", lr),
+        check_positive("weight_decay", weight_decay, zero=True),
+        check_positive("momentum", momentum, zero=True),
+    )
+
 
 __all__ = [
     "OPTIMIZER_KINDS",
@@ -53,10 +65,12 @@ def bitsandbytes_available() -> bool:
 
 
 def _parameters(params) -> list:
+    """Parameters or parameter groups as a list, each group's ``params`` a list too (a
+    generator would be used up by the first reader)."""
     params = list(params.parameters() if isinstance(params, nn.Module) else params)
     if not params:
         raise ValueError("params must hold at least one parameter (or parameter group)")
-    return params
+    return [{**p, "params": list(p["params"])} if isinstance(p, dict) else p for p in params]
 
 
 def _tensors(params: list) -> list[torch.Tensor]:
@@ -71,9 +85,9 @@ def make_optimizer(
     kind: str,
     lr: float,
     *,
-    weight_decay: float = 0.01,
+    weight_decay: float | None = None,
     momentum: float = 0.9,
-    state_32bit: Iterable[nn.Module] = (),
+    state_32bit: Iterable[nn.Module | torch.Tensor] = (),
     **kwargs,
 ) -> torch.optim.Optimizer:
     """An optimizer of ``kind`` (one of ``OPTIMIZER_KINDS``) for ``params`` (§20.3.2).
@@ -84,17 +98,23 @@ def make_optimizer(
     - ``adam8bit`` / ``adamw8bit`` / ``paged_adamw8bit``: bitsandbytes' 8-bit optimizers (CPU and
       CUDA). Paged state needs CUDA: elsewhere a warning and ``adamw8bit``. Without a working
       bitsandbytes: a warning and ``torch.optim.AdamW`` (32-bit state).
-    - ``state_32bit``: modules (e.g. ``nn.Embedding`` tables) whose ``weight`` keeps 32-bit
-      state under the 8-bit optimizers (a :class:`MultiOptimizer` of an 8-bit and a 32-bit
-      bitsandbytes optimizer).
+    - ``state_32bit``: modules (e.g. ``nn.Embedding`` tables, whose ``weight`` is meant) or
+      parameters that keep 32-bit state under the 8-bit optimizers, inside the same optimizer.
 
-    ``kwargs`` go to the optimizer. ValueError for an unknown kind or a bad ``lr``.
+    ``params`` may be a module, parameters or parameter groups (dicts); groups keep their own
+    options (``lr``, ``weight_decay``, ...). ``weight_decay`` None means the kind's default
+    (0.01, as ``torch.optim.AdamW``; 0 for ``adam8bit``, which like Adam decays only if asked);
+    a value given is always used. The result is one ``torch.optim.Optimizer``: LR schedulers
+    and ``state_dict``/``load_state_dict`` work on it. ``kwargs`` go to the optimizer.
+    ValueError for an unknown kind or a bad ``lr``/``weight_decay``.
     """
     if kind not in OPTIMIZER_KINDS:
         raise ValueError(f"kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    if weight_decay is None:
+        weight_decay = 0.0 if kind == "adam8bit" else 0.01
+    lr, weight_decay, momentum = _check_rates(lr, weight_decay, momentum)
     params = _parameters(params)
+    state_32bit = list(state_32bit)
     if kind == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
     if kind == "adamw_fused":
@@ -110,7 +130,7 @@ def make_optimizer(
         return torch.optim.SGD(
             params, lr=lr, momentum=momentum, nesterov=True, weight_decay=weight_decay, **kwargs
         )
-    return _bitsandbytes_optimizer(params, kind, lr, weight_decay, list(state_32bit), kwargs)
+    return _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs)
 
 
 def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs):
@@ -128,57 +148,75 @@ def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs)
             "paged optimizer state needs CUDA (unified memory); using adamw8bit", stacklevel=3
         )
         kind = "adamw8bit"
-    if kind == "adam8bit":
-        weight_decay = kwargs.pop("weight_decay", 0.0)  # Adam: L2 only if asked
-    optimizer_class = getattr(bnb.optim, _BNB_CLASSES[kind])
-    options = dict(lr=lr, weight_decay=weight_decay, **kwargs)
-    if not state_32bit:
-        return optimizer_class(params, **options)
-    # A second optimizer with 32-bit state for the tables, not bitsandbytes' process-wide
-    # GlobalOptimManager, whose overrides (keyed by parameter position) would leak into every
-    # 8-bit optimizer created later in the process.
-    tables = {id(module.weight) for module in state_32bit}
-    kept = [p for p in _tensors(params) if id(p) in tables]
-    rest = [p for p in _tensors(params) if id(p) not in tables]
-    optimizers = [optimizer_class(rest, **options)] if rest else []
-    state_32bit_class = getattr(bnb.optim, _BNB_CLASSES[kind].replace("8bit", "32bit"))
-    optimizers.append(state_32bit_class(kept, **options))
-    return optimizers[0] if len(optimizers) == 1 and rest else MultiOptimizer(*optimizers)
+    optimizer = getattr(bnb.optim, _BNB_CLASSES[kind])(
+        params, lr=lr, weight_decay=weight_decay, **kwargs
+    )
+    # Per-parameter 32-bit state through a manager of this optimizer's own. bitsandbytes'
+    # process-wide GlobalOptimManager would leak the override into every 8-bit optimizer
+    # created later in the process.
+    manager = type(optimizer.mng).__new__(type(optimizer.mng))
+    manager.initialize()
+    optimizer.mng = manager
+    tables = [t.weight if isinstance(t, nn.Module) else t for t in state_32bit]
+    optimized = {id(t) for t in _tensors(params)}
+    for table in tables:
+        if id(table) not in optimized:
+            raise ValueError("state_32bit names a parameter that is not among params")
+        manager.override_config(table, "optim_bits", 32)
+    return optimizer
 
 
-class MultiOptimizer:
-    """Several optimizers stepped as one (e.g. SparseAdam for a table + AdamW for the rest)."""
+class MultiOptimizer(torch.optim.Optimizer):
+    """Several optimizers stepped as one real ``torch.optim.Optimizer`` (§20.3.2), e.g.
+    SparseAdam for a sparse table + AdamW for the rest.
+
+    Its ``param_groups`` are the inner optimizers' own group dicts, so an LR scheduler that
+    sets ``group["lr"]`` drives every inner optimizer; ``state`` holds every inner state;
+    ``state_dict``/``load_state_dict`` use PyTorch's format (groups in order, inner optimizers
+    in order) and hand each inner optimizer its part back.
+    """
 
     def __init__(self, *optimizers: torch.optim.Optimizer):
         if not optimizers:
             raise ValueError("MultiOptimizer needs at least one optimizer")
+        for optimizer in optimizers:
+            if not isinstance(optimizer, torch.optim.Optimizer):
+                raise TypeError(
+                    f"optimizers must be torch.optim.Optimizer, got {type(optimizer).__name__}"
+                )
         self.optimizers = optimizers
+        super().__init__([g for o in optimizers for g in o.param_groups], {})
+        self._share_groups()
+        self._gather_state()
 
-    @property
-    def state(self) -> dict:
-        merged = {}
+    def _share_groups(self) -> None:
+        """Each inner optimizer reads its groups from ours (the same dicts, in order)."""
+        start = 0
         for optimizer in self.optimizers:
-            merged.update(optimizer.state)
-        return merged
+            count = len(optimizer.param_groups)
+            optimizer.param_groups = self.param_groups[start : start + count]
+            start += count
 
-    @property
-    def param_groups(self) -> list:
-        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
+    def _gather_state(self) -> None:
+        self.state = defaultdict(dict, {p: s for o in self.optimizers for p, s in o.state.items()})
 
-    def step(self) -> None:
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         for optimizer in self.optimizers:
             optimizer.step()
+        self._gather_state()  # inner optimizers create their state lazily, at the first step
+        return loss
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)  # new group dicts and state: hand them back
+        self._share_groups()
         for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def state_dict(self) -> list[dict]:
-        return [optimizer.state_dict() for optimizer in self.optimizers]
-
-    def load_state_dict(self, states: list[dict]) -> None:
-        for optimizer, state in zip(self.optimizers, states, strict=True):
-            optimizer.load_state_dict(state)
+            mine = [p for group in optimizer.param_groups for p in group["params"]]
+            optimizer.state = defaultdict(dict, {p: self.state[p] for p in mine if p in self.state})
 
 
 def sparse_optimizers(model: nn.Module, lr: float, *, weight_decay: float = 0.0) -> MultiOptimizer:
@@ -187,6 +225,7 @@ def sparse_optimizers(model: nn.Module, lr: float, *, weight_decay: float = 0.0)
     rows a batch touched, not a dense V×D tensor) and SparseAdam reads and writes only those
     rows of its moments: a step costs what the batch touched, not the table size. The moments
     themselves are still allocated for the whole table. ValueError if there is no sparse table."""
+    lr, weight_decay, _ = _check_rates(lr, weight_decay, 0.0)
     sparse, dense = [], []
     for module in model.modules():
         if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse:

@@ -8,16 +8,14 @@ import warnings
 import pandas as pd
 import torch
 
-from chapter20.checkpointing import apply_checkpointing
-from chapter20.contrastive_lab import PairData
+from chapter20.data import PairData
 from chapter20.device import set_seed
 from chapter20.measure import format_bytes, time_interleaved
 from chapter20.memory import EncoderShape, plan
 from chapter20.models import TransformerEncoder
 from chapter20.optimizers import make_optimizer, optimizer_state_bytes
 from chapter20.plotting import new_figure
-from chapter20.precision import MixedPrecisionTrainer
-from chapter20.precision_lab import step_peak_memory, train_on_pairs
+from chapter20.training import TrainConfig, Trainer, step_peak_memory, train_on_pairs
 
 __all__ = [
     "STATE_KINDS",
@@ -39,6 +37,12 @@ def _quiet_optimizer(params, kind: str, lr: float, **kwargs) -> torch.optim.Opti
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fallbacks are reported by make_optimizer's callers
         return make_optimizer(params, kind, lr, **kwargs)
+
+
+def _quiet_trainer(model: torch.nn.Module, config: TrainConfig) -> Trainer:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # as _quiet_optimizer
+        return Trainer(model, config)
 
 
 def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_048_576)):
@@ -90,10 +94,13 @@ def convergence(
     shape = EncoderShape(data.vocab_size, d_model=64, n_heads=4, n_layers=2, max_len=32)
     losses = {}
     for kind in kinds:
-        model = _encoder(shape, seed)
-        optimizer = _quiet_optimizer(model.parameters(), kind, sgd_lr if "sgd" in kind else lr)
-        trainer = MixedPrecisionTrainer(model, optimizer, precision="fp32", device="cpu")
-        losses[kind] = train_on_pairs(trainer, data, steps=steps, batch=batch, seed=seed)
+        rate = sgd_lr if "sgd" in kind else lr
+        config = TrainConfig(optimizer=kind, lr=rate, state_32bit_tables=False)
+        trainer = _quiet_trainer(_encoder(shape, seed), config)
+        results = train_on_pairs(
+            trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
+        )
+        losses[kind] = [r.loss for r in results]
     return pd.DataFrame(losses)
 
 
@@ -120,10 +127,14 @@ def measure_step(
 ):
     """Peak memory (by component) of one training step of ``batch`` pairs in ``micro_batches``
     (accumulation: the activations of one micro-batch; naive for InfoNCE, see notebook 02)."""
-    model = _encoder(shape)
-    apply_checkpointing(model, checkpointing)
-    opt = _quiet_optimizer(model.parameters(), optimizer, 1e-4)
-    trainer = MixedPrecisionTrainer(model, opt, precision=precision, device="cpu")
+    config = TrainConfig(
+        precision=precision,
+        checkpointing=checkpointing,
+        optimizer=optimizer,
+        lr=1e-4,
+        state_32bit_tables=False,
+    )
+    trainer = _quiet_trainer(_encoder(shape), config)
     ids = torch.randint(
         1,
         shape.vocab_size,
@@ -217,10 +228,9 @@ def plot_convergence(losses: pd.DataFrame):
     return fig
 
 
-def benchmark() -> None:
-    """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on a large tensor
-    (target >= 3.8x) and the step-time ratio, in one run."""
-    size = 4_194_304
+def benchmark(size: int = 4_194_304) -> None:
+    """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on one tensor of
+    ``size`` parameters (target >= 3.8x) and the step-time ratio, in one run."""
     parameters = {kind: torch.nn.Parameter(torch.randn(size)) for kind in ("adamw", "adamw8bit")}
     optimizers = {kind: _quiet_optimizer([p], kind, 1e-3) for kind, p in parameters.items()}
     for parameter in parameters.values():

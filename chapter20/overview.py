@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from chapter20.contrastive import contrastive_loss, contrastive_step
+from chapter20.checks import check_int
+from chapter20.contrastive import info_nce
 from chapter20.data import zipf_ids
 from chapter20.device import get_device, set_seed
 from chapter20.measure import CATEGORIES, MemoryReport, peak_memory
@@ -72,6 +73,8 @@ def step_anatomy(
     that Adam's state exists (as in any real run); the next step is the one measured.
     ``device`` defaults to ``get_device()``; on CUDA the peaks are the allocator's.
     """
+    batch_size = check_int("batch_size", batch_size, 1)
+    tokens_per_example = check_int("tokens_per_example", tokens_per_example, 1)
     device = get_device() if device is None else torch.device(device)
     set_seed(seed)
     model = BagOfEmbeddingsEncoder(vocab_size, embedding_dim, padding_idx=None).to(device)
@@ -79,11 +82,13 @@ def step_anatomy(
     shape = (batch_size, tokens_per_example)
     anchors = zipf_ids(shape, vocab_size, seed=seed).to(device)
     positives = zipf_ids(shape, vocab_size, seed=seed + 1).to(device)
-    contrastive_step(model, optimizer, anchors, positives)
 
     def forward_backward() -> None:
-        contrastive_loss(model, anchors, positives).backward()
+        info_nce(model(anchors), model(positives)).backward()
 
+    forward_backward()  # one whole step first, so that Adam's state exists as in a real run
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
     tracked = {"model": model, "optimizer": optimizer, "inputs": (anchors, positives)}
     backward = peak_memory(forward_backward, **tracked)
     step = peak_memory(optimizer.step, **tracked)

@@ -6,12 +6,19 @@
 - ``results_dir()``: measured claim rows written by the notebooks, read by
   ``python -m chapter20 audit``: ``$CHAPTER20_RESULTS``, else ``build/claims`` in a checkout,
   else ``<cache_dir>/claims``.
-- ``data_file(name)``: a small file committed under ``data/`` (claims, price snapshot).
+- ``data_file(name)``: a small data file that ships inside the package, ``chapter20/data/``
+  (claims, price snapshot, measurements): found through ``importlib.resources``, so it works the
+  same in a checkout, an editable install and an installed wheel. Every module reads its data
+  through this one function.
+- ``atomic_torch_save(obj, path)`` and ``check_weights_only(obj, name)``: files that are never
+  half-written and that ``torch.load(..., weights_only=True)`` is known to read back.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from importlib import resources
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -43,20 +50,42 @@ def results_dir() -> Path:
     return path
 
 
+#: The package folder that holds the data files (package data, listed in pyproject.toml).
+DATA_PACKAGE_DIR = "data"
+
+
 def data_file(name: str) -> Path:
-    """Path of a committed data file (``data/<name>``); FileNotFoundError if it is missing."""
-    for base in (_PACKAGE_DIR / "data", _PACKAGE_DIR.parent / "data"):
-        if (base / name).is_file():
-            return base / name
-    raise FileNotFoundError(f"data file {name!r} not found under data/ next to the package")
+    """Path of the data file ``chapter20/data/<name>`` (package data, found through
+    ``importlib.resources``); FileNotFoundError naming the file if the package has none.
+
+    For an install that is not a plain directory (a zip), the file is copied once into
+    ``cache_dir()/data`` so that callers always get a real path.
+    """
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ValueError(f"name must be a bare file name like 'claims.csv', got {name!r}")
+    resource = resources.files(__package__).joinpath(DATA_PACKAGE_DIR).joinpath(name)
+    if not resource.is_file():
+        raise FileNotFoundError(
+            f"data file {name!r} not found in the package data (chapter20/{DATA_PACKAGE_DIR}/)"
+        )
+    if isinstance(resource, Path):
+        return resource
+    copy = cache_dir() / DATA_PACKAGE_DIR / name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    with resources.as_file(resource) as path:
+        shutil.copyfile(path, copy)
+    return copy
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:
     """``torch.save(obj, path)`` that never leaves a half-written file under ``path`` (§20.4
     "save from rank 0", §20.5.2 checkpoints): write a temporary file in the same directory,
-    flush it to disk, then rename it into place (atomic on POSIX and Windows)."""
+    flush it to disk, then rename it into place (atomic on POSIX and Windows). ``obj`` must load
+    back with ``weights_only=True`` (:func:`check_weights_only`), checked before anything is
+    written."""
     import torch
 
+    check_weights_only(obj, "obj")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -69,3 +98,54 @@ def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def check_weights_only(obj: object, name: str = "state") -> None:
+    """Raise TypeError, naming the key (e.g. ``state['extra']['loss']``), if ``obj`` holds a
+    value that ``torch.load(..., weights_only=True)`` refuses (§20.5.2).
+
+    ``torch.save`` pickles anything, and the unrestricted unpickler that would read it back can
+    run arbitrary code; every load in this package is restricted to tensors and plain values.
+    A value outside that set (a ``numpy.float64``, a dataclass) would save fine and fail at
+    resume, after the work is done. Tensors, containers and plain Python values are accepted on
+    sight; anything else is judged by torch's own restricted unpickler on a round trip.
+    """
+    import torch
+
+    plain = (int, float, bool, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+    pending = [(name, obj)]
+    while pending:
+        where, value = pending.pop()
+        kind = type(value)
+        if kind in (torch.Tensor, torch.nn.Parameter) or kind in plain:
+            continue
+        if isinstance(value, dict) and kind.__module__ in ("builtins", "collections"):
+            for key, item in value.items():
+                pending.append((f"{where}[{key!r}] (key)", key))
+                pending.append((f"{where}[{key!r}]", item))
+            continue
+        if kind in (list, tuple):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+            continue
+        _round_trip(where, value)
+
+
+def _round_trip(where: str, value: object) -> None:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    try:
+        torch.save(value, buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception as exc:  # the unpickler's refusal (or a value torch.save cannot write)
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = [line for line in lines if "Unsupported global" in line or "error:" in line]
+        reason = (detail or lines or [type(exc).__name__])[0].split(" Please use")[0][:200]
+        raise TypeError(
+            f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
+            "torch.load(..., weights_only=True) cannot read back; store a tensor or a plain "
+            f"Python value instead (e.g. float(x), x.tolist()). Unpickler: {reason}"
+        ) from None

@@ -2,10 +2,17 @@
 
 One idea per figure, axes labelled with units, the same colour for the same memory category in
 every notebook. Notebooks call these helpers and never set styles themselves.
+
+Every figure carries alternative text for readers who cannot see it: the ``alt`` given to
+:func:`new_figure` / :func:`new_panels` (or :func:`set_alt_text`), else a description built from
+its titles, axis labels and legend (:func:`alt_text`). In a notebook the text travels with the
+PNG output (``metadata["image/png"]["alt"]``), where nbconvert's HTML and JupyterLab read it.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Mapping, Sequence
 
 import matplotlib as mpl
@@ -13,6 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chapter20.checks import check_int, check_positive
 from chapter20.measure import CATEGORIES
 
 #: One colour per memory category, shared by every stacked bar of the companion.
@@ -25,6 +33,86 @@ CATEGORY_LABELS = {
 }
 
 _BYTE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+_ALT_ATTRIBUTE = "_chapter20_alt_text"
+_IMAGE_FORMATS = ("image/png", "image/jpeg")
+
+
+def set_alt_text(fig: Figure, text: str) -> Figure:
+    """Give ``fig`` the alternative text ``text`` (a non-empty sentence saying what it shows)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"alt text must be a non-empty string, got {text!r}")
+    setattr(fig, _ALT_ATTRIBUTE, " ".join(text.split()))
+    return fig
+
+
+def alt_text(fig: Figure) -> str:
+    """The alternative text of ``fig``: the one set with :func:`set_alt_text`, else one sentence
+    per axes from its title, axis labels and legend entries (never empty)."""
+    explicit = getattr(fig, _ALT_ATTRIBUTE, None)
+    if explicit:
+        return explicit
+    parts = []
+    title = getattr(fig, "_suptitle", None)  # Figure.get_suptitle() needs matplotlib >= 3.8
+    suptitle = title.get_text() if title is not None else ""
+    if suptitle:
+        parts.append(f"{suptitle}.")
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.has_data():
+            continue
+        what = ax.get_title() or "Plot"
+        y, x = ax.get_ylabel(), ax.get_xlabel()
+        sentence = f"{what}: {y or 'values'} against {x}" if x else f"{what}: {y or 'values'}"
+        labels = [label for label in ax.get_legend_handles_labels()[1] if not label.startswith("_")]
+        if labels:
+            shown = ", ".join(labels[:6]) + (
+                f" and {len(labels) - 6} more" if len(labels) > 6 else ""
+            )
+            sentence += f"; series: {shown}"
+        parts.append(sentence + ".")
+    return " ".join(parts) or "A figure without labelled axes."
+
+
+def _with_alt_text(formatter):
+    """Wrap an IPython image formatter of figures so that its output carries the alt text."""
+
+    @functools.wraps(formatter)
+    def format_with_alt(fig):
+        data = formatter(fig)
+        if data is None:
+            return None
+        data, metadata = data if isinstance(data, tuple) else (data, {})
+        return data, {**(metadata or {}), "alt": alt_text(fig)}
+
+    format_with_alt.chapter20_alt_text = True
+    return format_with_alt
+
+
+def register_alt_text() -> bool:
+    """In an IPython kernel, make every figure's PNG/JPEG output carry :func:`alt_text`
+    (idempotent; re-applied when the inline backend re-registers its formatters). False outside
+    IPython or when no image formatter for figures is registered."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+    registered = False
+    for mime in _IMAGE_FORMATS:
+        formatter = shell.display_formatter.formatters.get(mime)
+        try:
+            current = formatter.lookup_by_type(Figure) if formatter is not None else None
+        except KeyError:
+            continue
+        if not getattr(current, "chapter20_alt_text", False):
+            formatter.for_type(Figure, _with_alt_text(current))
+        registered = True
+    return registered
+
+
+def _give_alt_text(fig: Figure, alt: str | None) -> None:
+    # After the first figure: pyplot loads the inline backend, which registers its formatters.
+    register_alt_text()
+    if alt is not None:
+        set_alt_text(fig, alt)
 
 
 def use_house_style() -> None:
@@ -46,23 +134,45 @@ def use_house_style() -> None:
 
 
 def new_figure(
-    title: str, xlabel: str, ylabel: str, *, figsize: tuple[float, float] | None = None
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    *,
+    figsize: tuple[float, float] | None = None,
+    alt: str | None = None,
 ) -> tuple[Figure, Axes]:
-    """A figure with one labelled axes in the house style."""
+    """A figure with one labelled axes in the house style; ``alt`` is its alternative text
+    (default: built from the titles, labels and legend when it is shown, see :func:`alt_text`)."""
     use_house_style()
-    fig, ax = plt.subplots(figsize=figsize)
+    fig, ax = plt.subplots(figsize=_figsize(figsize))
+    _give_alt_text(fig, alt)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return fig, ax
 
 
+def _figsize(figsize: tuple[float, float] | None) -> tuple[float, float] | None:
+    if figsize is None:
+        return None
+    if not isinstance(figsize, (tuple, list)) or len(figsize) != 2:
+        raise TypeError(f"figsize must be (width, height) in inches, got {figsize!r}")
+    return (check_positive("figsize", figsize[0]), check_positive("figsize", figsize[1]))
+
+
 def new_panels(
-    n: int, title: str, *, figsize: tuple[float, float] | None = None
+    n: int,
+    title: str,
+    *,
+    figsize: tuple[float, float] | None = None,
+    alt: str | None = None,
 ) -> tuple[Figure, list[Axes]]:
-    """``n`` side-by-side axes under one title (one idea, several sizes), in the house style."""
+    """``n`` side-by-side axes under one title (one idea, several sizes), in the house style;
+    ``alt`` as in :func:`new_figure`."""
+    n = check_int("n", n, 1, maximum=64)
     use_house_style()
-    fig, axes = plt.subplots(1, n, figsize=figsize or (3.6 * n, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=_figsize(figsize) or (3.6 * n, 4.0), squeeze=False)
+    _give_alt_text(fig, alt)
     fig.suptitle(title)
     return fig, list(axes[0])
 
@@ -90,6 +200,9 @@ def stacked_memory_bars(
     ``breakdowns[i]`` maps categories of ``measure.CATEGORIES`` to bytes. ``bar_labels`` (e.g.
     "measured" / "predicted") are written above the bars.
     """
+    for breakdown in breakdowns:
+        for value in breakdown.values():
+            check_positive("breakdowns", value, zero=True)
     if len(labels) != len(breakdowns):
         raise ValueError(
             f"labels ({len(labels)}) and breakdowns ({len(breakdowns)}) differ in length"

@@ -8,36 +8,31 @@ sequences (random ids for speed and memory, Wikipedia next-sentence pairs for qu
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.contrastive import info_nce
-from chapter20.contrastive_lab import PairData, recall_at_k
-from chapter20.data import shuffled_batches
+from chapter20.contrastive import info_nce, recall_at_k
+from chapter20.data import PairData
 from chapter20.device import get_device, set_seed
-from chapter20.measure import format_bytes, peak_memory, time_interleaved
+from chapter20.measure import format_bytes, time_interleaved
 from chapter20.models import TransformerEncoder
 from chapter20.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.precision import (
-    PRECISIONS,
-    MixedPrecisionTrainer,
-    format_limits,
-    resolve_precision,
-)
+from chapter20.precision import PRECISIONS, format_limits, resolve_precision
+from chapter20.training import TrainConfig, Trainer, step_peak_memory, train_on_pairs
 
 __all__ = [
     "available_precisions",
     "encoder",
     "pair_loss",
     "parity_run",
+    "overflow_steps",
     "step_time_vs_batch",
     "matmul_speedup",
     "memory_by_precision",
-    "step_peak_memory",
-    "train_on_pairs",
     "gradient_magnitudes",
     "quality_run",
     "plot_step_time",
@@ -92,17 +87,55 @@ def _random_pairs(batch: int, seq_len: int, vocab: int, seed: int) -> tuple[torc
     return anchors, positives
 
 
+def _adam_trainer(model: nn.Module, precision: str, lr: float, **options) -> Trainer:
+    """The composed trainer with Adam's update (AdamW without decay) in ``precision``."""
+    config = TrainConfig(precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE)
+    return Trainer(model, replace(config, **options))
+
+
 def parity_run(
     precision: str, steps: int = 30, batch: int = 32, seq_len: int = 16, seed: int = 0
 ) -> list[float]:
     """Losses of ``steps`` Adam steps on a fixed task (noisy copies of random sequences) in
     ``precision``; the same task and initial weights for every precision (§20.2.2)."""
-    model = encoder(vocab=500, d_model=64, seed=seed)
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.Adam(model.parameters(), lr=1e-3), precision=precision, device="cpu"
-    )
+    trainer = _adam_trainer(encoder(vocab=500, d_model=64, seed=seed), precision, 1e-3)
     batches = [_random_pairs(batch, seq_len, 500, seed + i) for i in range(steps)]
-    return [trainer.step(pair_loss, pairs).loss for pairs in batches]
+    return [trainer.step(pairs).loss for pairs in batches]
+
+
+def overflow_steps(precision: str, factors=(1.0, 1e6, float("inf"), 1.0)) -> pd.DataFrame:
+    """One step per factor, the loss multiplied by it (§20.2.2, skipped steps): whether the
+    trainer skipped the update, the fp16 loss scale before and after, whether the weights
+    changed. An overflow must never reach the weights, in any precision."""
+    factor = {"value": 1.0}
+
+    def scaled_loss(model: nn.Module, batch) -> torch.Tensor:
+        anchors, positives = batch
+        losses = info_nce(model(anchors), model(positives), TEMPERATURE, reduction="none")
+        return factor["value"] * losses
+
+    trainer = Trainer(
+        encoder(vocab=500, d_model=64), TrainConfig(precision=precision), loss=scaled_loss
+    )
+    ids = torch.randint(1, 500, (16, 16), generator=torch.Generator().manual_seed(0))
+    records = []
+    for value in factors:
+        factor["value"] = value
+        before = [p.detach().clone() for p in trainer.module.parameters()]
+        result = trainer.step((ids, ids))
+        after = trainer.scaler.get_scale() if trainer.scaler is not None else 1.0
+        same = all(torch.equal(a, p) for a, p in zip(before, trainer.module.parameters()))
+        records.append(
+            {
+                "factor": value,
+                "skipped": result.skipped,
+                "scale": result.scale,
+                "scale_after": after,
+                "weights": "unchanged" if same else "updated",
+            }
+        )
+    finite = all(bool(torch.isfinite(p).all()) for p in trainer.module.parameters())
+    return pd.DataFrame(records).assign(weights_finite=finite)
 
 
 def step_time_vs_batch(
@@ -117,11 +150,8 @@ def step_time_vs_batch(
         pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=batch))
         steps = {}
         for name in precisions:
-            model = encoder().to(device)
-            trainer = MixedPrecisionTrainer(
-                model, torch.optim.Adam(model.parameters(), lr=1e-4), precision=name
-            )
-            steps[name] = lambda trainer=trainer, pairs=pairs: trainer.step(pair_loss, pairs)
+            trainer = _adam_trainer(encoder().to(device), name, 1e-4)
+            steps[name] = lambda trainer=trainer, pairs=pairs: trainer.step(pairs)
         timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
         for name, t in timing.items():
             records.append(
@@ -162,34 +192,6 @@ def matmul_speedup(size: int = 512, precisions=None, repeat: int = 3) -> pd.Data
     )
 
 
-def step_peak_memory(trainer: MixedPrecisionTrainer, batch, device=None):
-    """Peak memory (``MemoryReport``) of one ``pair_loss`` step of ``trainer`` on ``batch``,
-    after a warm-up step that creates the optimizer state, as in the middle of training."""
-    trainer.step(pair_loss, batch)
-    return peak_memory(
-        lambda: trainer.step(pair_loss, batch),
-        model=trainer.model,
-        optimizer=trainer.optimizer,
-        inputs=batch,
-        device=device,
-    )
-
-
-def train_on_pairs(
-    trainer: MixedPrecisionTrainer, data: PairData, *, steps: int, batch: int, seed: int = 0
-) -> list[float]:
-    """``steps`` ``pair_loss`` steps of ``trainer`` on batches of ``data``'s training pairs (a
-    seeded epoch sampler); returns the loss of every step."""
-    batches = shuffled_batches(len(data.train_anchors), batch, torch.Generator().manual_seed(seed))
-    losses = []
-    for _ in range(steps):
-        ids = next(batches)
-        losses.append(
-            trainer.step(pair_loss, (data.train_anchors[ids], data.train_positives[ids])).loss
-        )
-    return losses
-
-
 def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
     """Peak memory of one training step per precision, broken down into parameters, gradients,
     optimizer state and activations (§20.2.2, claim C09). Adam's state exists before the step
@@ -199,11 +201,7 @@ def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> 
     pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=0))
     records = []
     for name in precisions:
-        model = encoder().to(device)
-        trainer = MixedPrecisionTrainer(
-            model, torch.optim.Adam(model.parameters(), lr=1e-4), precision=name
-        )
-        report = step_peak_memory(trainer, pairs, device)
+        report = step_peak_memory(_adam_trainer(encoder().to(device), name, 1e-4), pairs, device)
         records.append(
             {
                 "precision": name,
@@ -240,11 +238,12 @@ def quality_run(
     final loss (mean of the last 10 steps), held-out recall@1/@10, skipped steps and seconds
     (§20.2.2, claim C27). Same seed, weights and data order for every precision."""
     model = encoder(vocab=data.vocab_size, d_model=d_model, seed=seed, max_len=32)
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.Adam(model.parameters(), lr=lr), precision=precision, device="cpu"
-    )
+    trainer = _adam_trainer(model, precision, lr)
     start = time.perf_counter()
-    losses = train_on_pairs(trainer, data, steps=steps, batch=batch, seed=seed)
+    results = train_on_pairs(
+        trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
+    )
+    losses = [r.loss for r in results]
     seconds = time.perf_counter() - start
     with trainer.autocast():
         recall = recall_at_k(model, data.test_anchors, data.test_positives)
@@ -326,18 +325,18 @@ def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
 # --------------------------------------------------------------------------------------------
 
 
-def benchmark() -> None:
+def benchmark(batches: tuple[int, ...] = (16, 64)) -> None:
     """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
-    precision to fp32 for the shared Transformer encoder at two batch sizes."""
+    precision to fp32 for the shared Transformer encoder at each of ``batches``."""
     device = get_device()
-    speed = step_time_vs_batch((16, 64))
+    speed = step_time_vs_batch(batches)
     print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
     for row in speed.itertuples():
         print(
             f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms  "
             f"{1 / row.speedup:5.2f}x the fp32 time"
         )
-    for batch in (16, 64):
+    for batch in batches:
         memory = memory_by_precision(batch)
         for row in memory.itertuples():
             print(

@@ -1,11 +1,13 @@
 """§20.5.2 A training run that survives preemption: the loop behind ``scripts/spot_demo.py``.
 
 The run trains the shared contrastive embedding model (bag-of-embeddings encoder, cross-rank
-InfoNCE, AdamW with warm-up) on next-sentence pairs of the Wikipedia sample. Token dropout on
-the anchors draws from torch's global RNG, so the run depends on every piece of state that
-:func:`chapter20.spot.capture_state` saves. It always starts from the newest checkpoint in its
-directory, so a killed run relaunched with the same arguments finishes with exactly the
-parameters of a run that was never interrupted.
+InfoNCE, AdamW with warm-up) on next-sentence pairs of the Wikipedia sample, through the
+composed step of ``chapter20.training``; the techniques of that step can be switched on
+(precision, gradient caching, a learned temperature, 8-bit state), so the proof covers the
+composed trainer's whole state. Token dropout on the anchors draws from torch's global RNG, so
+the run depends on every piece of state that :func:`chapter20.spot.capture_state` saves. It
+always starts from the newest checkpoint in its directory, so a killed run relaunched with the
+same arguments finishes with exactly the parameters of a run that was never interrupted.
 
 Chaos (``chaos_kills``) makes the fault injection part of the run: rank 0 draws a step, records
 the kill in ``chaos.json``, and sends itself SIGKILL, as a reclaimed spot machine would be.
@@ -30,13 +32,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from chapter20.checks import check_int, check_real
-from chapter20.contrastive_lab import pair_data
-from chapter20.contrastive_training import ContrastiveTrainer
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+    check_real,
+)
+from chapter20.data import pair_data
 from chapter20.device import deterministic_mode, set_seed
-from chapter20.distributed import group_rank_and_size, warmup_schedule
+from chapter20.distributed import group_rank_and_size
 from chapter20.models import BagOfEmbeddingsEncoder
-from chapter20.optimizers import make_optimizer
 from chapter20.paths import repo_root
 from chapter20.spot import (
     EXIT_PREEMPTED,
@@ -44,10 +50,9 @@ from chapter20.spot import (
     CheckpointSchedule,
     PreemptionHandler,
     ResumableBatchSampler,
-    capture_state,
     parameter_fingerprint,
-    restore_state,
 )
+from chapter20.training import TrainConfig, Trainer
 
 __all__ = ["SpotConfig", "launch_spot_demo", "read_progress", "run_spot_training"]
 
@@ -61,6 +66,8 @@ class SpotConfig:
 
     ``stop_after`` ends the process after that many steps as if it had been killed, without
     saving (for in-process tests); ``chaos_kills`` injects that many SIGKILLs over the run.
+    ``precision``, ``chunk_size``, ``learn_temperature`` and ``optimizer`` switch on the
+    composed step's techniques (see ``chapter20.training.TrainConfig``).
     ``deterministic`` trains under :func:`chapter20.device.deterministic_mode` (one intra-op
     thread, MKL CNR, deterministic algorithms), without which bitwise resume is not guaranteed.
     """
@@ -82,18 +89,41 @@ class SpotConfig:
     step_delay: float = 0.0
     notice_file: str | None = None
     stop_after: int | None = None
+    precision: str = "fp32"
+    chunk_size: int | None = None
+    learn_temperature: bool = False
+    optimizer: str = "adamw"
     deterministic: bool = True
 
     def __post_init__(self):
         for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
             check_int(name, getattr(self, name), 1)
-        check_int("chaos_kills", self.chaos_kills, 0)
+        for name in ("chaos_kills", "seed", "chaos_seed"):
+            check_int(name, getattr(self, name), 0)
+        check_positive("lr", self.lr)
+        check_optional_int("checkpoint_every", self.checkpoint_every, 1)
+        check_optional_int("stop_after", self.stop_after, 1)
+        check_optional_positive("checkpoint_seconds", self.checkpoint_seconds)
         if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
         if check_real("step_delay", self.step_delay, finite=True) < 0:
             raise ValueError(f"step_delay must be >= 0 seconds, got {self.step_delay}")
         if self.checkpoint_every is None and self.checkpoint_seconds is None:
             raise ValueError("give checkpoint_every (steps), checkpoint_seconds, or both")
+        self.train_config()  # checks the training switches
+
+    def train_config(self) -> TrainConfig:
+        """The composed step's settings of this run."""
+        return TrainConfig(
+            optimizer=self.optimizer,
+            lr=self.lr,
+            weight_decay=0.0,
+            warmup_steps=self.warmup,
+            precision=self.precision,
+            chunk_size=self.chunk_size,
+            temperature=0.05,
+            learn_temperature=self.learn_temperature,
+        )
 
 
 @functools.lru_cache(maxsize=2)
@@ -158,20 +188,12 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
     anchors, positives = _training_pairs(config.vocab)
     set_seed(config.seed)
     model = BagOfEmbeddingsEncoder(config.vocab, config.dim).to(device)
-    optimizer = make_optimizer(model, "adamw", config.lr, weight_decay=0.0)
-    scheduler = warmup_schedule(optimizer, config.warmup)
-    trainer = ContrastiveTrainer(model, optimizer, temperature=0.05)
+    trainer = Trainer(model, config.train_config())
     sampler = ResumableBatchSampler(len(anchors), config.global_batch, seed=config.seed)
-    components = {
-        "model": model,
-        "optimizer": optimizer,
-        "scheduler": scheduler,
-        "sampler": sampler,
-    }
     manager = CheckpointManager(directory, config.keep_last)
     schedule = CheckpointSchedule(config.checkpoint_every, config.checkpoint_seconds)
     state = manager.load_latest()
-    start = restore_state(state, **components) if state is not None else 0
+    start = trainer.restore_state(state, sampler) if state is not None else 0
     launch = _read_json(directory / CHAOS_FILE, {"kills": []})
     kill_at = _planned_kill(config, start, directory) if rank == 0 and config.chaos_kills else None
     log = open(directory / PROGRESS_FILE, "a") if rank == 0 else contextlib.nullcontext()
@@ -184,8 +206,7 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
         while step < config.steps:
             idx = sampler.next_batch()
             batch_anchors = _drop_tokens(anchors[idx], config.token_dropout).to(device)
-            trainer.step(batch_anchors, positives[idx].to(device))
-            scheduler.step()
+            trainer.step((batch_anchors, positives[idx].to(device)))
             step += 1
             time.sleep(config.step_delay)
             if progress is not None:
@@ -198,13 +219,13 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
                 return {"stopped_at": step, "resumed_from": start}
             stop = preemption.should_stop()
             if stop or schedule.due(step) or step == config.steps:
-                manager.save(capture_state(step, **components))
+                manager.save(trainer.capture_state(sampler))
                 schedule.saved()
                 save_times.append(manager.last_save_seconds)
             if stop:
                 sys.exit(EXIT_PREEMPTED)
     return {
-        "fingerprint": parameter_fingerprint(model),
+        "fingerprint": parameter_fingerprint(trainer.module),
         "resumed_from": start,
         "steps": step,
         "world_size": world,
@@ -242,6 +263,7 @@ def launch_spot_demo(
     failure, which is what the demo's SIGKILLs are. Returns the finished process."""
     nproc = check_int("nproc", nproc, 1)
     max_restarts = check_int("max_restarts", max_restarts, 0)
+    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
     command = [
         sys.executable,
         "-m",

@@ -1,5 +1,6 @@
-"""§20.2.1 chapter20.accumulation: accumulated == full batch for any split, alone and under
-2-rank DDP with ``no_sync``; the chapter's rule (L4) and InfoNCE accumulation are not.
+"""§20.2.1 chapter20.accumulation and the trainer's accumulation: accumulated == full batch for
+any split, alone and under 2-rank DDP with ``no_sync``; the chapter's rule (L4) and InfoNCE
+accumulation are not.
 
 Tolerance: float32 rounding (1e-6 absolute on gradients of order 1): the accumulated gradient
 adds the same terms as the full batch, in another order.
@@ -10,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.accumulation import accumulate_step, num_examples
+from chapter20.accumulation import example_weights, num_examples, split_batch
 from chapter20.contrastive_lab import (
     _mse_per_example,
     accumulation_proof,
@@ -19,6 +20,7 @@ from chapter20.contrastive_lab import (
 )
 from chapter20.device import set_seed
 from chapter20.distributed import group_rank_and_size, run_local_group
+from chapter20.training import TrainConfig, Trainer
 
 ATOL = 1e-6
 
@@ -54,12 +56,14 @@ def test_clipping_comes_after_accumulation_and_one_step_is_taken():
     with torch.no_grad():
         loss_before = float(_mse_per_example(model, (x, y)).mean())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    micro = list(zip(x.split(6), y.split(6)))
-    result = accumulate_step(model, micro, _mse_per_example, optimizer, clip_norm=1e-3)
+    trainer = Trainer(
+        model, TrainConfig(clip_norm=1e-3), loss=_mse_per_example, optimizer=optimizer
+    )
+    result = trainer.step(list(zip(x.split(6), y.split(6))))
     norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm()
     assert result.grad_norm > 1e-3  # the norm of the whole accumulated gradient, before clipping
     assert float(norm) == pytest.approx(1e-3, rel=1e-4)  # clipped once, after accumulation
-    assert result.examples == 20 and result.micro_batches == 4
+    assert result.examples == 20 and trainer.steps == 1
     moved = [(p - b).abs().max() for p, b in zip(model.parameters(), before)]
     assert all(m > 0 for m in moved)
     assert result.loss == pytest.approx(loss_before, rel=1e-6)  # the mean over all examples
@@ -73,35 +77,35 @@ def test_num_examples_reads_the_first_tensor():
         num_examples(torch.tensor(3.0))
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"micro_batches": []}, "at least one micro-batch"),
-        ({"clip_norm": 0}, "clip_norm"),
-        ({"normalize": "tokens"}, "normalize must be one of"),
-    ],
-)
-def test_bad_arguments(kwargs, match):
-    model, (x, y) = _setup()
-    arguments = {"micro_batches": [(x, y)], **kwargs}
-    with pytest.raises(ValueError, match=match):
-        accumulate_step(
-            model,
-            loss_fn=_mse_per_example,
-            optimizer=torch.optim.SGD(model.parameters(), 0.1),
-            **arguments,
-        )
+def test_split_batch_cuts_every_tensor_alike_into_near_equal_parts():
+    x, y = torch.arange(10).view(10, 1), torch.arange(10)
+    parts = split_batch({"x": x, "y": y}, 3)
+    assert [len(p["y"]) for p in parts] == [4, 3, 3]
+    assert torch.equal(torch.cat([p["x"] for p in parts]), x)
+    assert all(torch.equal(p["x"].flatten(), p["y"]) for p in parts)
+    assert len(split_batch((x, y), 50)) == 10  # never an empty micro-batch
+    with pytest.raises(ValueError, match="first dimension"):
+        split_batch((x, torch.zeros(9)), 2)
+    with pytest.raises(ValueError, match="micro_batches"):
+        split_batch(x, 0)
 
 
-def test_loss_fn_must_return_one_loss_per_example():
+def test_example_weights_of_the_two_rules():
+    assert example_weights([7, 3, 5, 1]) == [1 / 16] * 4
+    assert example_weights([7, 3, 5, 1], "micro_batches") == [1 / 28, 1 / 12, 1 / 20, 1 / 4]
+    with pytest.raises(ValueError, match="rule must be one of"):
+        example_weights([2], "tokens")
+    with pytest.raises(ValueError, match="at least one"):
+        example_weights([])
+
+
+def test_loss_must_return_one_loss_per_example():
     model, (x, y) = _setup()
+    trainer = Trainer(model, loss=lambda m, b: _mse_per_example(m, b).mean())
     with pytest.raises(ValueError, match="one loss per example"):
-        accumulate_step(
-            model,
-            [(x, y)],
-            lambda m, b: _mse_per_example(m, b).mean(),
-            torch.optim.SGD(model.parameters(), 0.1),
-        )
+        trainer.step([(x, y)])
+    with pytest.raises(ValueError, match="at least one micro-batch"):
+        Trainer(model, loss=_mse_per_example).step([])
 
 
 # --- under DDP -------------------------------------------------------------------------------
@@ -119,10 +123,13 @@ def _ddp_accumulation_on_rank(rank_sizes: list[tuple[int, ...]]) -> dict:
     mine = slice(start, start + sum(rank_sizes[rank]))
     micro = list(zip(x[mine].split(list(rank_sizes[rank])), y[mine].split(list(rank_sizes[rank]))))
     reference, _ = _setup()
-    accumulate_step(
-        reference, [(x, y)], _mse_per_example, torch.optim.SGD(reference.parameters(), 0.0)
+    frozen = torch.optim.SGD(reference.parameters(), 0.0)
+    Trainer(reference, loss=_mse_per_example, optimizer=frozen).step([(x, y)])
+    trainer = Trainer(
+        model, loss=_mse_per_example, optimizer=torch.optim.SGD(model.parameters(), 0.0)
     )
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp = trainer.model
+    assert isinstance(ddp, nn.parallel.DistributedDataParallel)
     calls = []
 
     def counting_hook(state, bucket):
@@ -134,8 +141,8 @@ def _ddp_accumulation_on_rank(rank_sizes: list[tuple[int, ...]]) -> dict:
         )
 
     ddp.register_comm_hook(None, counting_hook)
-    accumulate_step(ddp, micro, _mse_per_example, torch.optim.SGD(ddp.parameters(), 0.0))
-    grads = {n.removeprefix("module."): p.grad for n, p in ddp.named_parameters()}
+    trainer.step(micro)
+    grads = {n.removeprefix("module.encoder."): p.grad for n, p in ddp.named_parameters()}
     expected = {n: p.grad for n, p in reference.named_parameters()}
     return {"max_diff": max_grad_diff(grads, expected), "syncs": len(calls), "micro": len(micro)}
 

@@ -1,11 +1,18 @@
-"""Tests for ``python -m chapter20`` (chapter20/__main__.py): env, bench, audit."""
+"""Tests for ``chapter20`` / ``python -m chapter20`` (chapter20/__main__.py): env, bench, audit."""
 
+import os
 import re
 
 import pytest
 import torch
 
-from chapter20.__main__ import BENCHMARKS, main
+from chapter20.__main__ import (
+    BENCHMARKS,
+    COMMANDS,
+    benchmark_arguments,
+    benchmark_parser,
+    main,
+)
 from chapter20.claims import NOT_YET_MEASURED, ClaimsLog
 
 
@@ -62,3 +69,53 @@ def test_no_command_is_a_usage_error(capsys):
         main([])
     assert exc.value.code == 2
     assert "usage" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: chapter20")
+    for name in COMMANDS:
+        assert re.search(rf"^\s+{name}\s+\S", out, re.MULTILINE), f"{name} missing from --help"
+
+
+def test_bench_help_shows_the_benchmark_size_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "contrastive", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--batch BATCH" in out and "default: 512 x scale" in out and "--scale" in out
+
+
+def test_bench_sizes_from_options_scale_and_environment(monkeypatch):
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    assert benchmark_arguments("contrastive", [])[1] == {"batch": 512, "chunk": 32}
+    assert benchmark_arguments("contrastive", ["--batch", "64"])[1] == {"batch": 64, "chunk": 32}
+    monkeypatch.setenv("CHAPTER20_SCALE", "0.5")
+    assert benchmark_arguments("contrastive", [])[1] == {"batch": 256, "chunk": 16}
+    _, kwargs, _ = benchmark_arguments("step-memory", ["--scale", "2"])
+    assert kwargs == {"vocab_sizes": (40_000, 200_000, 800_000)}
+    assert os.environ["CHAPTER20_SCALE"] == "2.0"  # the library's scaled sizes follow --scale
+    _, kwargs, _ = benchmark_arguments("step-memory", ["--vocab-sizes", "1_000,2000"])
+    assert kwargs == {"vocab_sizes": (1000, 2000)}
+
+
+def test_bench_repeats_are_not_sizes(monkeypatch):
+    monkeypatch.setenv("CHAPTER20_SCALE", "4")
+    assert benchmark_arguments("word2vec", [])[1] == {"corpus": "wiki+lee", "seeds": (1, 2, 3)}
+
+
+@pytest.mark.parametrize("bad", [["--scale", "0"], ["--scale", "x"], ["--batch", "1.5"]])
+def test_bench_rejects_bad_sizes(bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "contrastive", *bad])
+    assert exc.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
+
+
+def test_every_benchmark_takes_only_supported_options():
+    for name in BENCHMARKS:
+        parser, _ = benchmark_parser(name)  # raises TypeError for an unsupported annotation
+        assert parser.prog == f"chapter20 bench {name}"

@@ -1,4 +1,5 @@
-"""Tests for chapter20.contrastive: InfoNCE against a hand-written reference, and one step."""
+"""Tests for chapter20.contrastive: InfoNCE against a hand-written reference, gradient caching,
+retrieval recall."""
 
 import math
 import subprocess
@@ -7,8 +8,7 @@ import sys
 import pytest
 import torch
 
-from chapter20.contrastive import contrastive_loss, contrastive_step, info_nce
-from chapter20.device import set_seed
+from chapter20.contrastive import info_nce, recall_at_k
 from chapter20.models import BagOfEmbeddingsEncoder
 
 
@@ -130,36 +130,17 @@ def test_info_nce_nan_temperature_raises(pair):
         info_nce(*pair, float("nan"))
 
 
-# --- contrastive_step ------------------------------------------------------------------------
+# --- retrieval ------------------------------------------------------------------------------
 
 
-def test_contrastive_loss_is_info_nce_of_the_encodings():
-    set_seed(0)
-    model = BagOfEmbeddingsEncoder(20, 8)
-    anchors = torch.randint(1, 20, (6, 4))
-    positives = torch.randint(1, 20, (6, 4))
-    expected = info_nce(model(anchors), model(positives), 0.2)
-    assert torch.equal(contrastive_loss(model, anchors, positives, 0.2), expected)
-
-
-def test_contrastive_step_lowers_loss_and_clears_grads():
-    set_seed(0)
-    model = BagOfEmbeddingsEncoder(50, 16)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
-    gen = torch.Generator().manual_seed(0)
-    anchors = torch.randint(1, 50, (8, 5), generator=gen)
-    positives = torch.cat([anchors[:, :3], torch.randint(1, 50, (8, 2), generator=gen)], dim=1)
-    before = [p.detach().clone() for p in model.parameters()]
-
-    losses = [contrastive_step(model, optimizer, anchors, positives, 0.1) for _ in range(10)]
-
-    assert all(isinstance(loss, float) for loss in losses)
-    with torch.no_grad():
-        after = info_nce(model(anchors), model(positives), 0.1).item()
-    assert losses[-1] < losses[0]
-    assert after < losses[0] * 0.5  # ten Adam steps on 8 pairs: far below the start
-    assert all(p.grad is None for p in model.parameters())
-    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+def test_recall_at_k_counts_how_many_candidates_beat_the_positive():
+    keys = torch.eye(4)
+    anchors = keys[[0, 1, 3, 2]]  # rows 2 and 3 point at each other's positive
+    identity = torch.nn.Identity()
+    assert recall_at_k(identity, keys, keys, ks=(1,)) == {1: 1.0}
+    assert recall_at_k(identity, anchors, keys, ks=(1, 2, 4)) == {1: 0.5, 2: 1.0, 4: 1.0}
+    with pytest.raises(ValueError, match="same number"):
+        recall_at_k(identity, keys, keys[:3])
 
 
 # --- hard negatives and reductions -----------------------------------------------------------
@@ -248,26 +229,6 @@ def test_grad_cache_equals_full_batch_with_dropout_and_replayed_rng():
         assert result["replayed"] < 1e-5, (batch, chunk)  # float32 rounding
         if chunk < batch:
             assert result["not_replayed"] > 1e-3  # other dropout masks: a real difference
-
-
-def test_cached_contrastive_step_equals_plain_step():
-    from chapter20.contrastive import cached_contrastive_step
-
-    anchors, positives = torch.randint(1, 50, (2, 13, 6))
-    states = []
-    for cached in (False, True):
-        set_seed(0)
-        model = BagOfEmbeddingsEncoder(50, 16)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-        if cached:
-            cached_contrastive_step(
-                model, optimizer, anchors, positives, chunk_size=4, temperature=0.1
-            )
-        else:
-            contrastive_step(model, optimizer, anchors, positives, temperature=0.1)
-        states.append(model.state_dict())
-    for name in states[0]:
-        torch.testing.assert_close(states[0][name], states[1][name], rtol=1e-5, atol=1e-6)
 
 
 def test_grad_cache_rejects_bad_arguments():

@@ -341,3 +341,26 @@ def test_shuffled_batches_cover_each_epoch_and_drop_the_short_batch():
     assert len(next(batches)) == 3  # the next epoch starts with a fresh full batch
     with pytest.raises(ValueError, match="batch must be <= size"):
         next(shuffled_batches(2, 3, torch.Generator()))
+
+
+def test_lee_documents_are_the_fifty_unseen_documents():
+    from gensim.utils import simple_preprocess
+
+    docs = data.lee_documents()
+    assert len(docs) == data.LEE_DOCUMENTS == 50
+    assert all(isinstance(d, str) and len(d.split()) > 40 for d in docs)
+    assert "Brian Greig" in docs[0]  # the file's first document, read in order
+    assert any("\xa3" in d for d in docs)  # the Latin-1 pound sign decoded, not dropped
+    background = {" ".join(d) for d in data.lee_background()}
+    assert not any(" ".join(simple_preprocess(d)) in background for d in docs)
+
+
+def test_lee_human_similarity_is_a_symmetric_matrix_of_averaged_ratings():
+    m = data.lee_human_similarity()
+    assert m.shape == (50, 50)
+    np.testing.assert_array_equal(m, m.T)
+    np.testing.assert_array_equal(np.diag(m), 1.0)
+    upper = m[np.triu_indices(50, 1)]
+    assert upper.size == data.LEE_PAIRS == 1225
+    assert upper.min() >= 0 and upper.max() <= 1
+    assert m[0, 1] == pytest.approx(0.3) and m[1, 0] == pytest.approx(0.3)

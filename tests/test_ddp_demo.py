@@ -3,6 +3,8 @@ and two single-process "nodes" on localhost give the same training run for the s
 global batch (float32 rounding: the ranks sum the same terms in another order)."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -92,7 +94,67 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
     assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-3)
 
 
-def test_a_global_batch_that_does_not_split_is_refused(tmp_path):
-    result = _torchrun(["--nproc_per_node=2"], tmp_path / "x.json", ["--batch-size", "63"])
-    assert result.returncode != 0
-    assert "must be a multiple of the world size 2" in result.stderr + result.stdout
+def test_a_global_batch_that_does_not_split_is_refused():
+    # The check runs first on every rank, before any collective: one rank in-process shows it
+    # (a torchrun launch of two processes only to see them refuse cost seconds).
+    from types import SimpleNamespace
+
+    from chapter20.scripts import ddp_demo
+
+    args = ddp_demo.parse_args([*ARGS, "--batch-size", "63"])
+    with pytest.raises(SystemExit, match="must be a multiple of the world size 2"):
+        ddp_demo.train(args, SimpleNamespace(world_size=2, rank=0))
+
+
+SBATCH = "chapter20/scripts/ddp_demo.sbatch"
+
+
+def test_sbatch_template_is_valid_bash_and_asks_for_no_gpu_by_itself():
+    result = subprocess.run(["bash", "-n", SBATCH], cwd=repo_root(), capture_output=True)
+    assert result.returncode == 0, result.stderr
+    directives = [
+        line
+        for line in (repo_root() / SBATCH).read_text().splitlines()
+        if line.startswith("#SBATCH")
+    ]
+    assert directives and not any("gpu" in line or "gres" in line for line in directives)
+
+
+def _slurm_missing() -> str | None:
+    """Why a SLURM job cannot run here, or None when a node is up."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return "SLURM is not installed (make test-slurm installs and starts it)"
+    try:
+        states = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        states = []
+    if not any(state.startswith(("idle", "mixed")) for state in states):
+        return "no SLURM node is up (make test-slurm starts one)"
+    return None
+
+
+@pytest.mark.slurm
+def test_sbatch_template_under_slurm_equals_one_process(tmp_path):
+    """ddp_demo.sbatch submitted for real: two torchrun tasks on one node rendezvous through
+    c10d and train the same run as one process (float32 rounding, as above)."""
+    reason = _slurm_missing()
+    if reason:
+        pytest.skip(reason)
+    one = _summary(_torchrun(["--nproc_per_node=1"], tmp_path / "one.json"), tmp_path / "one.json")
+    summary, log = tmp_path / "slurm.json", tmp_path / "job.log"
+    command = ["sbatch", "--wait", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2"]
+    command += [f"--output={log}", "--time=00:10:00", str(repo_root() / SBATCH), *ARGS]
+    command += ["--summary-json", str(summary)]
+    env = {**os.environ, "PYTHON": sys.executable}
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    output = log.read_text() if log.exists() else ""
+    assert result.returncode == 0, result.stderr + output[-3000:]
+    assert "2 torchrun task(s) x 1 process(es)" in output
+    job = json.loads(summary.read_text())
+    assert (job["world_size"], job["backend"]) == (2, "gloo")
+    assert job["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-6)
+    assert job["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)

@@ -2,6 +2,8 @@
 
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -162,7 +164,6 @@ def test_set_seed_value_error(seed):
 
 @pytest.fixture(scope="module")
 def environment():
-    # Imports every dependency (a few seconds): once per module.
     return dev.describe_environment()
 
 
@@ -188,6 +189,20 @@ def test_describe_environment_keys(environment):
         assert {"gpu", "gpu_count", "gpu_memory_gib", "cuda"} <= set(environment)
     else:
         assert "gpu" not in environment
+
+
+def test_describe_environment_reads_versions_without_importing():
+    # Every notebook starts with this report: it must not pay for importing bitsandbytes
+    # (torch._dynamo) and gensim only to print their versions.
+    code = (
+        "import sys; from chapter20.device import describe_environment as d; e = d(); "
+        "print(e['bitsandbytes'] != e['gensim'], 'bitsandbytes' in sys.modules, "
+        "'gensim' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["True", "False", "False"], result.stderr[-2000:]
+    assert dev.installed_version("numpy") == np.__version__
+    assert dev.installed_version("chapter20-no-such-distribution") is None
 
 
 def test_check_dependency_present():

@@ -233,3 +233,35 @@ def test_count_parameters_shared_once():
     model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
     model[1].weight = model[0].weight
     assert count_parameters(model) == 40
+
+
+def test_weighted_bag_is_the_weighted_mean_of_token_rows():
+    from chapter20.models import WeightedBagEncoder
+
+    torch.manual_seed(0)
+    weights = torch.tensor([1.0, 1.0, 2.0, 0.5, 4.0])
+    model = WeightedBagEncoder(5, 3, token_weights=weights)
+    ids = torch.tensor([[2, 3, 0], [4, 4, 2]])
+    table = model.embedding.weight.detach()
+    expected0 = (2 * table[2] + 0.5 * table[3]) / 2.5
+    expected1 = (4 * table[4] * 2 + 2 * table[2]) / 10
+    out = model(ids)
+    torch.testing.assert_close(out, torch.stack([expected0, expected1]))
+    out.sum().backward()
+    assert model.log_weight.grad[[2, 3, 4]].abs().min() > 0  # the weights learn
+    assert model.embedding.weight.grad[0].abs().max() == 0  # padding gets no gradient
+
+
+def test_weighted_bag_checks():
+    from chapter20.models import WeightedBagEncoder
+
+    with pytest.raises(ValueError, match="token_weights"):
+        WeightedBagEncoder(4, 2, token_weights=torch.tensor([0.0, 1.0, 0.0, 1.0]))
+    with pytest.raises(ValueError, match="shape"):
+        WeightedBagEncoder(4, 2, token_weights=torch.ones(3))
+    model = WeightedBagEncoder(4, 2, learn_weights=False)
+    assert not model.log_weight.requires_grad
+    with pytest.raises(IndexError):
+        model(torch.tensor([[1, 4]]))
+    with pytest.raises(ValueError, match="non-padding"):
+        model(torch.tensor([[1, 2], [0, 0]]))

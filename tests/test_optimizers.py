@@ -9,6 +9,7 @@ from torch import nn
 
 from chapter20.optimizers import (
     OPTIMIZER_KINDS,
+    MultiOptimizer,
     make_optimizer,
     optimizer_state_bytes,
     sparse_optimizers,
@@ -164,3 +165,79 @@ def test_32_bit_tables_next_to_8_bit_layers():
     optimizer.step()
     assert optimizer.state[model[0].weight]["state1"].dtype == torch.float32
     assert optimizer.state[model[1].weight]["state1"].dtype == torch.uint8
+
+
+def _table_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(5_000, 16), nn.Linear(16, 4096))
+
+
+def _groups(model):
+    return [
+        {"params": model[0].parameters()},
+        {"params": model[1].parameters(), "lr": 5e-4, "weight_decay": 0.1},
+    ]
+
+
+def test_8bit_with_32bit_tables_is_one_optimizer_that_schedulers_and_checkpoints_accept(tmp_path):
+    from chapter20.spot import CheckpointManager
+
+    model = _table_model()
+    optimizer = make_optimizer(_groups(model), "adamw8bit", 1e-3, state_32bit=[model[0]])
+    assert isinstance(optimizer, torch.optim.Optimizer)
+    # the groups and their own options are kept
+    assert [(g["lr"], g["weight_decay"]) for g in optimizer.param_groups] == [
+        (1e-3, 0.01),
+        (5e-4, 0.1),
+    ]
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: (step + 1) / 4)
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(torch.randint(0, 5_000, (8,))).sum().backward()
+        optimizer.step()
+        schedule.step()
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.75e-3, 3.75e-4])
+    CheckpointManager(tmp_path).save({"step": 2, "optimizer": optimizer.state_dict()})
+    saved = CheckpointManager(tmp_path).load_latest()["optimizer"]  # weights_only=True
+    fresh = make_optimizer(_groups(model), "adamw8bit", 1e-3, state_32bit=[model[0]])
+    fresh.load_state_dict(saved)
+    for parameter, state in optimizer.state.items():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(fresh.state[parameter][key], value), key
+    assert fresh.state[model[0].weight]["state1"].dtype == torch.float32
+    assert fresh.state[model[1].weight]["state1"].dtype == torch.uint8
+
+
+def test_an_explicit_weight_decay_is_never_dropped():
+    parameter = nn.Parameter(torch.randn(8_192))
+    for kind in ("adam8bit", "adamw8bit", "adamw", "sgd_nesterov"):
+        optimizer = make_optimizer([parameter], kind, 1e-3, weight_decay=0.05)
+        assert optimizer.param_groups[0]["weight_decay"] == 0.05, kind
+    assert make_optimizer([parameter], "adam8bit", 1e-3).param_groups[0]["weight_decay"] == 0.0
+    assert make_optimizer([parameter], "adamw", 1e-3).param_groups[0]["weight_decay"] == 0.01
+    with pytest.raises(ValueError, match="weight_decay"):
+        make_optimizer([parameter], "adamw", 1e-3, weight_decay=-1)
+    with pytest.raises(ValueError, match="state_32bit"):
+        make_optimizer([parameter], "adamw8bit", 1e-3, state_32bit=[nn.Linear(2, 2)])
+
+
+def test_multi_optimizer_is_an_optimizer_whose_groups_drive_the_inner_ones():
+    model = nn.Sequential(nn.Embedding(100, 4, sparse=True), nn.Linear(4, 2))
+    optimizer = sparse_optimizers(model, lr=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)
+    model(torch.tensor([1, 2])).sum().backward()
+    optimizer.step()
+    schedule.step()
+    assert [g["lr"] for o in optimizer.optimizers for g in o.param_groups] == [0.05, 0.05]
+    assert set(optimizer.state) == {p for p in model.parameters()}
+    fresh = sparse_optimizers(model, lr=0.1)
+    fresh.load_state_dict(optimizer.state_dict())
+    sparse_adam = fresh.optimizers[0]
+    assert sparse_adam.param_groups[0]["lr"] == 0.05
+    assert torch.equal(
+        sparse_adam.state[model[0].weight]["exp_avg"],
+        optimizer.optimizers[0].state[model[0].weight]["exp_avg"],
+    )
+    with pytest.raises(TypeError, match="torch.optim.Optimizer"):
+        MultiOptimizer(object())

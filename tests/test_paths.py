@@ -1,5 +1,8 @@
 """chapter20.paths: where the companion reads and writes."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from chapter20 import paths
@@ -25,8 +28,24 @@ def test_results_dir_in_a_checkout(monkeypatch):
 
 def test_data_file():
     assert paths.data_file("claims.csv").name == "claims.csv"
+    assert paths.data_file("claims.csv").parent == Path(paths.__file__).parent / "data"
     with pytest.raises(FileNotFoundError, match="no_such_file"):
         paths.data_file("no_such_file.csv")
+    with pytest.raises(ValueError, match="bare file name"):
+        paths.data_file("../pyproject.toml")
+
+
+def test_every_data_file_the_code_names_is_package_data():
+    """Data lives in chapter20/data/ only (so that it ships in the wheel): no data/ folder at the
+    top of the checkout, and every data_file("...") in the package names a file that exists."""
+    package = Path(paths.__file__).parent
+    assert not (package.parent / "data").exists(), "data files belong in chapter20/data/"
+    named = set()
+    for module in package.rglob("*.py"):
+        named |= set(re.findall(r"data_file\(\s*[\"']([^\"']+)[\"']", module.read_text()))
+    assert {"claims.csv", "instance_prices.csv"} <= named
+    for name in named:
+        assert paths.data_file(name).is_file(), name
 
 
 def test_atomic_torch_save_writes_whole_files_only(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""§20.2.2 chapter20.precision: autocast with fp32 master weights on any device, loss scaling
-and skipped steps, BatchNorm kept in fp32, and what fp16 / bf16 can hold."""
+"""§20.2.2 chapter20.precision, and the composed trainer in each precision: autocast with fp32
+master weights on any device, loss scaling and skipped steps, BatchNorm kept in fp32, and what
+fp16 / bf16 can hold."""
 
 import math
 import warnings
@@ -11,7 +12,6 @@ from torch import nn
 
 from chapter20.contrastive import info_nce
 from chapter20.precision import (
-    MixedPrecisionTrainer,
     autocast,
     format_limits,
     gradient_underflow,
@@ -21,6 +21,7 @@ from chapter20.precision import (
     underflow_report,
 )
 from chapter20.precision_lab import encoder, pair_loss, parity_run
+from chapter20.training import TrainConfig, Trainer
 
 CPU_PRECISIONS = ["fp32", "bf16", "fp16"]
 
@@ -30,9 +31,15 @@ def _small_model():
     return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
-def _mse(model, batch):
+def _mse(model, batch, factor: float = 1.0):
+    """One squared error per example (times ``factor``: inf or NaN make the step overflow)."""
     x, y = batch
-    return F.mse_loss(model(x), y)
+    return factor * F.mse_loss(model(x).float(), y, reduction="none").mean(dim=1)
+
+
+def _trainer(model, precision, *, loss=_mse, **config):
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    return Trainer(model, TrainConfig(precision=precision, **config), loss=loss, optimizer=sgd)
 
 
 def _batch():
@@ -45,10 +52,7 @@ def test_no_deprecation_warning_on_cpu(precision):
     model = _small_model()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every warning, deprecations included, is an error
-        trainer = MixedPrecisionTrainer(
-            model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision, clip_norm=1.0
-        )
-        result = trainer.step(_mse, _batch())
+        result = _trainer(model, precision, clip_norm=1.0).step(_batch())
     assert math.isfinite(result.loss) and not result.skipped
 
 
@@ -62,14 +66,12 @@ def test_autocast_runs_linear_in_half_and_keeps_embeddings_loss_and_weights_fp32
     assert table(torch.tensor([1])).dtype == torch.float32  # outside: plain fp32
     assert loss.dtype == torch.float32  # InfoNCE computes its softmax in fp32
     model = encoder(vocab=50, d_model=16, layers=1)
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.Adam(model.parameters()), precision=precision
-    )
+    trainer = Trainer(model, TrainConfig(precision=precision))
     with trainer.autocast():
         embedded = model.token_embedding(torch.tensor([[1, 2]]))
     assert embedded.dtype == torch.float32
     pairs = torch.randint(1, 50, (2, 4, 6))
-    trainer.step(pair_loss, tuple(pairs))
+    trainer.step(tuple(pairs))
     for parameter in model.parameters():  # master weights and their gradients stay fp32
         assert parameter.dtype == torch.float32
         assert parameter.grad is None or parameter.grad.dtype == torch.float32
@@ -81,11 +83,17 @@ def test_fp32_is_a_null_context():
         assert linear(torch.randn(2, 3)).dtype == torch.float32
 
 
+@pytest.fixture(scope="module")
+def fp32_losses():
+    """The fp32 reference run, computed once for both half precisions."""
+    return parity_run("fp32", steps=30)
+
+
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_loss_tracks_fp32_over_training(precision):
+def test_loss_tracks_fp32_over_training(precision, fp32_losses):
     # Tolerance 2% relative per step: bf16 keeps 8 mantissa bits (0.4% per rounding) and the
     # rounding errors of 30 steps of Adam do not compound into a different run.
-    reference, half = parity_run("fp32", steps=30), parity_run(precision, steps=30)
+    reference, half = fp32_losses, parity_run(precision, steps=30)
     assert len(half) == 30
     for step, (a, b) in enumerate(zip(reference, half)):
         assert abs(a - b) <= 0.02 * abs(a) + 1e-3, (step, a, b)
@@ -95,14 +103,16 @@ def test_loss_tracks_fp32_over_training(precision):
 def test_fp16_step_with_an_infinite_gradient_is_skipped_and_counted():
     model = _small_model()
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.SGD(model.parameters(), lr=0.1), precision="fp16", init_scale=1024.0
+    factor = {"value": float("inf")}
+    trainer = _trainer(
+        model, "fp16", loss=lambda m, b: _mse(m, b, factor["value"]), init_scale=1024.0
     )
-    result = trainer.step(lambda m, b: _mse(m, b) * float("inf"), _batch())
+    result = trainer.step(_batch())
     assert result.skipped and trainer.skipped_steps == 1 and trainer.steps == 1
     assert trainer.scaler.get_scale() == 512.0  # the scale backs off
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))  # untouched
-    assert not trainer.step(_mse, _batch()).skipped  # the next good step goes through
+    factor["value"] = 1.0
+    assert not trainer.step(_batch()).skipped  # the next good step goes through
     assert trainer.skipped_steps == 1
 
 
@@ -110,10 +120,8 @@ def test_fp16_step_with_an_infinite_gradient_is_skipped_and_counted():
 def test_non_finite_gradients_are_skipped_without_a_scaler_too(precision):
     model = _small_model()
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision
-    )
-    result = trainer.step(lambda m, b: _mse(m, b) * float("nan"), _batch())
+    trainer = _trainer(model, precision, loss=lambda m, b: _mse(m, b, float("nan")))
+    result = trainer.step(_batch())
     assert result.skipped and trainer.skipped_steps == 1
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
 
@@ -122,10 +130,7 @@ def test_gradients_are_unscaled_before_clipping():
     norms = {}
     for precision in ("fp32", "fp16"):
         model = _small_model()
-        trainer = MixedPrecisionTrainer(
-            model, torch.optim.SGD(model.parameters(), lr=0.1), precision=precision, clip_norm=1e-3
-        )
-        result = trainer.step(_mse, _batch())
+        result = _trainer(model, precision, clip_norm=1e-3).step(_batch())
         norms[precision] = result.grad_norm
         clipped = torch.linalg.vector_norm(
             torch.cat([p.grad.flatten() for p in model.parameters()])
@@ -148,11 +153,10 @@ def test_precision_names_and_errors(monkeypatch):
         resolve_precision("bf16", "cuda")
     with pytest.raises(ValueError, match="not supported on mps"):
         resolve_precision("bf16", "mps")
-    model = _small_model()
     with pytest.raises(ValueError, match="clip_norm"):
-        MixedPrecisionTrainer(model, torch.optim.SGD(model.parameters(), 0.1), clip_norm=0)
+        TrainConfig(clip_norm=0)
     with pytest.raises(ValueError, match="init_scale"):
-        MixedPrecisionTrainer(model, torch.optim.SGD(model.parameters(), 0.1), init_scale=math.inf)
+        TrainConfig(init_scale=math.inf)
 
 
 def test_keep_batchnorm_fp32_after_half():
@@ -200,12 +204,10 @@ def test_loss_scaling_rescues_small_gradients():
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_cuda_mixed_precision_step(precision):
     model = _small_model().cuda()
-    trainer = MixedPrecisionTrainer(
-        model, torch.optim.Adam(model.parameters()), precision=precision
-    )
+    trainer = Trainer(model, TrainConfig(precision=precision), loss=_mse)
     x, y = (t.cuda() for t in _batch())
-    result = trainer.step(_mse, (x, y))
-    assert not result.skipped and trainer.scaler.is_enabled() == (precision == "fp16")
+    result = trainer.step((x, y))
+    assert not result.skipped and (trainer.scaler is not None) == (precision == "fp16")
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 

@@ -32,8 +32,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from chapter20.contrastive_lab import pair_data
-from chapter20.contrastive_training import ContrastiveTrainer
+from chapter20.data import pair_data
 from chapter20.device import set_seed
 from chapter20.distributed import (
     compress_gradients,
@@ -42,10 +41,10 @@ from chapter20.distributed import (
     main_print,
     scale_lr,
     set_epoch,
-    warmup_schedule,
 )
 from chapter20.models import BagOfEmbeddingsEncoder
-from chapter20.optimizers import make_optimizer
+from chapter20.spot import CheckpointManager
+from chapter20.training import TrainConfig, Trainer
 
 
 def _positive_int(text: str) -> int:
@@ -119,15 +118,15 @@ def train(args: argparse.Namespace, ctx) -> dict:
     set_seed(args.seed)
     model = BagOfEmbeddingsEncoder(args.vocab, args.dim).to(ctx.device)
     lr = scale_lr(args.lr, args.base_batch, args.batch_size)
-    optimizer = make_optimizer(model, "adamw", lr, weight_decay=0.0)
-    schedule = warmup_schedule(optimizer, args.warmup)
-    trainer = ContrastiveTrainer(
-        model,
-        optimizer,
+    config = TrainConfig(
+        lr=lr,
+        weight_decay=0.0,
+        warmup_steps=args.warmup,
         temperature=0.05,
         chunk_size=per_rank // args.accumulation if args.accumulation > 1 else None,
         precision="bf16" if args.amp else "fp32",
     )
+    trainer = Trainer(model, config)
     stats = None
     if ctx.world_size > 1:
         stats = compress_gradients(trainer.model, args.compress)
@@ -140,18 +139,14 @@ def train(args: argparse.Namespace, ctx) -> dict:
     )
     losses, start = [], time.perf_counter()
     for _ in range(args.steps):
-        anchors, positives = (t.to(ctx.device, non_blocking=True) for t in next(batches))
-        loss = torch.tensor([trainer.step(anchors, positives)], device=ctx.device)
-        if ctx.world_size > 1:
-            dist.all_reduce(loss)  # each rank's loss is scaled so that the mean is global
-        losses.append(float(loss) / ctx.world_size)
-        schedule.step()
+        batch = tuple(t.to(ctx.device, non_blocking=True) for t in next(batches))
+        losses.append(trainer.step(batch).loss)  # the loss of the global batch, on every rank
         progress.update()
         progress.set_postfix(loss=f"{losses[-1]:.3f}")
     progress.close()
     seconds = time.perf_counter() - start
-    if args.checkpoint_dir is not None:
-        trainer.save_checkpoint(args.checkpoint_dir / "ddp_demo.pt")
+    if args.checkpoint_dir is not None:  # the whole state, written by rank 0, atomically
+        CheckpointManager(args.checkpoint_dir, keep_last=1).save(trainer.capture_state())
     checksum = torch.tensor(
         [sum(float(p.detach().double().abs().sum()) for p in model.parameters())]
     )

@@ -42,6 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--notice-file", type=Path, default=None, help="preemption notice")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--summary-json", type=Path, default=None)
+    composed = parser.add_argument_group("techniques of the composed step (chapter20.training)")
+    composed.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    composed.add_argument("--chunk-size", type=int, default=None, help="gradient caching rows")
+    composed.add_argument("--learn-temperature", action="store_true")
+    composed.add_argument("--optimizer", default="adamw", help="adamw, adamw8bit, ...")
     return parser.parse_args(argv)
 
 
@@ -59,6 +64,10 @@ def main(argv: list[str] | None = None) -> dict:
         step_delay=args.step_delay,
         notice_file=None if args.notice_file is None else str(args.notice_file),
         seed=args.seed,
+        precision=args.precision,
+        chunk_size=args.chunk_size,
+        learn_temperature=args.learn_temperature,
+        optimizer=args.optimizer,
     )
     with distributed() as ctx:
         summary = run_spot_training(config, ctx.device)

@@ -1,0 +1,204 @@
+"""§20.6–§20.8 Putting it together: the tables and figures of notebook 11.
+
+- §20.6's key takeaways, each next to the verdicts that the earlier notebooks measured for the
+  claims behind it (read from the claims audit, never retyped): :func:`takeaways_table`;
+- the audit of all 30 claims per section: :func:`verdicts_by_section`,
+  :func:`plot_verdicts_by_section`;
+- the quality of the composed run's encoder next to the baselines measured in the same run:
+  :func:`quality_table`, :func:`plot_quality`;
+- §20.8's further reading as references: :data:`FURTHER_READING`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from chapter20.capstone import EncoderRecipe, build_encoder, recipe_study, train_encoder
+from chapter20.claims import NOT_YET_MEASURED, VERDICTS, audit
+from chapter20.evaluation import (
+    LEE_INTER_RATER,
+    baseline_scores,
+    heldout_sentence_pairs,
+    summarize_seeds,
+)
+from chapter20.paths import data_file
+from chapter20.plotting import new_figure
+
+#: The recipe study as measured once (see data/README.md for when and how).
+RECIPE_STUDY_FILE = "capstone_recipe_study.csv"
+
+__all__ = [
+    "FURTHER_READING",
+    "benchmark",
+    "TAKEAWAYS",
+    "plot_quality",
+    "plot_verdicts_by_section",
+    "quality_runs",
+    "quality_table",
+    "recipe_study_table",
+    "takeaways_table",
+    "verdicts_by_section",
+]
+
+#: §20.6's key takeaways in our words, each with the claims (C01–C30) that measure it.
+TAKEAWAYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Contrastive training wants thousands of negatives; reach them with gradient caching, "
+     "not naive accumulation", ("C01", "C05")),
+    ("Mixed precision: half the bytes, faster matrix multiplies on tensor cores, no loss of "
+     "accuracy", ("C06", "C07", "C08", "C09", "C27")),
+    ("Activation checkpointing trades recomputation for activation memory", ("C10",)),
+    ("Optimizer state is a large share of memory; 8-bit state cuts it", ("C11", "C12", "C13")),
+    ("Together the memory techniques fit a much larger model on one GPU", ("C23",)),
+    ("Data parallelism scales when communication keeps up: gradient traffic, links, LR "
+     "scaling", ("C02", "C03", "C14", "C15", "C16")),
+    ("Cost is price × time: pick instances by time-to-train, use spot with checkpoints",
+     ("C17", "C18", "C19", "C20", "C21", "C22")),
+)  # fmt: skip
+
+#: §20.8 (and §20.7's evaluation) as references: (topic, reference).
+FURTHER_READING: tuple[tuple[str, str], ...] = (
+    ("PyTorch DDP", "Li et al., PyTorch Distributed: Experiences on Accelerating Data "
+     "Parallel Training, VLDB 2020"),
+    ("Megatron-LM", "Shoeybi et al., Megatron-LM: Training Multi-Billion Parameter Language "
+     "Models Using Model Parallelism, 2019"),
+    ("ZeRO", "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion "
+     "Parameter Models, SC 2020"),
+    ("Mixed precision", "Micikevicius et al., Mixed Precision Training, ICLR 2018"),
+    ("8-bit optimizers", "Dettmers et al., 8-bit Optimizers via Block-wise Quantization, "
+     "ICLR 2022"),
+    ("Sublinear memory", "Chen et al., Training Deep Nets with Sublinear Memory Cost, 2016"),
+    ("Horovod", "Sergeev and Del Balso, Horovod: fast and easy distributed deep learning in "
+     "TensorFlow, 2018"),
+    ("Evaluation (§20.7): Lee similarity", "Lee, Pincombe and Welsh, An Empirical Evaluation "
+     "of Models of Text Document Similarity, CogSci 2005"),
+    ("Evaluation (§20.7): LSA baseline", "Deerwester et al., Indexing by Latent Semantic "
+     "Analysis, JASIS 1990"),
+    ("Evaluation (§20.7): Doc2Vec baseline", "Le and Mikolov, Distributed Representations of "
+     "Sentences and Documents, ICML 2014"),
+    ("Training signal: cropped views", "Izacard et al., Unsupervised Dense Information "
+     "Retrieval with Contrastive Learning (Contriever), TMLR 2022"),
+)  # fmt: skip
+
+
+def takeaways_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per takeaway of :data:`TAKEAWAYS` with each of its claims' verdicts as
+    ``"C05: holds"`` (the audit's latest verdict per claim; every notebook that logged it)."""
+    frame = audit() if frame is None else frame
+    verdicts = frame.groupby("id", sort=False)["verdict"].agg(
+        lambda v: " / ".join(dict.fromkeys(v))
+    )
+    rows = []
+    for takeaway, claims in TAKEAWAYS:
+        rows.append({"takeaway (§20.6)": takeaway,
+                     "verdicts": "; ".join(f"{c}: {verdicts.get(c, NOT_YET_MEASURED)}"
+                                           for c in claims)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def verdicts_by_section(frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Claims per section and verdict (sections in the chapter's order; one count per claim
+    and notebook that logged it; "not yet measured" when none did)."""
+    frame = audit() if frame is None else frame
+    columns = [*VERDICTS, NOT_YET_MEASURED]
+    table = pd.crosstab(frame["section"], frame["verdict"]).reindex(columns=columns, fill_value=0)
+    order = list(dict.fromkeys(frame["section"]))
+    return table.loc[order]
+
+
+def plot_verdicts_by_section(table: pd.DataFrame):
+    """Stacked bars: claims per section by verdict."""
+    fig, ax = new_figure("The chapter's claims, audited", "section", "claims (per notebook)")
+    bottom = pd.Series(0, index=table.index)
+    for verdict in table.columns:
+        if table[verdict].any():
+            ax.bar(table.index, table[verdict], bottom=bottom, label=verdict)
+            bottom = bottom + table[verdict]
+    ax.legend()
+    ax.tick_params(axis="x", rotation=45)
+    return fig
+
+
+def quality_table(runs: pd.DataFrame, column: str = "lee_pearson") -> pd.DataFrame:
+    """Mean ± std over seeds of ``column`` per method (rows of ``runs``: method, seed, value),
+    with the inter-rater agreement as the last row for reference (Lee Pearson only)."""
+    summary = summarize_seeds(runs.rename(columns={column: "value"}), columns=("value",))
+    summary = summary.rename(columns={"value_mean": "mean", "value_std": "std"})
+    if column == "lee_pearson":
+        summary.loc[len(summary)] = {"method": "inter-rater agreement", "seeds": 0,
+                                     "mean": LEE_INTER_RATER, "std": 0.0}  # fmt: skip
+    return summary
+
+
+def plot_quality(summary: pd.DataFrame, title: str = "Lee document similarity"):
+    """Bars of mean Pearson per method with ± std error bars; the inter-rater line."""
+    fig, ax = new_figure(title, "method", "Pearson r with human judgments")
+    bars = summary[summary["method"] != "inter-rater agreement"]
+    ax.bar(bars["method"], bars["mean"], yerr=bars["std"], capsize=4)
+    ax.axhline(LEE_INTER_RATER, color="grey", linestyle="--", label="inter-rater agreement")
+    ax.legend()
+    return fig
+
+
+def quality_runs(
+    recipe: EncoderRecipe | None = None, *, steps: int = 60, batch: int = 512,
+    seeds: tuple[int, ...] = (0, 1, 2),
+) -> pd.DataFrame:  # fmt: skip
+    """The encoder of ``recipe`` trained ``steps`` steps for each seed, and the baselines for
+    the same seeds, measured now (§20.7): one row per (method, seed) with ``lee_pearson``,
+    ``lee_spearman`` and, for the encoder (before and after training), held-out recall@1/@10
+    and their chance levels."""
+    recipe = recipe or EncoderRecipe()
+    retrieval = heldout_sentence_pairs(2_000)
+    rows = []
+    for seed in seeds:
+        setup = build_encoder(EncoderRecipe(**{**recipe.__dict__, "seed": seed}))
+        records = train_encoder(setup, steps=steps, batch=batch, retrieval=retrieval)
+        for method, record in (("encoder, untrained (LSA start)", records[0]),
+                               ("encoder", records[-1])):  # fmt: skip
+            rows.append({"method": method, "seed": seed, **record})
+    baselines = baseline_scores(seeds).rename(
+        columns={"pearson": "lee_pearson", "spearman": "lee_spearman"}
+    )
+    return pd.concat([pd.DataFrame(rows), baselines], ignore_index=True)
+
+
+def recipe_study_table(path=None) -> pd.DataFrame:
+    """The recipe study measured once (``data/capstone_recipe_study.csv``, written by
+    ``chapter20.capstone.recipe_study``): per variant the Lee Pearson at the start and after
+    training, its change against the final recipe, and held-out recall@1 — rounded to 3
+    decimals for display."""
+    frame = pd.read_csv(path or data_file(RECIPE_STUDY_FILE))
+    final = frame.loc[frame["variant"] == "final recipe", "lee_pearson"].iloc[0]
+    table = pd.DataFrame({
+        "variant": frame["variant"],
+        "Lee r at start": frame["start_lee_pearson"],
+        "Lee r trained": frame["lee_pearson"],
+        "vs final": frame["lee_pearson"] - final,
+        "recall@1": frame["recall@1"],
+    })  # fmt: skip
+    return table.round(3)
+
+
+def benchmark(steps: int = 120, batch: int = 256, out: str = "") -> None:
+    """``python -m chapter20 bench recipe``: :func:`chapter20.capstone.recipe_study` (every
+    variant, one seed), printed as it goes; with ``out`` (a path; or ``CHAPTER20_STUDY_OUT``) also
+    written as the CSV that :func:`recipe_study_table` reads, with when and where it ran."""
+    import datetime
+    import os
+
+    import torch
+
+    out = out or os.environ.get("CHAPTER20_STUDY_OUT")
+    stamp = {"measured_on": datetime.date.today().isoformat(),
+             "torch_threads": torch.get_num_threads(),
+             "load_average": round(os.getloadavg()[0], 1)}  # fmt: skip
+
+    def log(record: dict) -> None:
+        print(f"{record['variant']:<40} Lee r {record['start_lee_pearson']:.3f} -> "
+              f"{record['lee_pearson']:.3f}   recall@1 {record['recall@1']:.3f}   "
+              f"{record['seconds']:.0f} s", flush=True)  # fmt: skip
+
+    records = recipe_study(steps=steps, batch=batch, log=log)
+    if out:
+        pd.DataFrame([{**r, **stamp} for r in records]).to_csv(out, index=False)
+        print(f"written: {out}")

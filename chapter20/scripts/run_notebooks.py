@@ -1,0 +1,132 @@
+"""Execute notebooks top to bottom and print one line per notebook (``make run``, ``make
+notebooks``): its name, the seconds it took, and ✓ or the cell that failed.
+
+Each notebook runs in a fresh ``python3`` kernel in the notebook's folder. What the kernel
+process itself writes to its terminal (the transport warning, output of subprocesses that bypass
+the notebook) goes to ``<name>.kernel.log`` beside the executed notebook, not to the screen.
+
+    python -m chapter20.scripts.run_notebooks --output-dir build/notebooks --html notebooks/*.ipynb
+    python -m chapter20.scripts.run_notebooks --inplace notebooks/03_mixed_precision.ipynb
+
+Needs the ``dev`` extra (nbclient, nbconvert). Exit status 1 when any notebook failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """The outcome of executing one notebook."""
+
+    name: str
+    seconds: float
+    error: str | None  # None: every cell ran; else "cell N: ErrorName: message"
+    output: Path
+    log: Path
+
+    def line(self, width: int = 40) -> str:
+        """``name  seconds  ✓`` or ``name  seconds  ✗ cell N: ...`` (the log named)."""
+        head = f"{self.name:<{width}} {self.seconds:6.1f} s  "
+        if self.error is None:
+            return head + "✓"
+        return head + f"✗ {self.error}  (notebook: {self.output}, kernel log: {self.log})"
+
+
+def _failed_cell(nb) -> str:
+    """The first cell whose outputs hold an error, as ``cell N (In [k]): Name: value``."""
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error":
+                count = cell.get("execution_count")
+                label = f"cell {index}" + (f" (In [{count}])" if count else "")
+                value = str(out.get("evalue", "")).strip().splitlines()
+                return f"{label}: {out.get('ename')}: {value[0][:120] if value else ''}"
+    return "a cell failed without an error output"
+
+
+def execute(
+    path: Path, output: Path, *, timeout: int, html: bool = False, log_dir: Path | None = None
+) -> NotebookRun:
+    """Run the notebook at ``path`` in a fresh kernel and write the executed copy to ``output``
+    (and ``output`` with ``.html`` when ``html``); the error, if any, names the failing cell.
+    The kernel's own terminal output goes to ``<log_dir or output's folder>/<name>.kernel.log``."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    nb = nbformat.read(path, as_version=4)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    log_dir = output.parent if log_dir is None else log_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{output.stem}.kernel.log"
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    error = None
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as kernel_output:
+        try:
+            client.execute(stdout=kernel_output, stderr=kernel_output)
+        except CellExecutionError:
+            error = _failed_cell(nb)
+        except CellTimeoutError as exc:
+            error = f"a cell ran past {timeout} s: {str(exc).splitlines()[0][:120]}"
+        except DeadKernelError as exc:
+            error = f"the kernel died: {str(exc).splitlines()[0][:120]}"
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, output)
+    if html:
+        from nbconvert import HTMLExporter
+
+        # The classic template writes each image's alt text (chapter20.plotting sets it).
+        body, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+        output.with_suffix(".html").write_text(body, encoding="utf-8")
+    return NotebookRun(path.stem, seconds, error, output, log)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=Path, help="notebooks, run in this order")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--output-dir", type=Path, help="write the executed copies here")
+    where.add_argument("--inplace", action="store_true", help="overwrite each notebook")
+    parser.add_argument("--html", action="store_true", help="also write an HTML page of each")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        default=None,
+        help="kernel logs (default: the output folder; with --inplace, build/notebook-logs)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    width = max(len(p.stem) for p in args.notebooks)
+    runs = []
+    total = time.perf_counter()
+    for path in args.notebooks:
+        output = path if args.inplace else args.output_dir / path.name
+        log_dir = args.log_dir or (Path("build/notebook-logs") if args.inplace else None)
+        runs.append(execute(path, output, timeout=args.timeout, html=args.html, log_dir=log_dir))
+        print(runs[-1].line(width), flush=True)
+    failed = [run.name for run in runs if run.error]
+    summary = f"{len(runs) - len(failed)} of {len(runs)} notebooks ran without errors"
+    print(
+        f"{summary} in {time.perf_counter() - total:.0f} s" + (f"; failed: {failed}" * bool(failed))
+    )
+    if args.output_dir is not None:
+        print(f"executed notebooks{' and HTML' * args.html}: {args.output_dir}/")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

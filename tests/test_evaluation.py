@@ -1,0 +1,112 @@
+"""Tests of chapter20.evaluation: the Lee correlation, the baselines, held-out retrieval."""
+
+import numpy as np
+import pytest
+import torch
+
+from chapter20 import evaluation
+from chapter20.data import lee_human_similarity
+
+
+def test_lee_score_of_the_human_matrix_is_one_and_of_its_negation_minus_one():
+    human = lee_human_similarity()
+    assert evaluation.lee_score(human).pearson == pytest.approx(1.0)
+    assert evaluation.lee_score(human).spearman == pytest.approx(1.0)
+    assert evaluation.lee_score(-human).pearson == pytest.approx(-1.0)
+
+
+def test_lee_score_reads_only_the_upper_triangle():
+    human = lee_human_similarity()
+    scrambled = human.copy()
+    scrambled[np.tril_indices(50, -1)] = np.random.default_rng(0).random(1225)
+    assert evaluation.lee_score(scrambled) == evaluation.lee_score(human)
+
+
+def test_lee_score_rejects_bad_matrices():
+    with pytest.raises(ValueError, match=r"\[50, 50\]"):
+        evaluation.lee_score(np.eye(49))
+    bad = np.eye(50)
+    bad[0, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        evaluation.lee_score(bad)
+
+
+def test_cosine_matrix_matches_torch_and_refuses_zero_rows():
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    expected = torch.nn.functional.cosine_similarity(x[:, None], x[None], dim=-1)
+    np.testing.assert_allclose(evaluation.cosine_matrix(x), expected.numpy(), atol=1e-6)
+    x[2] = 0
+    with pytest.raises(ValueError, match=r"rows \[2\]"):
+        evaluation.cosine_matrix(x)
+
+
+def test_tfidf_baseline_is_gensims_figure():
+    # Deterministic (no randomness in TF-IDF): the figure this machine measured, to 3 decimals.
+    score = evaluation.lee_baseline("tfidf")
+    assert score.pearson == pytest.approx(0.5464, abs=5e-4)
+    assert score.spearman == pytest.approx(0.2380, abs=5e-4)
+
+
+def test_baseline_argument_checks():
+    with pytest.raises(ValueError, match="tfidf"):
+        evaluation.lee_baseline("bm25")
+    with pytest.raises(TypeError, match="seed"):
+        evaluation.lee_baseline("lsi", seed=0.5)
+
+
+def test_score_encoder_on_lee_sees_the_raw_documents():
+    seen = []
+
+    def encode(texts):
+        seen.extend(texts)
+        return np.random.default_rng(0).normal(size=(len(texts), 8))
+
+    score = evaluation.score_encoder_on_lee(encode)
+    assert len(seen) == 50 and "Brian Greig" in seen[0]
+    assert abs(score.pearson) < 0.2  # random vectors: no agreement
+
+
+def test_retrieval_recall_perfect_random_and_chance():
+    anchors = [f"a{i}" for i in range(20)]
+    positives = [f"p{i}" for i in range(20)]
+    ids = {t: i % 20 for i, t in enumerate(anchors + positives)}
+    perfect = evaluation.retrieval_recall(lambda ts: torch.eye(20)[[ids[t] for t in ts]],
+                                          anchors, positives)  # fmt: skip
+    assert perfect == {"recall@1": 1.0, "chance@1": 0.05, "recall@10": 1.0, "chance@10": 0.5}
+    # A constant encoder ties every candidate: a tie does not count as found.
+    constant = evaluation.retrieval_recall(lambda ts: torch.ones(len(ts), 3), anchors, positives)
+    assert constant["recall@1"] == 0.0 and constant["recall@10"] == 0.0
+    with pytest.raises(ValueError, match="anchors"):
+        evaluation.retrieval_recall(lambda ts: torch.ones(len(ts), 3), anchors, positives[:-1])
+
+
+def test_heldout_pairs_come_from_articles_the_training_documents_never_hold():
+    from chapter20.views import training_documents
+
+    anchors, positives = evaluation.heldout_sentence_pairs(limit=300)
+    assert len(anchors) == len(positives) == 300
+    training = {" ".join(doc) for doc in training_documents(("wiki",))}
+    text = "\n".join(training)
+    assert sum(a in text for a in anchors[:100]) < 5  # only stock phrases may repeat
+
+
+def test_summarize_seeds():
+    frame = evaluation.pd.DataFrame(
+        {"method": ["a", "a", "b", "b"], "pearson": [0.1, 0.3, 0.5, 0.5], "spearman": [0] * 4}
+    )
+    out = evaluation.summarize_seeds(frame)
+    assert list(out["method"]) == ["a", "b"]
+    assert out["pearson_mean"].tolist() == pytest.approx([0.2, 0.5])
+    assert out["pearson_std"].tolist() == pytest.approx([np.std([0.1, 0.3], ddof=1), 0.0])
+
+
+def test_correlations_match_scipy():
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=500)
+    y = np.round(x + rng.normal(size=500), 1)  # ties, as in the human ratings
+    assert evaluation._pearson(x, y) == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
+    rho = evaluation._pearson(evaluation._ranks(x), evaluation._ranks(y))
+    assert rho == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
+

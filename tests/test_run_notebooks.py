@@ -1,0 +1,59 @@
+"""chapter20/scripts/run_notebooks.py (``make run``, ``make notebooks``): one line per notebook,
+the failing cell named, subprocess output in the notebook, the kernel's own chatter in a log,
+alt text in the HTML."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from chapter20.scripts import run_notebooks
+
+pytestmark = pytest.mark.slow
+
+FIGURE = """import subprocess
+import matplotlib.pyplot as plt
+from chapter20.plotting import new_figure
+fig, ax = new_figure("Loss", "step", "loss")
+ax.plot([3, 2, 1])
+plt.show()
+subprocess.run(["echo", "from a child process"], check=True)"""
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return path
+
+
+def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    # ipykernel does not capture the output of child processes when it runs under pytest.
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    good = _notebook(tmp_path / "01_good.ipynb", FIGURE)
+    bad = _notebook(tmp_path / "02_bad.ipynb", "x = 1", "raise ValueError('no such size')", "x")
+    out = tmp_path / "out"
+    status = run_notebooks.main(["--output-dir", str(out), "--html", str(good), str(bad)])
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 1
+    assert re.fullmatch(r"01_good +\d+\.\d s  ✓", lines[0])
+    assert re.match(r"02_bad +\d+\.\d s  ✗ cell 1 \(In \[2\]\): ValueError: no such size", lines[1])
+    assert "1 of 2 notebooks ran without errors" in lines[2]
+
+    executed = nbformat.read(out / "01_good.ipynb", as_version=4)
+    outputs = executed.cells[0].outputs
+    assert any("from a child process" in o.get("text", "") for o in outputs)
+    image = next(o for o in outputs if "image/png" in o.get("data", {}))
+    assert image.metadata["image/png"]["alt"] == "Loss: loss against step."
+    assert 'alt="Loss: loss against step."' in (out / "01_good.html").read_text()
+    assert "without encryption" not in "\n".join(lines)  # the kernel's warning is in its log
+    assert (out / "01_good.kernel.log").is_file()
+    assert nbformat.read(out / "02_bad.ipynb", as_version=4).cells[2].execution_count is None
