@@ -103,8 +103,21 @@ def _finish(process: subprocess.Popen, timeout: float) -> str:
     return stdout
 
 
+def _check_timeout(timeout) -> float:
+    """A deadline in seconds: more than 0, at most a year."""
+    return check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
+
+
+def _check_startup_share(startup_share) -> float:
+    """The share of kills aimed at start-up: a number in [0, 1]."""
+    if not 0.0 <= check_real("startup_share", startup_share, finite=True) <= 1.0:
+        raise ValueError(f"startup_share must be in [0, 1], got {startup_share}")
+    return startup_share
+
+
 def run_uninterrupted(args: list[str], directory: str | os.PathLike, *, timeout: float = 600.0):
     """One demo run, never interrupted, into ``directory`` (which should be empty)."""
+    timeout = _check_timeout(timeout)
     directory = Path(directory)
     start, wall = time.monotonic(), time.time()
     stdout = _finish(_launch(demo_command(args, directory)), timeout)
@@ -180,6 +193,11 @@ def run_killed(
     """Launch the demo into ``directory``, SIGKILL it from outside ``kills`` times at random
     moments (see :func:`_kill_at_random`), relaunching after each kill as a requeue would, and
     let the last launch finish. Returns its fingerprint and where each kill landed."""
+    steps = check_int("steps", steps, 1)
+    kills = check_int("kills", kills, 0)
+    check_real("startup_seconds", startup_seconds, minimum=0, maximum=3600, finite=True)
+    _check_startup_share(startup_share)
+    timeout = _check_timeout(timeout)
     directory = Path(directory)
     start = time.monotonic()
     deadline = start + timeout
@@ -232,8 +250,9 @@ def stress_resume(
     repetitions = check_int("repetitions", repetitions, 1)
     steps = check_int("steps", steps, 1)
     kills = check_int("kills", kills, 0)
-    if not 0.0 <= check_real("startup_share", startup_share, finite=True) <= 1.0:
-        raise ValueError(f"startup_share must be in [0, 1], got {startup_share}")
+    seed = check_int("seed", seed, 0)
+    _check_startup_share(startup_share)
+    timeout = _check_timeout(timeout)
     args = [*(args or []), "--steps", str(steps)]
     rng = random.Random(seed)
     runs: list[StressRun] = []

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import math
 import pkgutil
+import random
 import signal
 import typing
 import warnings
@@ -378,6 +379,26 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "step_delay": 0.0,
         "stop_after": 5,
     },
+    "spot_stress.run_uninterrupted": lambda: {"args": [], "directory": _tmp(), "timeout": 60.0},
+    "spot_stress.run_killed": lambda: {
+        "args": [],
+        "directory": _tmp(),
+        "steps": 10,
+        "kills": 1,
+        "rng": random.Random(0),
+        "startup_seconds": 2.0,
+        "startup_share": 0.2,
+        "timeout": 60.0,
+    },
+    "spot_stress.stress_resume": lambda: {
+        "repetitions": 1,
+        "steps": 10,
+        "kills": 1,
+        "seed": 0,
+        "startup_share": 0.2,
+        "timeout": 60.0,
+    },
+    "device.deterministic_mode": lambda: {"threads": 1},
     "spot_training.launch_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
@@ -486,6 +507,12 @@ ACCEPTS: dict[str, set[str]] = {
             "memory.optimizer_state_bytes_predicted.state_32bit",
             "sharding.ShardedBagEncoder.padding_idx",
             "sharding.ShardedBagEncoder.seed",
+            "spot_stress.run_killed.kills",
+            "spot_stress.run_killed.startup_seconds",
+            "spot_stress.run_killed.startup_share",
+            "spot_stress.stress_resume.kills",
+            "spot_stress.stress_resume.seed",
+            "spot_stress.stress_resume.startup_share",
             "training.TrainConfig.weight_decay",
             "training.TrainConfig.warmup_steps",
             "training.train_on_pairs.seed",
@@ -591,6 +618,7 @@ OUT_OF_SCOPE = {
     "cost.plot_pareto": "draws computed frames; its numbers are results, not parameters",
     "cost.plot_spot_overhead": "draws computed frames; its numbers are results, not parameters",
     "word2vec.WordVectors": "a result record that train_word2vec returns",
+    "device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
     # The capstone's modules, being completed by issue 23 (phase 2), which adds their BASE.
     **dict.fromkeys(
         (
