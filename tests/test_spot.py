@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20.contrastive_training import ContrastiveTrainer
+from chapter20.training import Trainer
 from chapter20.distributed import run_local_group
 from chapter20.paths import repo_root
 from chapter20.spot import (
@@ -625,13 +625,13 @@ def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path
     """The loop trains under deterministic_mode (one thread, deterministic algorithms): the
     property that makes a resumed process sum like the uninterrupted one (issue 24)."""
     seen = []
-    step = ContrastiveTrainer.step
+    step = Trainer.step
 
     def spy(self, *args):
         seen.append((torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()))
         return step(self, *args)
 
-    monkeypatch.setattr(ContrastiveTrainer, "step", spy)
+    monkeypatch.setattr(Trainer, "step", spy)
     threads = torch.get_num_threads()
     run_spot_training(SpotConfig(str(tmp_path / "a"), **{**FAST, "steps": 3}))
     assert seen == [(1, True)] * 3
