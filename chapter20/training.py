@@ -29,7 +29,8 @@ returns one :class:`StepResult` — for every combination of:
 
 :meth:`Trainer.capture_state` / :meth:`Trainer.restore_state` hand the whole training state to
 ``chapter20.spot.CheckpointManager`` (§20.5.2). :func:`train_on_pairs` is the one loop the labs
-share.
+share. :func:`load_encoder` (from ``chapter20.encoder_io``) reads a trained encoder file back
+without any training state: ``load_encoder(path).encode(texts)``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from chapter20.checks import check_int, check_real
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
 from chapter20.data import shuffled_batches
 from chapter20.distributed import group_rank_and_size, warmup_schedule
+from chapter20.encoder_io import load_encoder
 from chapter20.measure import peak_memory
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
@@ -62,6 +64,7 @@ __all__ = [
     "StepResult",
     "TrainedModule",
     "Trainer",
+    "load_encoder",
     "step_peak_memory",
     "train_on_pairs",
 ]
