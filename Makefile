@@ -6,6 +6,9 @@
 #   make lab         JupyterLab on notebooks/
 #   make notebooks   re-execute the committed notebooks in place, in order
 #   make lock        re-resolve the newest allowed versions into constraints.txt (then: make test)
+#   make gpu-check   on a CUDA machine: cuda tests, GPU benches, notebooks 03 and 09 (<= 5 min);
+#                    appends the figures to chapter20/data/gpu_measurements.csv
+#                    (GPU_CHECK_ARGS=--dry-run shows what it would run)
 #
 # Which torch (README, "Installing"): TORCH_SPEC is installed first, from TORCH_INDEX.
 #   default          the tested version; from PyTorch's CPU wheel index on Linux without an NVIDIA
@@ -48,7 +51,7 @@ PIP_LOG := $(VENV)/pip-install.log
 PIP := quiet_pip() { $(BIN)/python -m pip install --disable-pip-version-check "$$@" >>$(PIP_LOG) 2>&1 \
 	|| { tail -n 40 $(PIP_LOG); echo "pip install failed; whole log: $(PIP_LOG)"; exit 1; }; }; quiet_pip
 
-.PHONY: run test test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv
+.PHONY: run test test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check
 
 venv: $(STAMP)
 
@@ -99,6 +102,9 @@ lab: $(STAMP)
 notebooks: $(STAMP)
 	@$(NB_ENV) $(BIN)/python -m chapter20.scripts.run_notebooks --inplace --timeout $(NB_TIMEOUT) \
 		$(NOTEBOOKS)
+
+gpu-check: $(STAMP)
+	$(NB_ENV) $(BIN)/python chapter20/scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 env: $(STAMP)
 	$(BIN)/chapter20 env

@@ -4,7 +4,9 @@
 - ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
 - ``bench``  a named benchmark (``bench`` alone lists them); each prints ratios measured in one run.
   Its sizes are options (``chapter20 bench NAME --help`` lists them); a size left out is its
-  default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1.
+  default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1. ``--record`` appends its figures
+  to ``chapter20/data/gpu_measurements.csv`` (``chapter20.gpu_log``): the rows the benchmark
+  returns, if any, and its wall time (``make gpu-check`` uses it).
 
 A new command is one entry of :data:`COMMANDS`: its help line, a function that adds its
 arguments to its sub-parser, and a function that runs it and returns the exit status.
@@ -18,6 +20,7 @@ import inspect
 import os
 import platform
 import sys
+import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,7 +66,12 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "word2vec": (
         "chapter20.word2vec_lab",
         "benchmark",
-        "skip-gram negative sampling vs gensim, same corpus: words/s ratio and Spearman rho",
+        "skip-gram negative sampling and hierarchical softmax vs gensim: words/s, Spearman rho",
+    ),
+    "word2vec-gpu": (
+        "chapter20.word2vec_lab",
+        "gpu_benchmark",
+        "skip-gram on CUDA vs gensim on every CPU core of the host: words/s, Spearman rho",
     ),
     "training": (
         "chapter20.training_lab",
@@ -168,7 +176,7 @@ def _positive_scale(text: str) -> float:
 
 
 #: Integer parameters of a benchmark that count repetitions, not problem size: never scaled.
-NOT_SIZES = frozenset({"repeats", "repeat", "warmup", "seed"})
+NOT_SIZES = frozenset({"repeats", "repeat", "warmup", "seed", "seeds"})
 
 
 def _is_size(param: inspect.Parameter) -> bool:
@@ -196,6 +204,11 @@ def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., 
             default=None,
             help="multiply the default sizes (default: $CHAPTER20_SCALE, else 1)",
         )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="append the figures to chapter20/data/gpu_measurements.csv (make gpu-check)",
+    )
     for param in params:
         default = param.default
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
@@ -210,12 +223,14 @@ def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., 
     return parser, fn
 
 
-def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., object], dict]:
-    """The benchmark function of ``bench NAME`` and its keyword arguments from ``options``."""
+def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., object], dict, bool]:
+    """The benchmark function of ``bench NAME``, its keyword arguments from ``options``, and
+    whether ``--record`` was given."""
     from chapter20.device import SCALE_ENV_VAR, scaled
 
     parser, fn = benchmark_parser(name)
     kwargs = vars(parser.parse_args(options))
+    record = kwargs.pop("record")
     scale = kwargs.pop("scale", None)
     if scale is not None:  # the library's own scaled sizes follow the same factor
         os.environ[SCALE_ENV_VAR] = repr(scale)
@@ -228,7 +243,21 @@ def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., ob
                 tuple(scaled(v) for v in default) if isinstance(default, tuple) else scaled(default)
             )
         kwargs[param.name] = default
-    return fn, kwargs
+    return fn, kwargs, record
+
+
+def _record(name: str, figures: list[dict] | None, seconds: float) -> None:
+    """Append a benchmark's figures and wall time to the GPU measurements file."""
+    from chapter20.gpu_log import append_gpu_measurements, gpu_measurements_path
+
+    command = f"chapter20 bench {name}"
+    rows = [{"command": command, **row} for row in (figures or [])]
+    rows.append(
+        {"command": command, "quantity": "wall time", "value": round(seconds, 1), "unit": "s",
+         "notes": "the whole benchmark"}
+    )  # fmt: skip
+    written = append_gpu_measurements(rows)
+    print(f"recorded {written} row(s) in {gpu_measurements_path().name}")
 
 
 def cmd_bench(name: str | None, options: list[str]) -> int:
@@ -240,8 +269,11 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
             print(f"  {key:<14} {what}")
         print("chapter20 bench NAME --help shows a benchmark's size options.")
         return 0 if name is None else 2
-    fn, kwargs = benchmark_arguments(name, options)
-    fn(**kwargs)
+    fn, kwargs, record = benchmark_arguments(name, options)
+    start = time.perf_counter()
+    figures = fn(**kwargs)
+    if record:
+        _record(name, figures, time.perf_counter() - start)
     return 0
 
 

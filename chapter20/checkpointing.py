@@ -174,6 +174,11 @@ def predicted_activation_bytes(
     The sqrt policy makes both grow as √L: ⌈L/s⌉ boundaries + s layers with s = ⌈√L⌉.
     """
     size = segment_size(policy, num_layers, k)
+    layer_bytes = check_int("layer_bytes", layer_bytes, 0)
+    boundary_bytes = check_int("boundary_bytes", boundary_bytes, 0)
+    other_bytes = check_int("other_bytes", other_bytes, 0)
+    if selective_layer_bytes is not None:
+        selective_layer_bytes = check_int("selective_layer_bytes", selective_layer_bytes, 0)
     if policy == "none":
         saved = num_layers * layer_bytes
         return {"saved": saved + other_bytes, "backward_peak": saved + other_bytes}

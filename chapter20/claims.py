@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from chapter20.checks import check_real
+from chapter20.checks import check_int, check_real
 from chapter20.paths import data_file, results_dir
 
 HOLDS = "holds"
@@ -302,7 +302,9 @@ def audit(directory: Path | None = None) -> pd.DataFrame:
 
 
 def audit_text(frame: pd.DataFrame, width: int = 70) -> str:
-    """The audit table as fixed-width text, one claim per line (``python -m chapter20 audit``)."""
+    """The audit table as fixed-width text, one claim per line (``python -m chapter20 audit``);
+    claims longer than ``width`` (>= 10) characters are cut."""
+    width = check_int("width", width, 10, maximum=1000)
     lines = [f"{'id':<4} {'§':<8} {'verdict':<19} {'claim':<{width}}  claimed → measured  [source]"]
     for row in frame.itertuples(index=False):
         claim = row.claim if len(row.claim) <= width else row.claim[: width - 1] + "…"

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_real
 from chapter20.distributed import group_rank_and_size
 
 __all__ = [
@@ -41,15 +41,17 @@ __all__ = [
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_temperature(temperature: float | torch.Tensor) -> None:
+def _check_temperature(temperature: float | torch.Tensor) -> float | torch.Tensor:
+    """``temperature`` checked: a finite number > 0 (as a float) or a scalar tensor."""
     if isinstance(temperature, torch.Tensor):
         if temperature.numel() != 1:
             raise ValueError(f"temperature must be a scalar, got shape {tuple(temperature.shape)}")
         value = temperature.detach().item()
     else:
-        value = float(temperature)
+        value = check_real("temperature", temperature)
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"temperature must be a finite number > 0, got {value}")
+    return temperature if isinstance(temperature, torch.Tensor) else value
 
 
 def _check_pairs(queries: torch.Tensor, keys: torch.Tensor, hard_negatives) -> None:
@@ -107,7 +109,7 @@ def info_nce(
         raise ValueError("queries and keys must hold at least one pair")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    _check_temperature(temperature)
+    temperature = _check_temperature(temperature)
     q = F.normalize(queries.float(), dim=-1)
     k = F.normalize(keys.float(), dim=-1)
     candidates = k
@@ -189,7 +191,7 @@ def distributed_info_nce(
     batch sizes. Every rank must call it together. In a world of one it is :func:`info_nce`.
     """
     _check_pairs(queries, keys, hard_negatives)
-    _check_temperature(temperature)
+    temperature = _check_temperature(temperature)
     rank, world = group_rank_and_size(group)
     if world == 1:
         return info_nce(
@@ -320,6 +322,7 @@ def recall_at_k(
             "anchors and positives must hold the same number (>= 1) of rows, got "
             f"{anchors.shape[0]} and {positives.shape[0]}"
         )
+    ks = tuple(check_int("ks", k, 1) for k in ks)
     model.eval()
     q = F.normalize(model(anchors).float(), dim=-1)
     k = F.normalize(model(positives).float(), dim=-1)

@@ -10,7 +10,8 @@ on the work lost to preemptions. This module puts those pieces together:
   corrected (the right GPU names, spot prices, filters by GPU model and memory).
 - §20.5 :func:`time_to_train` and :func:`cost_to_train`, with the scaling efficiency from the
   alpha-beta all-reduce model of §20.4 (:func:`data_parallel_efficiency`) and the throughput of
-  a fixed embedding workload (:data:`EMBEDDING_WORKLOAD`, :func:`measure_throughput`).
+  a fixed embedding workload (:data:`EMBEDDING_WORKLOAD`; ``chapter20.training.measure_throughput``
+  times it here).
 - §20.5.2 spot: the expected preemption overhead at the Young/Daly checkpoint interval, from
   :mod:`chapter20.spot`; :func:`spot_savings` gross and net of that overhead.
 - §20.5 the Pareto frontier of (time, cost) (:func:`pareto_frontier`) and a cost breakdown into
@@ -31,7 +32,7 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_optional_positive, check_positive, check_real
 from chapter20.distributed import ring_allreduce_seconds
 from chapter20.paths import data_file
 from chapter20.plotting import new_figure, new_panels
@@ -58,7 +59,6 @@ __all__ = [
     "data_parallel_efficiency",
     "gpu_models",
     "load_catalog",
-    "measure_throughput",
     "mixed_precision_saving",
     "overhead_vs_interval",
     "pareto_frontier",
@@ -389,10 +389,7 @@ def configuration(
 
 
 def _positive(name: str, value: object) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
+    return check_positive(name, value)
 
 
 def cheapest_config(
@@ -489,6 +486,11 @@ class Workload:
     pairs_per_gpu: int
     precision: str = "bf16"
 
+    def __post_init__(self):
+        _positive("pairs", self.pairs)
+        for name in ("vocab", "d_model", "n_heads", "n_layers", "seq_len", "pairs_per_gpu"):
+            check_int(name, getattr(self, name), 1)
+
     @property
     def parameters(self) -> int:
         """Parameters of the encoder (embeddings, layers, final norm), counted from its shape
@@ -522,8 +524,8 @@ EMBEDDING_WORKLOAD = Workload(
 @dataclass(frozen=True)
 class ThroughputRecord:
     """Step times of :data:`EMBEDDING_WORKLOAD` measured once on a GPU (§20.5), kept with their
-    provenance: ``step_seconds[precision][batch]`` from :func:`measure_throughput` (``tf32``:
-    fp32 with TF32 matrix multiplies allowed; ``fp32``: PyTorch's default, no TF32)."""
+    provenance: ``step_seconds[precision][batch]`` from ``chapter20.training.measure_throughput``
+    (``tf32``: fp32 with TF32 matrix multiplies allowed; ``fp32``: PyTorch's default, no TF32)."""
 
     gpu: str
     gpu_model: str
@@ -553,7 +555,7 @@ class ThroughputRecord:
 
 
 #: Measured on one NVIDIA H200 in a device run (not on this machine), each value the mean of
-#: two medians of 20 steps: ``batch / measure_throughput(EMBEDDING_WORKLOAD, batch=batch,
+#: two medians of 20 steps: ``batch / training.measure_throughput(EMBEDDING_WORKLOAD, batch=batch,
 #: precision=..., device="cuda", warmup=5, repeat=20)``, eager PyTorch, AdamW (not fused),
 #: no torch.compile.
 H200_MEASUREMENT = ThroughputRecord(
@@ -592,56 +594,6 @@ def throughput_per_gpu(
     overhead, per_pair = record.step_model(workload.precision)
     per_pair *= GPU_TFLOPS[record.gpu_model] / GPU_TFLOPS[gpu_model]
     return workload.pairs_per_gpu / (overhead + workload.pairs_per_gpu * per_pair)
-
-
-def measure_throughput(
-    workload: Workload = EMBEDDING_WORKLOAD,
-    *,
-    batch: int | None = None,
-    precision: str | None = None,
-    device=None,
-    warmup: int = 1,
-    repeat: int = 3,
-    seed: int = 0,
-) -> float:
-    """Pairs per second of one training step of ``workload``'s encoder on ``device`` (§20.5):
-    forward of both towers, InfoNCE, backward and AdamW under ``MixedPrecisionTrainer``, timed
-    by :func:`chapter20.measure.time_fn` (median of ``repeat``). ``batch`` defaults to the
-    workload's pairs per GPU; a small batch keeps a CPU measurement short."""
-    import torch
-
-    from chapter20.contrastive import info_nce
-    from chapter20.device import get_device, set_seed
-    from chapter20.measure import time_fn
-    from chapter20.models import TransformerEncoder
-    from chapter20.precision import MixedPrecisionTrainer
-
-    batch = check_int("batch", workload.pairs_per_gpu if batch is None else batch, 1)
-    device = get_device() if device is None else torch.device(device)
-    set_seed(seed)
-    model = TransformerEncoder(
-        workload.vocab,
-        d_model=workload.d_model,
-        n_heads=workload.n_heads,
-        n_layers=workload.n_layers,
-        max_len=workload.seq_len,
-        dropout=0.0,
-    ).to(device)
-    trainer = MixedPrecisionTrainer(
-        model,
-        torch.optim.AdamW(model.parameters(), lr=1e-4),
-        precision=precision or workload.precision,
-        device=device,
-    )
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, workload.vocab, (2, batch, workload.seq_len), generator=generator)
-    pairs = (ids[0].to(device), ids[1].to(device))
-
-    def loss(model, pairs):
-        return info_nce(model(pairs[0]), model(pairs[1]))
-
-    timing = time_fn(lambda: trainer.step(loss, pairs), warmup=warmup, repeat=repeat, device=device)
-    return batch / timing.median
 
 
 def time_to_train(
@@ -688,6 +640,8 @@ def data_parallel_efficiency(
     overlap = check_real("overlap", overlap, finite=True)
     if not 0 <= overlap <= 1:
         raise ValueError(f"overlap must be in [0, 1], got {overlap}")
+    gpu_link_latency_s = check_positive("gpu_link_latency_s", gpu_link_latency_s, zero=True)
+    network_latency_s = check_positive("network_latency_s", network_latency_s, zero=True)
     in_node = config.gpus_per_instance
     comm = 0.0
     if in_node > 1:
@@ -765,6 +719,7 @@ def cost_to_train(
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, got {type(config).__name__}")
     seconds = _positive("train_seconds", train_seconds)
+    interval_seconds = check_optional_positive("interval_seconds", interval_seconds)
     if not config.spot:
         hours = seconds / 3600
         price = config.on_demand_per_hour
@@ -795,15 +750,16 @@ def overhead_vs_interval(
     minimum."""
     train_seconds = _positive("train_seconds", train_seconds)
     mtbf = preemption.job_mtbf_seconds(n_instances)
-    records = [
-        {
-            "interval_seconds": float(tau),
-            "overhead": preemption_overhead(
+    records = []
+    for tau in intervals:
+        tau = _positive("intervals", tau)
+        try:
+            overhead = preemption_overhead(
                 train_seconds, tau, preemption.checkpoint_seconds, mtbf, preemption.restart_seconds
-            ),
-        }
-        for tau in intervals
-    ]
+            )
+        except ValueError as exc:
+            raise ValueError(f"intervals: {tau:g} s: {exc}") from None
+        records.append({"interval_seconds": tau, "overhead": overhead})
     return pd.DataFrame(records)
 
 

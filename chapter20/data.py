@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.paths import cache_dir
 
 __all__ = [
@@ -109,8 +109,8 @@ def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     for entry in shape:
         if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
             raise TypeError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
-        if entry < 0:
-            raise ValueError(f"shape entries must be ints >= 0, got {tuple(shape)!r}")
+        if not 0 <= entry <= INT_MAX:
+            raise ValueError(f"shape entries must be ints in [0, {INT_MAX}], got {tuple(shape)!r}")
     return tuple(int(entry) for entry in shape)
 
 
@@ -413,13 +413,18 @@ def encode_texts(
 def shuffled_batches(size: int, batch: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Index batches of ``batch`` rows out of ``size``, epoch after epoch without end, each epoch
     a fresh permutation from ``generator`` (§20.2). The last incomplete batch of an epoch is
-    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss."""
+    dropped: a short batch has fewer in-batch negatives and spikes a contrastive loss. The
+    arguments are checked when it is called, not at the first batch."""
     size, batch = check_int("size", size, 1), check_int("batch", batch, 1)
     if batch > size:
         raise ValueError(f"batch must be <= size ({size}), got {batch}")
-    while True:
-        order = torch.randperm(size, generator=generator)
-        yield from order[: size - size % batch].split(batch)
+
+    def batches() -> Iterator[torch.Tensor]:
+        while True:
+            order = torch.randperm(size, generator=generator)
+            yield from order[: size - size % batch].split(batch)
+
+    return batches()
 
 
 # --- splits ---------------------------------------------------------------------------------
@@ -473,9 +478,13 @@ def pair_data(
 ) -> PairData:
     """Next-sentence pairs of the Wikipedia sample (§20.1, §20.2), ids from a vocabulary of the
     training side: the data of every contrastive experiment, the demos and the tests."""
+    vocab_size = check_int("vocab_size", vocab_size, 3)
+    max_len = check_int("max_len", max_len, 1)
+    test_pairs = check_int("test_pairs", test_pairs, 1)
+    seed = check_int("seed", seed, 0)
     train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
     train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
-    test = test[: check_int("test_pairs", test_pairs, 1)]
+    test = test[:test_pairs]
     vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
 
     def encode(pairs: list, side: int) -> torch.Tensor:

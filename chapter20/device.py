@@ -7,11 +7,15 @@ on a CUDA GPU or an Apple GPU:
 - ``dist_backend(device)``: nccl on CUDA, gloo everywhere else (§20.4).
 - ``autocast_dtype(device)``: the half-precision type autocast should use there (§20.2.2).
 - ``set_seed(seed)``: the one seeding helper (Python, NumPy, torch, every CUDA device).
+- ``deterministic_mode()``: the settings under which a training step computes bit for bit the
+  same thing in every process (§20.5.2 resume), as a context manager that undoes them.
 - ``describe_environment()``: versions and hardware, for reports and ``python -m chapter20 env``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import importlib.metadata
 import logging
@@ -123,6 +127,145 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
+#: MKL's conditional numerical reproducibility (CNR) mode that :func:`deterministic_mode` asks
+#: for: the code branch MKL would pick anyway (AUTO), in strict mode, which makes ?gemm bitwise
+#: reproducible whatever the alignment of the arrays and however many threads run it.
+MKL_CNR_MODE = "AUTO,STRICT"
+# CUBLAS needs a fixed workspace to be deterministic (CUDA >= 10.2); read at the first call.
+_CUBLAS_WORKSPACE = ":4096:8"
+
+
+class DeterministicMode:
+    """What :func:`deterministic_mode` changed, and a context manager that changes it back.
+
+    ``settings`` names every setting and its value while the mode is on. On exit (or
+    :meth:`restore`) the thread count and the deterministic-algorithms flags return to what
+    they were; the MKL and CUBLAS environment variables stay, because those libraries read them
+    once per process.
+    """
+
+    def __init__(self, threads: int | None, cuda: bool, warn_only: bool):
+        self._previous = (
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark,
+        )
+        self._active = True
+        os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
+        if cuda:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", _CUBLAS_WORKSPACE)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.settings: dict[str, object] = {
+            "intra-op threads": torch.get_num_threads(),
+            "deterministic algorithms": True,
+            "MKL_CBWR": os.environ["MKL_CBWR"],
+            "MKL CNR in effect": mkl_cnr_mode(),
+        }
+        if cuda:
+            self.settings["CUBLAS_WORKSPACE_CONFIG"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
+
+    def restore(self) -> None:
+        """Put the thread count and the deterministic-algorithm flags back (idempotent)."""
+        if not self._active:
+            return
+        self._active = False
+        threads, enabled, warn_only, cudnn_deterministic, cudnn_benchmark = self._previous
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        torch.backends.cudnn.deterministic = cudnn_deterministic
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+
+    def __enter__(self) -> DeterministicMode:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
+
+
+def deterministic_mode(threads: int | None = 1, *, enabled: bool = True, warn_only: bool = False):
+    """Make every training step bitwise reproducible from one process to the next (§20.5.2).
+
+    A resumed run replays the steps of an uninterrupted one only if each step computes exactly
+    the same floats in every process. Three things are not guaranteed by default:
+
+    - **How many threads split a kernel, and how.** PyTorch's CPU kernels and MKL's BLAS give
+      results that depend on the number of threads that share the work (an inner dimension
+      split in two is summed in another order), and MKL chooses that number at run time
+      (``MKL_DYNAMIC``). The OpenMP team is created by the first parallel kernel of a process:
+      in a fresh run that is the first matrix product of step 0, in a resumed one it is the
+      checkpoint load, so step 0 of a fresh process is the one computation whose threading can
+      differ from run to run. ``threads`` (default 1) fixes the intra-op thread count; with one
+      thread no kernel is split at all. ``None`` keeps the current count.
+    - **MKL's code branch.** Without conditional numerical reproducibility MKL may take another
+      code path depending on the alignment of its arrays. ``MKL_CBWR`` is set to
+      :data:`MKL_CNR_MODE` unless already set; MKL reads it at its first call, so call this
+      before any computation (see ``settings["MKL CNR in effect"]``).
+    - **Kernels that accumulate in a racing order** (``index_put_``/``put_`` with
+      ``accumulate=True`` on CPU, scatter-adds and most backward passes of indexing on CUDA):
+      ``torch.use_deterministic_algorithms(True)`` switches them to ordered versions and makes
+      an op that has none raise (``warn_only=True``: warn instead, and the guarantee is gone).
+      On CUDA also cuDNN's deterministic algorithms, no autotuning, and the CUBLAS workspace
+      setting (read at cuBLAS's first call).
+
+    Returns a :class:`DeterministicMode`; use it as a context manager (``with
+    deterministic_mode(): ...``) to undo the thread count and flags afterwards. With
+    ``enabled=False`` it changes nothing (a null context), so a caller can make it optional.
+    """
+    if not enabled:
+        return contextlib.nullcontext()
+    if threads is not None:
+        check_int("threads", threads, 1)
+    return DeterministicMode(threads, torch.cuda.is_available(), warn_only)
+
+
+def mkl_cnr_mode() -> str | None:
+    """MKL's conditional numerical reproducibility mode in this process (§20.5.2): ``"off"``,
+    a branch name such as ``"AUTO,STRICT"``, or None when it cannot be read (no MKL).
+
+    Reading it counts as MKL's first call: from then on the mode is fixed for the process, so
+    set ``MKL_CBWR`` (or call :func:`deterministic_mode`) before asking.
+    """
+    if not torch.backends.mkl.is_available():
+        return None
+    try:
+        lib = ctypes.CDLL(_torch_cpu_library())
+        mode = lib.mkl_serv_cbwr_get(ctypes.c_int(-1))  # MKL_CBWR_ALL
+    except (OSError, AttributeError):
+        return None
+    branch = _MKL_BRANCHES.get(mode & 0xFFFF, str(mode & 0xFFFF))
+    return f"{branch},STRICT" if mode & 0x10000 else branch
+
+
+# MKL's CNR branch codes (mkl_cbwr.h); 1 is "branch off", i.e. no reproducibility mode.
+_MKL_BRANCHES = {
+    0: "off",
+    1: "off",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    12: "AVX512",
+}
+
+
+def _torch_cpu_library() -> str:
+    # torch links MKL statically into libtorch_cpu; its service symbols are exported there.
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for name in ("libtorch_cpu.so", "libtorch_cpu.dylib"):
+        path = os.path.join(lib_dir, name)
+        if os.path.exists(path):
+            return path
+    raise OSError("libtorch_cpu not found")
+
+
 @dataclass(frozen=True)
 class Dependency:
     """One package the companion uses, and whether it imported here."""
@@ -225,5 +368,7 @@ def size_scale() -> float:
 
 
 def scaled(size: int, minimum: int = 1) -> int:
-    """``size`` multiplied by ``size_scale()``, rounded, and at least ``minimum``."""
+    """``size`` (>= 1) multiplied by ``size_scale()``, rounded, and at least ``minimum``
+    (>= 1)."""
+    size, minimum = check_int("size", size, 1), check_int("minimum", minimum, 1)
     return max(minimum, round(size * size_scale()))

@@ -12,6 +12,8 @@
   hooks, with the bytes each all-reduce carries counted (C03).
 - :func:`run_local_group` runs a function on N local processes in one real group, so tests and
   notebooks exercise all of this on a laptop CPU; the same code runs under ``torchrun``.
+- :func:`collective_device` / :func:`any_rank`: small agreement collectives (a flag, a count)
+  on the device the group's backend reduces, so the same call works under gloo and nccl.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import queue as queue_module
 import socket
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,13 +39,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_positive, check_real
 from chapter20.device import dist_backend, get_device
 from chapter20.paths import atomic_torch_save
 
 __all__ = [
     "ring_allreduce_seconds",
     "group_rank_and_size",
+    "collective_device",
+    "any_rank",
     "free_port",
     "run_local_group",
     "DistributedContext",
@@ -70,6 +75,29 @@ def group_rank_and_size(group: dist.ProcessGroup | None = None) -> tuple[int, in
     return dist.get_rank(group), dist.get_world_size(group)
 
 
+def collective_device(group: dist.ProcessGroup | None = None) -> torch.device:
+    """The device whose tensors ``group``'s backend reduces (§20.4): the CPU for gloo (also when
+    gloo serves CPU tensors beside nccl, ``"cpu:gloo,cuda:nccl"``), this process's current GPU
+    for a group that only has nccl. A flag all-reduced on the wrong device fails under nccl on
+    the first step of every multi-GPU run; build agreement tensors here."""
+    backend = str(dist.get_backend(group)).lower()
+    if "gloo" in backend or "mpi" in backend or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def any_rank(flag: bool, group: dist.ProcessGroup | None = None) -> bool:
+    """True on every rank of ``group`` if ``flag`` is true on any (a MAX all-reduce on
+    :func:`collective_device`); ``flag`` itself in a world of one (§20.4). Every rank calls it,
+    so a decision one rank takes (stop, save, an error) is taken by all and none is left waiting
+    in a collective the others skip."""
+    if group_rank_and_size(group)[1] == 1:
+        return bool(flag)
+    box = torch.tensor([int(bool(flag))], device=collective_device(group))
+    dist.all_reduce(box, op=dist.ReduceOp.MAX, group=group)
+    return bool(box.item())
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for a local rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -90,12 +118,18 @@ def _worker(
     # Share the machine's cores between the ranks instead of oversubscribing them.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     try:
+        options = {}
+        if "nccl" in backend:
+            device = torch.device("cuda", rank)
+            torch.cuda.set_device(device)
+            options["device_id"] = device
         dist.init_process_group(
             backend,
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world_size,
             timeout=timedelta(seconds=timeout_s),
+            **options,
         )
         try:
             value = fn(*args)
@@ -117,19 +151,26 @@ def run_local_group(
 ) -> list[Any]:
     """Run ``fn(*args)`` on ``world_size`` local processes in one process group (§20.4).
 
-    Each process joins a real group (``backend`` defaults to gloo on CPU, nccl with CUDA) through
-    a TCP rendezvous on 127.0.0.1, calls ``fn`` and returns its (picklable) value; the list of
-    values comes back in rank order. ``fn`` must be importable (a module-level function), as with
-    any spawned process. If a rank raises, the others are stopped and a RuntimeError carries that
-    rank's traceback; if the group is not done within ``timeout_s`` seconds, a TimeoutError.
+    Each process joins a real group through a TCP rendezvous on 127.0.0.1, calls ``fn`` and
+    returns its (picklable) value; the list of values comes back in rank order. ``backend``
+    defaults to gloo; with CUDA and a GPU for every rank, to ``"cpu:gloo,cuda:nccl"`` (rank r
+    on GPU r), so CPU tensors still reduce. ``fn`` must be importable (a module-level
+    function), as with any spawned process. If a rank raises, the others are stopped and a
+    RuntimeError carries that rank's traceback; if the group is not done within ``timeout_s``
+    seconds, a TimeoutError.
     """
     world_size = check_int("world_size", world_size, 1)
-    timeout_s = check_real("timeout_s", timeout_s, finite=True)
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    timeout_s = _check_timeout(timeout_s)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    backend = backend or dist_backend()
+    if backend is None:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        backend = _group_backend(torch.device("cuda")) if 0 < world_size <= gpus else "gloo"
+    elif "nccl" in backend and world_size > torch.cuda.device_count():
+        raise ValueError(
+            f"backend {backend!r} needs one GPU per rank: world_size={world_size}, "
+            f"GPUs={torch.cuda.device_count()}"
+        )
     context = mp.get_context("spawn")
     results = context.Queue()
     port = free_port()
@@ -211,10 +252,21 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
     """Join the process group that ``torchrun`` (or SLURM + torchrun) describes (§20.4.2).
 
     Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. Without them (plain
-    ``python script.py``) this is a world of one and no group is created. The backend is nccl
-    with CUDA (and the CUDA device is set from LOCAL_RANK), gloo otherwise. A launch that cannot
-    work raises RuntimeError saying which variable to set. An existing group is reused.
+    ``python script.py``) this is a world of one and no group is created. On CPU the backend is
+    gloo. With CUDA, local rank r drives GPU r (a clear error if a node runs more processes than
+    it has GPUs, instead of two ranks silently sharing one), and the group is
+    ``"cpu:gloo,cuda:nccl"``: nccl for CUDA tensors, gloo for the CPU tensors that object
+    collectives and small agreements reduce; ``device_id`` binds the group to the GPU. A launch
+    that cannot work raises RuntimeError saying which variable to set. An existing group is
+    reused.
+
+    torchrun's workers share one key-value store across elastic restarts, and keys a previous
+    attempt left there (its ranks' addresses) must not be read as current. The key prefix of
+    this attempt comes from a handshake through that store (see :func:`_attempt_namespace`), so
+    every rank agrees on it even when their agents count restarts differently, as they do
+    after a spot node is replaced.
     """
+    timeout_s = _check_timeout(timeout_s)
     if dist.is_available() and dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
         local = _env_int("LOCAL_RANK", 0)
@@ -237,23 +289,80 @@ def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) ->
             "rank 0 listens (torchrun sets them; across nodes pass --master_addr=<node 0 host> "
             "--master_port=<free port>)"
         )
-    backend = backend or dist_backend(device)
+    backend = backend or _group_backend(device)
+    options = {}
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    timeout = timedelta(seconds=check_real("timeout_s", timeout_s, finite=True))
+        options["device_id"] = device
+    timeout = timedelta(seconds=timeout_s)
     store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout))
-    # torchrun's elastic restarts reuse the agent's store: keys of the previous attempt's ranks
-    # (their old gloo/nccl addresses) would be read as current. One namespace per attempt.
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    store = dist.PrefixStore(f"chapter20/attempt-{attempt}", store)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    namespace = _attempt_namespace(store, rank, world, timeout_s)
+    store = dist.PrefixStore(f"chapter20/{namespace}", store)
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world, timeout=timeout, **options
+    )
     return DistributedContext(rank, world, local, device, backend, True)
+
+
+def _check_timeout(timeout_s: float) -> float:
+    """A timeout in seconds: > 0 and at most a year (a timedelta, and C's clocks, hold no more)."""
+    return check_real("timeout_s", timeout_s, minimum=0, maximum=365 * 86400, exclusive=True)
+
+
+def _group_backend(device: torch.device) -> str:
+    """nccl for CUDA tensors with gloo beside it for CPU ones; gloo alone elsewhere."""
+    return "cpu:gloo,cuda:nccl" if device.type == "cuda" else dist_backend(device)
 
 
 def _device_for(local_rank: int) -> torch.device:
     if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        count = torch.cuda.device_count()
+        if not 0 <= local_rank < count:
+            raise RuntimeError(
+                f"LOCAL_RANK={local_rank} but this node has {count} GPU(s): two processes would "
+                f"share a GPU. Start at most {count} process(es) per node "
+                f"(torchrun --nproc_per_node={count}), or hide the GPUs "
+                "(CUDA_VISIBLE_DEVICES=) to run every process on the CPU"
+            )
+        return torch.device("cuda", local_rank)
     return get_device()
+
+
+def _attempt_namespace(store: dist.Store, rank: int, world_size: int, timeout_s: float) -> str:
+    """A key prefix that every rank of this launch agrees on and no earlier launch used.
+
+    Rank 0 draws a fresh random name. Every other rank posts a fresh random ticket under
+    ``hello/<rank>`` and waits for the key ``welcome/<its ticket>``: no earlier launch can have
+    written that key, so what it reads is current. Rank 0 answers every ticket it sees (a stale
+    ticket of a dead attempt gets an answer nobody reads) until each rank has confirmed under
+    the fresh name. Nothing depends on a per-agent restart counter, which agents disagree on
+    when a spot node was replaced (the new agent counts from 0).
+    """
+    deadline = time.monotonic() + timeout_s
+    if rank != 0:
+        ticket = uuid.uuid4().hex
+        store.set(f"chapter20/hello/{rank}", ticket)
+        store.wait([f"chapter20/welcome/{ticket}"], timedelta(seconds=timeout_s))
+        namespace = store.get(f"chapter20/welcome/{ticket}").decode()
+        store.set(f"chapter20/{namespace}/joined/{rank}", b"1")
+        return namespace
+    namespace = f"attempt-{uuid.uuid4().hex}"
+    answered: set[bytes] = set()
+    waiting = set(range(1, world_size))
+    while waiting:
+        for peer in sorted(waiting):
+            if store.check([f"chapter20/{namespace}/joined/{peer}"]):
+                waiting.discard(peer)
+            elif store.check([f"chapter20/hello/{peer}"]):
+                ticket = store.get(f"chapter20/hello/{peer}")
+                if ticket not in answered:
+                    store.set(f"chapter20/welcome/{ticket.decode()}", namespace.encode())
+                    answered.add(ticket)
+        if waiting:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ranks {sorted(waiting)} did not join within {timeout_s:g} s")
+            time.sleep(0.005)
+    return namespace
 
 
 @contextlib.contextmanager
@@ -315,6 +424,7 @@ def distributed_loader(
     """
     rank, world = group_rank_and_size()
     batch_size = check_int("batch_size", batch_size, 1)
+    seed = check_int("seed", seed, 0)
     sampler = torch.utils.data.DistributedSampler(
         dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
     )
@@ -347,7 +457,11 @@ def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandw
     """Seconds of a ring all-reduce of ``nbytes`` over ``world_size`` ranks (§20.1.1, §20.4):
     2(W−1) messages of latency ``latency`` (alpha) each carrying ``nbytes``/W at ``bandwidth``
     bytes/s (1/beta). The alpha-beta model that §20.5's cost model scales with."""
-    if world_size <= 1:
+    nbytes = check_positive("nbytes", nbytes, zero=True)
+    world_size = check_int("world_size", world_size, 1)
+    latency = check_positive("latency", latency, zero=True)
+    bandwidth = check_positive("bandwidth", bandwidth)
+    if world_size == 1:
         return 0.0
     steps = 2 * (world_size - 1)
     return steps * latency + steps / world_size * nbytes / bandwidth

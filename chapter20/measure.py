@@ -16,6 +16,7 @@ Every result says which method produced it.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import weakref
@@ -28,7 +29,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_positive, check_real
 from chapter20.device import get_device, synchronize
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
@@ -132,8 +133,9 @@ def gradients_of(module: nn.Module) -> list[torch.Tensor]:
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable binary size: ``format_bytes(2**26) == '64.0 MiB'``."""
-    value = float(n)
+    """Human-readable binary size: ``format_bytes(2**26) == '64.0 MiB'`` (a difference may be
+    negative)."""
+    value = check_real("n", n, finite=True)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if round(abs(value), 1) < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
@@ -176,7 +178,14 @@ def format_difference(max_abs_diff: float, tolerance: float) -> str:
     """A proof's verdict as text that is the same on every machine (for nbval-checked cells).
     With ``tolerance=0`` the claim is bitwise: ``max |Δ| = 0 ✓``. Otherwise any value within
     the tolerance, zero included, prints ``max |Δ| < 1e-05 ✓`` — whether the rounding noise
-    happens to vanish differs between CPUs. Beyond it: ``max |Δ| = 0.17 ✗``."""
+    happens to vanish differs between CPUs. Beyond it, or NaN: ``max |Δ| = 0.17 ✗``."""
+    if isinstance(max_abs_diff, torch.Tensor) and max_abs_diff.numel() == 1:
+        max_abs_diff = float(max_abs_diff)
+    if not (isinstance(max_abs_diff, float) and math.isnan(max_abs_diff)):
+        max_abs_diff = check_real("max_abs_diff", max_abs_diff)
+    if max_abs_diff < 0:
+        raise ValueError(f"max_abs_diff must be >= 0 (an absolute difference), got {max_abs_diff}")
+    tolerance = check_positive("tolerance", tolerance, zero=True)
     if max_abs_diff == 0 and tolerance == 0:
         return "max |Δ| = 0 ✓"
     if max_abs_diff < tolerance:

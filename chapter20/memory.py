@@ -12,7 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+)
 from chapter20.optimizers import OPTIMIZER_KINDS
 
 #: Optimizer state elements per parameter element (Adam/AdamW: two moments; SGD with
@@ -82,6 +87,8 @@ class EncoderShape:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             check_int(name, getattr(self, name), 1)
+        for name in ("d_ff", "output_dim"):
+            check_optional_int(name, getattr(self, name), 1)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
 
@@ -161,7 +168,8 @@ def optimizer_state_bytes_predicted(
         )
     check_int("state_32bit", state_32bit, 0)
     total = 0
-    for index, n in enumerate(parameter_sizes):
+    sizes = [check_int("parameter_sizes", n, 0) for n in parameter_sizes]
+    for index, n in enumerate(sizes):
         if "8bit" in optimizer and index < state_32bit:
             total += 8 * n
         elif optimizer in ("adamw", "adamw_fused"):
@@ -250,6 +258,7 @@ def plan(
     from chapter20.checkpointing import predicted_activation_bytes
 
     batch, seq_len = check_int("batch", batch, 1), check_int("seq_len", seq_len, 1)
+    gpu_bytes = check_optional_positive("gpu_bytes", gpu_bytes)
     micro_batches = check_int("micro_batches", micro_batches, 1)
     if chunk_size is not None:
         chunk_size = check_int("chunk_size", chunk_size, 1)
@@ -425,6 +434,7 @@ def _plan_bag(model: BagShape, settings: dict, gpu_bytes: float | None) -> Memor
 def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
     """The chapter's rules (§20.1.1, §20.3 checklist) applied to a plan: what to do so that a
     step fits ``gpu_bytes``, most important first."""
+    gpu_bytes = check_positive("gpu_bytes", gpu_bytes)
     c = memory_plan.components
     advice = []
     static = c["parameters"] + c["optimizer_state"]

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_real
 
 
 def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None:
@@ -28,6 +28,7 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
 
     Embedding lookups must never turn a bad id into a zero row or a wrong row (§20.1).
     """
+    num_embeddings = check_int("num_embeddings", num_embeddings, 1)
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
@@ -38,6 +39,13 @@ def check_ids(ids: torch.Tensor, num_embeddings: int, name: str = "ids") -> None
     if low < 0 or high >= num_embeddings:
         bad = low if low < 0 else high
         raise IndexError(f"{name} contains {bad}, outside the valid range [0, {num_embeddings})")
+
+
+def _check_dropout(dropout: float) -> float:
+    dropout = check_real("dropout", dropout)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    return dropout
 
 
 def _check_rows_not_empty(keep: torch.Tensor) -> None:
@@ -79,7 +87,7 @@ class BagOfEmbeddingsEncoder(nn.Module):
             ("output_dim", output_dim),
         ):
             check_int(name, value, 1)
-        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+        if padding_idx is not None and not 0 <= check_int("padding_idx", padding_idx) < vocab_size:
             raise ValueError(f"padding_idx must be None or in [0, {vocab_size}), got {padding_idx}")
         self.vocab_size = vocab_size
         self.padding_idx = padding_idx
@@ -103,6 +111,8 @@ class AttentionBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float):
         super().__init__()
+        d_model, n_heads = check_int("d_model", d_model, 1), check_int("n_heads", n_heads, 1)
+        dropout = _check_dropout(dropout)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.n_heads = n_heads
@@ -131,10 +141,11 @@ class FeedForwardBlock(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float):
         super().__init__()
+        d_model, d_ff = check_int("d_model", d_model, 1), check_int("d_ff", d_ff, 1)
         self.norm = nn.LayerNorm(d_model)
         self.up = nn.Linear(d_model, d_ff)
         self.down = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.down(F.gelu(self.up(self.norm(x)))))
@@ -186,9 +197,8 @@ class TransformerEncoder(nn.Module):
             check_int(name, value, 1)
         if output_dim is not None:
             check_int("output_dim", output_dim, 1)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if not 0 <= padding_idx < vocab_size:
+        dropout = _check_dropout(dropout)
+        if not 0 <= check_int("padding_idx", padding_idx) < vocab_size:
             raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
         self.vocab_size = vocab_size
         self.max_len = max_len

@@ -14,7 +14,6 @@ state, :func:`sparse_optimizers` updates only the rows a batch touched.
 from __future__ import annotations
 
 import importlib
-import math
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
@@ -23,7 +22,18 @@ import pandas as pd
 import torch
 from torch import nn
 
+from chapter20.checks import check_positive
 from chapter20.device import check_dependency
+
+
+def _check_rates(lr: float, weight_decay: float, momentum: float) -> tuple[float, float, float]:
+    """The learning rate (> 0), weight decay and momentum (>= 0), each a finite number."""
+    return (
+        check_positive("lr", lr),
+        check_positive("weight_decay", weight_decay, zero=True),
+        check_positive("momentum", momentum, zero=True),
+    )
+
 
 __all__ = [
     "OPTIMIZER_KINDS",
@@ -100,14 +110,9 @@ def make_optimizer(
     """
     if kind not in OPTIMIZER_KINDS:
         raise ValueError(f"kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
-    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     if weight_decay is None:
         weight_decay = 0.0 if kind == "adam8bit" else 0.01
-    if isinstance(weight_decay, bool) or not (
-        isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0
-    ):
-        raise ValueError(f"weight_decay must be None or a finite number >= 0, got {weight_decay!r}")
+    lr, weight_decay, momentum = _check_rates(lr, weight_decay, momentum)
     params = _parameters(params)
     state_32bit = list(state_32bit)
     if kind == "adamw":
@@ -220,6 +225,7 @@ def sparse_optimizers(model: nn.Module, lr: float, *, weight_decay: float = 0.0)
     rows a batch touched, not a dense V×D tensor) and SparseAdam reads and writes only those
     rows of its moments: a step costs what the batch touched, not the table size. The moments
     themselves are still allocated for the whole table. ValueError if there is no sparse table."""
+    lr, weight_decay, _ = _check_rates(lr, weight_decay, 0.0)
     sparse, dense = [], []
     for module in model.modules():
         if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse:

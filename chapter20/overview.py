@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from chapter20.checks import check_int
 from chapter20.contrastive import info_nce
 from chapter20.data import zipf_ids
 from chapter20.device import get_device, set_seed
@@ -72,6 +73,8 @@ def step_anatomy(
     that Adam's state exists (as in any real run); the next step is the one measured.
     ``device`` defaults to ``get_device()``; on CUDA the peaks are the allocator's.
     """
+    batch_size = check_int("batch_size", batch_size, 1)
+    tokens_per_example = check_int("tokens_per_example", tokens_per_example, 1)
     device = get_device() if device is None else torch.device(device)
     set_seed(seed)
     model = BagOfEmbeddingsEncoder(vocab_size, embedding_dim, padding_idx=None).to(device)

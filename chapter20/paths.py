@@ -10,6 +10,8 @@
   (claims, price snapshot, measurements): found through ``importlib.resources``, so it works the
   same in a checkout, an editable install and an installed wheel. Every module reads its data
   through this one function.
+- ``atomic_torch_save(obj, path)`` and ``check_weights_only(obj, name)``: files that are never
+  half-written and that ``torch.load(..., weights_only=True)`` is known to read back.
 """
 
 from __future__ import annotations
@@ -78,9 +80,12 @@ def data_file(name: str) -> Path:
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:
     """``torch.save(obj, path)`` that never leaves a half-written file under ``path`` (§20.4
     "save from rank 0", §20.5.2 checkpoints): write a temporary file in the same directory,
-    flush it to disk, then rename it into place (atomic on POSIX and Windows)."""
+    flush it to disk, then rename it into place (atomic on POSIX and Windows). ``obj`` must load
+    back with ``weights_only=True`` (:func:`check_weights_only`), checked before anything is
+    written."""
     import torch
 
+    check_weights_only(obj, "obj")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -93,3 +98,54 @@ def atomic_torch_save(obj: object, path: str | os.PathLike) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def check_weights_only(obj: object, name: str = "state") -> None:
+    """Raise TypeError, naming the key (e.g. ``state['extra']['loss']``), if ``obj`` holds a
+    value that ``torch.load(..., weights_only=True)`` refuses (§20.5.2).
+
+    ``torch.save`` pickles anything, and the unrestricted unpickler that would read it back can
+    run arbitrary code; every load in this package is restricted to tensors and plain values.
+    A value outside that set (a ``numpy.float64``, a dataclass) would save fine and fail at
+    resume, after the work is done. Tensors, containers and plain Python values are accepted on
+    sight; anything else is judged by torch's own restricted unpickler on a round trip.
+    """
+    import torch
+
+    plain = (int, float, bool, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+    pending = [(name, obj)]
+    while pending:
+        where, value = pending.pop()
+        kind = type(value)
+        if kind in (torch.Tensor, torch.nn.Parameter) or kind in plain:
+            continue
+        if isinstance(value, dict) and kind.__module__ in ("builtins", "collections"):
+            for key, item in value.items():
+                pending.append((f"{where}[{key!r}] (key)", key))
+                pending.append((f"{where}[{key!r}]", item))
+            continue
+        if kind in (list, tuple):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+            continue
+        _round_trip(where, value)
+
+
+def _round_trip(where: str, value: object) -> None:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    try:
+        torch.save(value, buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception as exc:  # the unpickler's refusal (or a value torch.save cannot write)
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = [line for line in lines if "Unsupported global" in line or "error:" in line]
+        reason = (detail or lines or [type(exc).__name__])[0].split(" Please use")[0][:200]
+        raise TypeError(
+            f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
+            "torch.load(..., weights_only=True) cannot read back; store a tensor or a plain "
+            f"Python value instead (e.g. float(x), x.tolist()). Unpickler: {reason}"
+        ) from None

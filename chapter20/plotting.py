@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chapter20.checks import check_int, check_positive
 from chapter20.measure import CATEGORIES
 
 #: One colour per memory category, shared by every stacked bar of the companion.
@@ -143,12 +144,20 @@ def new_figure(
     """A figure with one labelled axes in the house style; ``alt`` is its alternative text
     (default: built from the titles, labels and legend when it is shown, see :func:`alt_text`)."""
     use_house_style()
-    fig, ax = plt.subplots(figsize=figsize)
+    fig, ax = plt.subplots(figsize=_figsize(figsize))
     _give_alt_text(fig, alt)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return fig, ax
+
+
+def _figsize(figsize: tuple[float, float] | None) -> tuple[float, float] | None:
+    if figsize is None:
+        return None
+    if not isinstance(figsize, (tuple, list)) or len(figsize) != 2:
+        raise TypeError(f"figsize must be (width, height) in inches, got {figsize!r}")
+    return (check_positive("figsize", figsize[0]), check_positive("figsize", figsize[1]))
 
 
 def new_panels(
@@ -160,8 +169,9 @@ def new_panels(
 ) -> tuple[Figure, list[Axes]]:
     """``n`` side-by-side axes under one title (one idea, several sizes), in the house style;
     ``alt`` as in :func:`new_figure`."""
+    n = check_int("n", n, 1, maximum=64)
     use_house_style()
-    fig, axes = plt.subplots(1, n, figsize=figsize or (3.6 * n, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=_figsize(figsize) or (3.6 * n, 4.0), squeeze=False)
     _give_alt_text(fig, alt)
     fig.suptitle(title)
     return fig, list(axes[0])
@@ -190,6 +200,9 @@ def stacked_memory_bars(
     ``breakdowns[i]`` maps categories of ``measure.CATEGORIES`` to bytes. ``bar_labels`` (e.g.
     "measured" / "predicted") are written above the bars.
     """
+    for breakdown in breakdowns:
+        for value in breakdown.values():
+            check_positive("breakdowns", value, zero=True)
     if len(labels) != len(breakdowns):
         raise ValueError(
             f"labels ({len(labels)}) and breakdowns ({len(breakdowns)}) differ in length"

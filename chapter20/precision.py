@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from chapter20.checks import check_positive
 from chapter20.device import autocast_dtype, get_device
 
 __all__ = [
@@ -158,6 +159,7 @@ def gradient_underflow(
     """For the fp32 gradients in ``model``: the share that fp16 would flush to zero, leave
     subnormal, or overflow, if the loss were multiplied by each of ``scales`` (§20.2.2, loss
     scaling). Call after a backward pass."""
+    scales = [check_positive("scales", scale) for scale in scales]
     grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
     if not grads:
         raise ValueError("model has no gradients: run a backward pass first")

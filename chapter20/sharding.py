@@ -17,8 +17,9 @@ and offers both communication patterns:
 Rows are placed by a :class:`RowPartition`: ``"range"`` (contiguous blocks of ceil(V/W) rows;
 the last ranks may own fewer or none) or ``"modulo"`` (row r on rank r mod W). Initial values
 depend only on the row id and the seed, so a table is the same at every world size; the
-state dict carries the logical row ids, so a table saved at W=2 loads at W=3
-(:func:`save_sharded`, :func:`load_sharded`).
+state dict carries the logical row ids, and :mod:`chapter20.sharded_checkpoint` saves a table
+(with its optimizer state) through ``torch.distributed.checkpoint`` so that one saved at W=2
+loads at W=3, each rank reading only its rows.
 
 Bytes sent are recorded per collective in :attr:`ShardedEmbedding.comm_log`; gloo and nccl do
 not report traffic, so an all-to-all counts the elements that leave the rank and an all-reduce
@@ -28,18 +29,15 @@ counts the tensor with the ring algorithm's per-rank traffic, 2(W-1)/W × its by
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_positive
 from chapter20.distributed import group_rank_and_size
-from chapter20.paths import atomic_torch_save
 
 __all__ = [
     "INPUT_MODES",
@@ -52,8 +50,6 @@ __all__ = [
     "ring_all_reduce_bytes",
     "all_to_all_bytes",
     "shard_load",
-    "save_sharded",
-    "load_sharded",
 ]
 
 INPUT_MODES = ("replicated", "per_rank")
@@ -216,6 +212,7 @@ def ring_all_reduce_bytes(tensor_bytes: float, world_size: int) -> float:
     """Bytes one rank sends in a ring all-reduce of ``tensor_bytes`` (§20.1.1): reduce-scatter
     then all-gather, each W-1 steps of 1/W of the tensor, so 2(W-1)/W × ``tensor_bytes``. It
     stays below twice the tensor at any W; the traffic summed over ranks grows as W."""
+    tensor_bytes = check_positive("tensor_bytes", tensor_bytes, zero=True)
     world_size = check_int("world_size", world_size, 1)
     return 2 * (world_size - 1) / world_size * tensor_bytes
 
@@ -400,33 +397,8 @@ class ShardedEmbedding(nn.Module):
             raise ValueError(
                 "this state dict holds other rows (saved at world_size="
                 f"{state['world_size']}, partition={state['partition']!r}); "
-                "use load_sharded / load_shards to reshard it"
+                "reshard it with chapter20.sharded_checkpoint.load_sharded"
             )
-
-    def load_shards(self, state_dicts: list[dict]) -> None:
-        """Fill this rank's rows from the state dicts of every shard of a saved table, saved at
-        any world size and partition. Raises ValueError if a row is missing or the shapes
-        differ."""
-        filled = torch.zeros(self.weight.shape[0], dtype=torch.bool)
-        with torch.no_grad():
-            for state in state_dicts:
-                extra = state["_extra_state"]
-                if (extra["num_embeddings"], extra["embedding_dim"]) != (
-                    self.num_embeddings,
-                    self.embedding_dim,
-                ):
-                    raise ValueError(
-                        f"a shard holds a {extra['num_embeddings']}×{extra['embedding_dim']} "
-                        f"table, this one is {self.num_embeddings}×{self.embedding_dim}"
-                    )
-                rows = extra["row_ids"]
-                mine = (self.partition.owner(rows) == self.rank).nonzero().squeeze(1)
-                local = self.partition.local_index(rows[mine])
-                self.weight[local.to(self.weight.device)] = state["weight"][mine].to(self.weight)
-                filled[local] = True
-        if not bool(filled.all()):
-            missing = self.row_ids()[~filled][:5].tolist()
-            raise ValueError(f"the shards do not hold every row of rank {self.rank}: {missing}...")
 
     # -- forward ----------------------------------------------------------------------------
 
@@ -569,13 +541,15 @@ class ShardedBagEncoder(nn.Module):
         seed: int = 0,
     ):
         super().__init__()
+        vocab_size = check_int("vocab_size", vocab_size, 1)
         self.table = ShardedEmbedding(
             vocab_size, embedding_dim, inputs=inputs, partition=partition, group=group, seed=seed
         )
         if not 0 <= check_int("padding_idx", padding_idx, 0) < vocab_size:
             raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        output_dim = embedding_dim if output_dim is None else check_int("output_dim", output_dim, 1)
         self.vocab_size, self.padding_idx = vocab_size, padding_idx
-        self.projection = nn.Linear(embedding_dim, output_dim or embedding_dim)
+        self.projection = nn.Linear(embedding_dim, output_dim)
 
     @classmethod
     def from_bag_encoder(cls, encoder: nn.Module, **kwargs) -> ShardedBagEncoder:
@@ -606,36 +580,3 @@ class ShardedBagEncoder(nn.Module):
         if bool((counts == 0).any()):
             raise ValueError("every row of ids needs a non-padding token")
         return self.projection((rows * keep).sum(dim=1) / counts)
-
-
-# --------------------------------------------------------------------------------------------
-# Saving and loading at any world size
-# --------------------------------------------------------------------------------------------
-
-
-def _shard_file(directory: Path, rank: int, world_size: int) -> Path:
-    return directory / f"shard-{rank:05d}-of-{world_size:05d}.pt"
-
-
-def save_sharded(table: ShardedEmbedding, directory: str | os.PathLike) -> Path:
-    """Each rank writes its shard (weights + logical row ids) to ``directory`` (§20.4 sharded
-    checkpoints). The write is atomic: a temporary file renamed into place, so a crash never
-    leaves a half-written shard under the final name. Returns this rank's file."""
-    directory = Path(directory)
-    return atomic_torch_save(
-        table.state_dict(), _shard_file(directory, table.rank, table.world_size)
-    )
-
-
-def load_sharded(table: ShardedEmbedding, directory: str | os.PathLike) -> None:
-    """Load a table saved by :func:`save_sharded` at any world size into ``table`` (which may
-    have another world size or partition). Raises FileNotFoundError if there is no shard, and
-    ValueError if the shards are from different world sizes or do not cover every row."""
-    files = sorted(Path(directory).glob("shard-*-of-*.pt"))
-    if not files:
-        raise FileNotFoundError(f"no shard-*-of-*.pt files in {directory}")
-    sizes = {f.stem.rsplit("-of-", 1)[1] for f in files}
-    if len(sizes) != 1:
-        raise ValueError(f"{directory} mixes shards of several world sizes: {sorted(sizes)}")
-    states = [torch.load(f, map_location="cpu", weights_only=True) for f in files]
-    table.load_shards(states)

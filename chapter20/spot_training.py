@@ -36,9 +36,15 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+    check_real,
+)
 from chapter20.data import pair_data
-from chapter20.device import set_seed
+from chapter20.device import deterministic_mode, set_seed
 from chapter20.distributed import group_rank_and_size
 from chapter20.models import BagOfEmbeddingsEncoder
 from chapter20.paths import repo_root
@@ -74,6 +80,8 @@ class SpotConfig:
     saving (for in-process tests); ``chaos_kills`` injects that many SIGKILLs over the run.
     ``precision``, ``chunk_size``, ``learn_temperature`` and ``optimizer`` switch on the
     composed step's techniques (see ``chapter20.training.TrainConfig``).
+    ``deterministic`` trains under :func:`chapter20.device.deterministic_mode` (one intra-op
+    thread, MKL CNR, deterministic algorithms), without which bitwise resume is not guaranteed.
     """
 
     checkpoint_dir: str
@@ -97,11 +105,17 @@ class SpotConfig:
     chunk_size: int | None = None
     learn_temperature: bool = False
     optimizer: str = "adamw"
+    deterministic: bool = True
 
     def __post_init__(self):
         for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
             check_int(name, getattr(self, name), 1)
-        check_int("chaos_kills", self.chaos_kills, 0)
+        for name in ("chaos_kills", "seed", "chaos_seed"):
+            check_int(name, getattr(self, name), 0)
+        check_positive("lr", self.lr)
+        check_optional_int("checkpoint_every", self.checkpoint_every, 1)
+        check_optional_int("stop_after", self.stop_after, 1)
+        check_optional_positive("checkpoint_seconds", self.checkpoint_seconds)
         if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
         if check_real("step_delay", self.step_delay, finite=True) < 0:
@@ -186,6 +200,7 @@ class LoopSettings(Protocol):
     step_delay: float
     notice_file: str | None
     stop_after: int | None
+    deterministic: bool
 
 
 @dataclass
@@ -237,7 +252,11 @@ def resumable_loop(
     log = open(directory / PROGRESS_FILE, "a") if trainer.rank == 0 else contextlib.nullcontext()
     run_step = step or trainer.step
     done, save_seconds = start, []
-    with log as progress, PreemptionHandler(notice_file=settings.notice_file) as preemption:
+    with (
+        deterministic_mode(enabled=settings.deterministic),
+        log as progress,
+        PreemptionHandler(notice_file=settings.notice_file) as preemption,
+    ):
         while done < settings.steps:
             result = run_step(next_batch())
             done += 1
@@ -326,6 +345,7 @@ def launch_spot_demo(
     failure, which is what the demo's SIGKILLs are. Returns the finished process."""
     nproc = check_int("nproc", nproc, 1)
     max_restarts = check_int("max_restarts", max_restarts, 0)
+    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
     command = [
         sys.executable,
         "-m",

@@ -48,12 +48,15 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from chapter20.accumulation import num_examples, split_batch
 from chapter20.checkpointing import POLICIES, apply_checkpointing
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_optional_positive, check_positive
 from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
+from chapter20.cost import EMBEDDING_WORKLOAD, Workload
 from chapter20.data import shuffled_batches
+from chapter20.device import get_device, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
 from chapter20.encoder_io import load_encoder
-from chapter20.measure import peak_memory
+from chapter20.measure import peak_memory, time_fn
+from chapter20.models import TransformerEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.sharding import ShardedEmbedding, data_parallel_ignored_names
@@ -66,6 +69,7 @@ __all__ = [
     "Trainer",
     "load_encoder",
     "step_peak_memory",
+    "measure_throughput",
     "train_on_pairs",
 ]
 
@@ -114,12 +118,9 @@ class TrainConfig:
             raise ValueError(
                 f"optimizer must be one of {', '.join(OPTIMIZER_KINDS)}, got {self.optimizer!r}"
             )
-        _check_positive("lr", self.lr)
-        if (
-            self.weight_decay is not None
-            and check_real("weight_decay", self.weight_decay, finite=True) < 0
-        ):
-            raise ValueError(f"weight_decay must be None or >= 0, got {self.weight_decay}")
+        check_positive("lr", self.lr)
+        if self.weight_decay is not None:
+            check_positive("weight_decay", self.weight_decay, zero=True)
         check_int("warmup_steps", self.warmup_steps, 0)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
@@ -127,8 +128,7 @@ class TrainConfig:
             check_int("total_steps", self.total_steps, 1)
         if self.schedule == "cosine" and self.total_steps is None:
             raise ValueError("schedule 'cosine' needs total_steps (the step where the rate is 0)")
-        if self.clip_norm is not None:
-            _check_positive("clip_norm", self.clip_norm)
+        check_optional_positive("clip_norm", self.clip_norm)
         for name in (
             "state_32bit_tables",
             "learn_temperature",
@@ -142,7 +142,7 @@ class TrainConfig:
                 f"precision must be 'auto' or one of {', '.join(PRECISIONS)}, "
                 f"got {self.precision!r}"
             )
-        _check_positive("init_scale", self.init_scale)
+        check_positive("init_scale", self.init_scale)
         check_int("micro_batches", self.micro_batches, 1)
         if self.chunk_size is not None:
             check_int("chunk_size", self.chunk_size, 1)
@@ -151,7 +151,7 @@ class TrainConfig:
                     "give micro_batches (accumulation, per-example losses) or chunk_size "
                     "(gradient caching, the contrastive loss), not both"
                 )
-        _check_positive("temperature", self.temperature)
+        check_positive("temperature", self.temperature)
         if self.checkpointing not in POLICIES:
             raise ValueError(
                 f"checkpointing must be one of {', '.join(POLICIES)}, got {self.checkpointing!r}"
@@ -160,13 +160,6 @@ class TrainConfig:
             raise ValueError("checkpointing_k is needed by, and only by, checkpointing='every_k'")
         if self.checkpointing_k is not None:
             check_int("checkpointing_k", self.checkpointing_k, 1)
-
-
-def _check_positive(name: str, value: Any) -> float:
-    value = check_real(name, value, finite=True)
-    if value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -197,6 +190,7 @@ class TrainedModule(nn.Module):
         self.encoder = encoder
         self.log_temperature = None
         if learned_temperature is not None:
+            learned_temperature = check_positive("learned_temperature", learned_temperature)
             start = torch.tensor(math.log(learned_temperature), device=_device_of(encoder))
             self.log_temperature = nn.Parameter(start)
 
@@ -577,6 +571,41 @@ def _is_table(module: nn.Module) -> bool:
     return isinstance(module, (nn.Embedding, nn.EmbeddingBag, ShardedEmbedding))
 
 
+def measure_throughput(
+    workload: Workload = EMBEDDING_WORKLOAD,
+    *,
+    batch: int | None = None,
+    precision: str | None = None,
+    device: torch.device | str | None = None,
+    warmup: int = 1,
+    repeat: int = 3,
+    seed: int = 0,
+) -> float:
+    """Pairs per second of one training step of ``workload``'s encoder on ``device`` (§20.5,
+    the cost model's throughput): the composed step with both towers, InfoNCE, backward and
+    AdamW in ``precision`` (default: the workload's), timed by
+    :func:`chapter20.measure.time_fn` (median of ``repeat``). ``batch`` defaults to the
+    workload's pairs per GPU; a small batch keeps a CPU measurement short."""
+    batch = check_int("batch", workload.pairs_per_gpu if batch is None else batch, 1)
+    device = get_device() if device is None else torch.device(device)
+    set_seed(seed)
+    model = TransformerEncoder(
+        workload.vocab,
+        d_model=workload.d_model,
+        n_heads=workload.n_heads,
+        n_layers=workload.n_layers,
+        max_len=workload.seq_len,
+        dropout=0.0,
+    ).to(device)
+    config = TrainConfig(lr=1e-4, precision=precision or workload.precision)
+    trainer = Trainer(model, config)
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, workload.vocab, (2, batch, workload.seq_len), generator=generator)
+    pairs = (ids[0].to(device), ids[1].to(device))
+    timing = time_fn(lambda: trainer.step(pairs), warmup=warmup, repeat=repeat, device=device)
+    return batch / timing.median
+
+
 def step_peak_memory(trainer: Trainer, batch: Any, device: torch.device | str | None = None):
     """Peak memory (``chapter20.measure.MemoryReport``, by component) of one step of
     ``trainer`` on ``batch`` (§20.3), after a first step that creates the optimizer state, as in
@@ -605,6 +634,7 @@ def train_on_pairs(
     drawn by a seeded epoch sampler (``chapter20.data.shuffled_batches``); ``transform`` is
     applied to each batch of anchors (e.g. token dropout). Returns every step's result."""
     steps = check_int("steps", steps, 1)
+    seed = check_int("seed", seed, 0)
     batches = shuffled_batches(len(anchors), batch, torch.Generator().manual_seed(seed))
     results = []
     for _ in range(steps):

@@ -451,6 +451,7 @@ def bpe_table(
     """
     if isinstance(vocab_sizes, (str, numbers.Number)) or not len(vocab_sizes):
         raise ValueError("vocab_sizes must be a non-empty sequence of ints >= 257")
+    vocab_sizes = [check_int("vocab_sizes[i]", size, 257) for size in vocab_sizes]
     train = [list(t) for t in train_texts]
     heldout = [list(t) for t in heldout_texts]
     heldout_strings = _texts_as_strings(heldout, "heldout_texts")

@@ -29,6 +29,7 @@ import heapq
 import math
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,10 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.data import lee_background, wiki_sentences, word_similarity_path
 from chapter20.device import get_device, synchronize
 from chapter20.vocab import Vocabulary, build_vocab
+from chapter20.word2vec_fused import MAX_EXP, fused_step
 
 __all__ = [
     "CORPORA",
@@ -149,9 +151,8 @@ def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
     ``min(1, (sqrt(c / t) + 1) * t / c)``: words rarer than ``t`` are always kept, very frequent
     words ("the", "of") mostly dropped. ``sample = 0`` keeps everything.
     """
-    sample = check_real("sample", sample, finite=True)
-    if sample < 0:
-        raise ValueError(f"sample must be >= 0, got {sample}")
+    # A threshold share of the corpus: 1 already keeps every word; more is no subsampling.
+    sample = check_real("sample", sample, minimum=0, maximum=1)
     counts = np.asarray(counts, dtype=np.float64)
     if sample == 0:
         return np.ones_like(counts)
@@ -224,6 +225,7 @@ def skipgram_windows(
     ``pad`` in unused slots. For the same generator state the windows hold exactly the pairs
     :func:`skipgram_pairs` returns (tested); ``pairs`` counts them.
     """
+    pad = check_int("pad", pad, 0)
     ids, valid, offsets = _draw_windows(corpus, window, keep, generator)
     rows = valid.any(1).nonzero().squeeze(1)
     valid = valid.index_select(0, rows)
@@ -234,7 +236,11 @@ def skipgram_windows(
 
 def noise_distribution(counts: np.ndarray, power: float = 0.75) -> np.ndarray:
     """Negative-sampling noise: ``counts ** power``, normalised (note, topic 1; word2vec's 0.75)."""
-    weights = np.asarray(counts, dtype=np.float64) ** check_real("power", power, finite=True)
+    power = check_real("power", power, finite=True, minimum=0)
+    with np.errstate(over="ignore"):
+        weights = np.asarray(counts, dtype=np.float64) ** power
+    if not np.all(np.isfinite(weights)):
+        raise ValueError(f"power={power:g} overflows counts ** power; word2vec uses 0.75")
     return weights / weights.sum()
 
 
@@ -312,6 +318,18 @@ class HuffmanTree:
         return float((w * self.lengths).sum() / w.sum())
 
 
+def _check_counts(counts: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Word counts: a non-empty 1-D array of finite numbers > 0 (at most what an int64 holds)."""
+    array = np.asarray(counts)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"counts must be numbers (word counts), got dtype {array.dtype}")
+    if array.ndim != 1 or len(array) == 0:
+        raise ValueError("counts must be a non-empty 1-D sequence of word counts")
+    if not np.all(np.isfinite(array)) or np.any(array <= 0) or np.any(array > INT_MAX):
+        raise ValueError(f"counts must all be finite, > 0 and <= {INT_MAX}")
+    return array
+
+
 def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     """The Huffman tree of word ``counts`` (note, topic 1); see :class:`HuffmanTree`.
 
@@ -323,11 +341,7 @@ def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     a more frequent word never has a longer code than a rarer one, and the count-weighted mean
     code length is within 1 bit of the entropy. One word gets an empty code.
     """
-    counts = np.asarray(counts)
-    if counts.ndim != 1 or len(counts) == 0:
-        raise ValueError("counts must be a non-empty 1-D sequence of word counts")
-    if np.any(counts <= 0):
-        raise ValueError("counts must all be > 0")
+    counts = _check_counts(counts)
     n = len(counts)
     parent = np.full(2 * n - 1, -1, dtype=np.int64)
     bit = np.zeros(2 * n - 1, dtype=np.int8)
@@ -360,10 +374,6 @@ def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
 
 
 # --- the three objectives: loss and gradients ------------------------------------------------
-
-#: Hierarchical-softmax steps whose score is this large are skipped, as in word2vec and gensim
-#: (their ``MAX_EXP``): the sigmoid is saturated there.
-MAX_EXP = 6.0
 
 
 @dataclass(frozen=True)
@@ -497,7 +507,8 @@ class TrainStats:
     epochs (gensim's "raw words", the basis of every words-per-second figure here);
     ``effective_words``: in-vocabulary words kept by subsampling (gensim's "effective words");
     ``seconds``: wall time of training (pair generation included, vocabulary building and
-    corpus encoding excluded); ``epoch_loss``: mean loss per pair of each epoch.
+    corpus encoding excluded); ``epoch_loss``: mean loss per pair of each epoch; ``fused``:
+    whether the compiled fused kernels ran (``chapter20.word2vec_fused``), not the plain path.
     """
 
     objective: str
@@ -510,6 +521,7 @@ class TrainStats:
     batch_size: int = 0
     workers: int = 1
     epoch_loss: tuple[float, ...] = ()
+    fused: bool = False
 
     @property
     def words_per_second(self) -> float:
@@ -617,6 +629,9 @@ class Workspace:
     """
 
     def __init__(self, output_rows: int, input_rows: int, dim: int, device: torch.device):
+        output_rows = check_int("output_rows", output_rows, 0)
+        input_rows = check_int("input_rows", input_rows, 0)
+        dim = check_int("dim", dim, 1)
         self.output_sums = torch.zeros(output_rows, device=device)
         self.input_sums = torch.zeros(input_rows, device=device)
         self.dim, self.device = dim, device
@@ -678,9 +693,7 @@ class SkipGram:
         self.objective = _check_objective(objective)
         self.dim = check_int("dim", dim, 1)
         self.negative = check_int("negative", negative, 1)
-        counts = np.asarray(counts)
-        if counts.ndim != 1 or len(counts) == 0 or np.any(counts <= 0):
-            raise ValueError("counts must be a non-empty 1-D array of positive word counts")
+        counts = _check_counts(counts)
         self.device = torch.device(device)
         n = len(counts)
         rng = np.random.default_rng(check_int("seed", seed, 0))
@@ -703,7 +716,7 @@ class SkipGram:
             self._lengths = torch.as_tensor(self.tree.lengths, device=self.device)
             self._trim_paths = self.device.type == "cpu"
             padded = np.where(self.tree.mask, self.tree.points, rows)
-            self._points_padded = torch.as_tensor(padded, device=self.device)
+            self._points_padded = torch.as_tensor(padded, device=self.device).long()
             self._labels = torch.as_tensor(
                 1.0 - self.tree.codes, dtype=torch.float32, device=self.device
             )
@@ -729,6 +742,58 @@ class SkipGram:
         weight = (targets != outputs.unsqueeze(1)).to(self.input_vectors.dtype)
         weight[:, 0] = 1.0
         return targets, weight
+
+    def fused_kernel(self, size: int, slots: int = 10):
+        """``kernel(outputs, inputs, lr, generator)``: one step through the compiled fused
+        kernel of ``chapter20.word2vec_fused``, or None where it cannot run (see
+        ``fused_step``). Negative sampling: ``size`` pairs at most, noise words drawn from
+        ``generator`` exactly as :meth:`noise_targets` draws them; hierarchical softmax:
+        ``size`` windows of ``slots`` context slots (``inputs`` = contexts). A shorter batch
+        is padded with the sink rows, whose steps are zero, so that the kernel compiles once.
+        Equal to :meth:`step` and :meth:`step_windows` (tested)."""
+        size = check_int("size", size, 1)
+        if self.objective not in ("negative", "hierarchical") or self.device.type != "cpu":
+            return None  # GPUs train on the plain path (see ``fused_step``)
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        w_in, w_out, device = self._w_in, self._w_out, self.device
+
+        def ids(high, *shape):
+            return torch.randint(0, high, shape, generator=gen, device=device)
+
+        if self.objective == "negative":
+            k, sampler = self.negative, self.sampler
+            example = (ids(self.input_pad, size), ids(self.output_pad, size),
+                       ids(sampler.size, size, k), torch.rand(size, k, generator=gen,
+                       dtype=torch.float64), sampler.prob, sampler.alias)  # fmt: skip
+        else:
+            words = ids(self.input_pad, size)
+            example = (ids(self.input_pad + 1, size, slots), self._points_padded[words],
+                       self._labels[words])  # fmt: skip
+        step = fused_step(self.objective, w_in, w_out, *example, torch.tensor(0.025))
+        if step is None:
+            return None
+
+        def pad(rows: torch.Tensor, value) -> torch.Tensor:
+            if len(rows) == size:
+                return rows
+            shape = (size - len(rows), *rows.shape[1:])
+            return torch.cat([rows, torch.full(shape, value, dtype=rows.dtype, device=device)])
+
+        def kernel(outputs, inputs, lr, generator):
+            lr = torch.tensor(lr, device=device)
+            if self.objective == "hierarchical":
+                targets = self._points_padded.index_select(0, outputs)
+                labels = self._labels.index_select(0, outputs)
+                args = pad(inputs, self.input_pad), pad(targets, self.output_pad), pad(labels, 0)
+                return step(w_in, w_out, *args, lr)
+            shape = (len(outputs), self.negative)  # the draws of NoiseSampler.sample, in order
+            slot = torch.randint(0, self.sampler.size, shape, generator=generator, device=device)
+            coin = torch.rand(shape, generator=generator, device=device, dtype=torch.float64)
+            args = (pad(inputs, self.input_pad), pad(outputs, self.output_pad), pad(slot, 0),
+                    pad(coin, 0.0), self.sampler.prob, self.sampler.alias)  # fmt: skip
+            return step(w_in, w_out, *args, lr)
+
+        return kernel
 
     def step(
         self,
@@ -828,7 +893,7 @@ class SkipGram:
             width = self.tree.max_depth
             if self._trim_paths:  # the batch's longest path; reading it back would stall a GPU
                 width = int(self._lengths.index_select(0, outputs).max()) if g else 0
-            targets = self._points_padded.index_select(0, outputs)[:, :width].long()
+            targets = self._points_padded.index_select(0, outputs)[:, :width]
             labels = self._labels.index_select(0, outputs)[:, :width]
             target_mask = targets != self.output_pad
         else:
@@ -905,6 +970,7 @@ def train_word2vec(
     threads: int | None = None,
     vocab: Vocabulary | None = None,
     share_negatives: bool = False,
+    fused: bool | None = None,
     progress: bool = True,
 ) -> WordVectors:
     """Train skip-gram word vectors on ``sentences`` (note, topic 1).
@@ -922,6 +988,14 @@ def train_word2vec(
     draws the ``k`` noise words once per window instead of once per pair (faster, and no
     longer gensim's sampling: off by default). Unlike gensim, sentences longer than 10,000
     words are not truncated.
+
+    ``fused``: on the CPU, step through the compiled fused kernels of
+    ``chapter20.word2vec_fused`` (negative sampling with noise per pair, and the hierarchical
+    softmax): the same updates as the plain path, about twice as fast. ``None`` (default): when
+    a C++ compiler is there (else the plain path, with a warning); ``False``: the plain path;
+    ``True``: the same as None, plus a warning if the kernel cannot run. The first run in a
+    process compiles (seconds with inductor's on-disk cache; a minute or more on a cold one),
+    before the clock starts. ``stats.fused`` says which path ran.
 
     ``device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads during
     training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python threads
@@ -944,12 +1018,14 @@ def train_word2vec(
     workers = check_int("workers", workers, 1)
     alpha = check_real("alpha", alpha, finite=True)
     min_alpha = check_real("min_alpha", min_alpha, finite=True)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
+    if not 0 < alpha <= 1:  # SGD on word vectors diverges long before a rate of 1
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
     if not 0 <= min_alpha <= alpha:
         raise ValueError(f"min_alpha must be in [0, alpha={alpha}], got {min_alpha}")
     if threads is not None:
         threads = check_int("threads", threads, 1)
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be None, True or False, got {fused!r}")
     keep = keep_probabilities(np.ones(1), sample)  # validates sample before the corpus work
     sentences = _check_sentences(sentences)
     if vocab is None:
@@ -980,7 +1056,7 @@ def train_word2vec(
         windows = objective == "hierarchical" or (objective == "negative" and share_negatives)
         stats = _train(
             model, corpus, keep, window, epochs, alpha, min_alpha, batch, seeds, workers,
-            progress, windows,
+            progress, windows, fused,
         )  # fmt: skip
     finally:
         torch.set_num_threads(previous_threads)
@@ -990,7 +1066,7 @@ def train_word2vec(
 
 def _train(
     model, corpus, keep, window, epochs, alpha, min_alpha, batch, seeds, workers, progress,
-    windows,
+    windows, fused,
 ) -> TrainStats:  # fmt: skip
     if progress:
         from tqdm.auto import tqdm
@@ -1000,8 +1076,11 @@ def _train(
     device = model.device
     pair_generator = torch.Generator(device=device)
     pair_generator.manual_seed(seeds[1])
-    noise_generator = torch.Generator(device=device)
-    noise_generator.manual_seed(seeds[2])
+    # Noise words are drawn batch by batch, each worker from its own generator: a batch's
+    # draws stay in cache, and one worker's run is deterministic.
+    noise_generators = [torch.Generator(device=device) for _ in range(workers)]
+    for w, generator in enumerate(noise_generators):
+        generator.manual_seed(seeds[2] + w)
     workspaces = [model.new_workspace() for _ in range(workers)]
     lock = threading.Lock()
     bar = tqdm(
@@ -1014,51 +1093,40 @@ def _train(
             outputs, contexts, n_pairs, kept = skipgram_windows(
                 corpus, window, keep, pair_generator, pad=model.input_pad
             )
-            noise = None
-            if model.objective == "negative":
-                noise = model.sampler.sample(len(outputs) * model.negative, noise_generator)
-                noise = noise.view(len(outputs), -1)
-            # whole windows per step, about `batch` pairs
-            per_step = max(1, round(batch * len(outputs) / max(n_pairs, 1)))
-            return _Epoch(outputs, contexts, noise, n_pairs, kept, per_step)
+            return _Epoch(outputs, contexts, n_pairs, kept)
         inputs, outputs, kept = skipgram_pairs(corpus, window, keep, pair_generator)
-        targets = None
-        if model.objective == "negative":
-            targets = model.noise_targets(outputs, noise_generator)
-        return _Epoch(outputs, inputs, targets, len(inputs), kept, batch)
+        return _Epoch(outputs, inputs, len(inputs), kept)
 
-    def run(worker, epoch, data, batch_ids):
+    def run(step, epoch, data, batch_ids, worker):
         n = len(data.outputs)
         total = torch.zeros((), dtype=torch.float64, device=device)
         for i in batch_ids:
-            lo, hi = i * data.per_step, min((i + 1) * data.per_step, n)
+            lo, hi = i * per_step, min((i + 1) * per_step, n)
             lr = alpha - (alpha - min_alpha) * (epoch + lo / n) / epochs
-            out, inp = data.outputs[lo:hi], data.inputs[lo:hi]
-            if windows:
-                noise = None if data.extra is None else data.extra[lo:hi]
-                total += model.step_windows(out, inp, lr, noise, workspaces[worker])
-            else:
-                chunk = None if data.extra is None else (data.extra[0][lo:hi], data.extra[1][lo:hi])
-                total += model.step(inp, out, lr, chunk, workspaces[worker])
+            total += step(data.outputs[lo:hi], data.inputs[lo:hi], lr, worker)
             with lock:
                 bar.update(corpus.raw_words * (hi - lo) / n)
         return total
 
+    # Whole windows per step: about `batch` pairs (a window holds window + 1 pairs on average).
+    per_step = max(1, round(batch / (window + 1))) if windows else batch
+    # Compiling the fused kernel (if any) happens here, before the clock starts.
+    step = _stepper(model, windows, fused, per_step, 2 * window, noise_generators, workspaces)
     effective = pairs = 0
     losses = []
     synchronize(device)
     start = time.perf_counter()
-    # One thread draws the next epoch's pairs and noise words while the others train (epoch
-    # after epoch, so the draws are deterministic); `workers` threads share an epoch's batches.
+    # One thread draws the next epoch's pairs while the others train (epoch after epoch, so
+    # the draws are deterministic); `workers` threads share an epoch's batches.
     with bar, ThreadPoolExecutor(1) as prefetch, ThreadPoolExecutor(workers) as pool:
         upcoming = prefetch.submit(draw)
         for epoch in range(epochs):
             data = upcoming.result()
             if epoch + 1 < epochs:
                 upcoming = prefetch.submit(draw)
-            n_batches = -(-len(data.outputs) // data.per_step)
+            n_batches = -(-len(data.outputs) // per_step)
             jobs = [
-                pool.submit(run, w, epoch, data, range(w, n_batches, workers))
+                pool.submit(run, step, epoch, data, range(w, n_batches, workers), w)
                 for w in range(workers)
             ]
             totals = [job.result() for job in jobs]
@@ -1078,20 +1146,59 @@ def _train(
         batch_size=batch,
         workers=workers,
         epoch_loss=tuple(losses),
+        fused=step.fused,
     )
+
+
+def _stepper(model, windows, fused, per_step, slots, noise_generators, workspaces):
+    """``step(outputs, inputs, lr, worker)`` for one batch of the epoch (pairs, or windows
+    when ``windows``): the compiled fused kernel when ``fused`` allows it and it compiles, else
+    the plain path. Its ``fused`` attribute says which one runs."""
+    kernel = None
+    if fused is not False:
+        # Fused kernels: negative sampling with noise per pair, hierarchical softmax (CPU).
+        supported = model.objective == "hierarchical" or (
+            model.objective == "negative" and not windows
+        )
+        if supported:
+            kernel = model.fused_kernel(per_step, slots)  # warns if it cannot compile
+        if fused and kernel is None and (not supported or model.device.type != "cpu"):
+            warnings.warn(
+                f"fused=True: no fused kernel for {model.objective!r} "
+                f"{'with shared noise ' if windows else ''}on {model.device}; plain path",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def plain(outputs, inputs, lr, worker):
+        generator, workspace = noise_generators[worker], workspaces[worker]
+        if windows:
+            noise = None
+            if model.objective == "negative":
+                noise = model.sampler.sample(len(outputs) * model.negative, generator)
+                noise = noise.view(len(outputs), -1)
+            return model.step_windows(outputs, inputs, lr, noise, workspace)
+        targets = None
+        if model.objective == "negative":
+            targets = model.noise_targets(outputs, generator)
+        return model.step(inputs, outputs, lr, targets, workspace)
+
+    def fast(outputs, inputs, lr, worker):
+        return kernel(outputs, inputs, lr, noise_generators[worker])
+
+    step = plain if kernel is None else fast
+    step.fused = kernel is not None
+    return step
 
 
 @dataclass(frozen=True)
 class _Epoch:
-    """One epoch's draws: pairs (``inputs`` = input ids) or windows (``inputs`` = contexts),
-    the noise words (``extra``), and how many rows make one step."""
+    """One epoch's draws: pairs (``inputs`` = input ids) or windows (``inputs`` = contexts)."""
 
     outputs: torch.Tensor
     inputs: torch.Tensor
-    extra: object
     pairs: int
     kept: int
-    per_step: int
 
 
 # --- evaluation -----------------------------------------------------------------------------

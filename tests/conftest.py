@@ -1,8 +1,17 @@
 """Shared test settings: tests marked ``cuda`` or ``multigpu`` skip cleanly without the hardware
 (DESIGN.md, "Tests"), so a mark is all a GPU-only test needs."""
 
+import os
+
 import pytest
 import torch
+
+from chapter20.device import MKL_CNR_MODE
+
+# MKL reads its reproducibility mode once, at its first call. The spot demo's subprocesses run
+# under chapter20.device.deterministic_mode, which sets it; in-process references computed by
+# the tests must use the same mode, so it is set here, before any test computes anything.
+os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
 
 
 def pytest_collection_modifyitems(config, items):

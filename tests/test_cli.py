@@ -95,16 +95,16 @@ def test_bench_sizes_from_options_scale_and_environment(monkeypatch):
     assert benchmark_arguments("contrastive", ["--batch", "64"])[1] == {"batch": 64, "chunk": 32}
     monkeypatch.setenv("CHAPTER20_SCALE", "0.5")
     assert benchmark_arguments("contrastive", [])[1] == {"batch": 256, "chunk": 16}
-    _, kwargs = benchmark_arguments("step-memory", ["--scale", "2"])
+    _, kwargs, _ = benchmark_arguments("step-memory", ["--scale", "2"])
     assert kwargs == {"vocab_sizes": (40_000, 200_000, 800_000)}
     assert os.environ["CHAPTER20_SCALE"] == "2.0"  # the library's scaled sizes follow --scale
-    _, kwargs = benchmark_arguments("step-memory", ["--vocab-sizes", "1_000,2000"])
+    _, kwargs, _ = benchmark_arguments("step-memory", ["--vocab-sizes", "1_000,2000"])
     assert kwargs == {"vocab_sizes": (1000, 2000)}
 
 
 def test_bench_repeats_are_not_sizes(monkeypatch):
     monkeypatch.setenv("CHAPTER20_SCALE", "4")
-    assert benchmark_arguments("word2vec", [])[1] == {"corpus": "wiki+lee", "repeats": 2}
+    assert benchmark_arguments("word2vec", [])[1] == {"corpus": "wiki+lee", "seeds": (1, 2, 3)}
 
 
 @pytest.mark.parametrize("bad", [["--scale", "0"], ["--scale", "x"], ["--batch", "1.5"]])

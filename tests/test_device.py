@@ -1,5 +1,6 @@
 """Tests for chapter20.device: device choice, distributed backend, autocast dtype, seeding."""
 
+import os
 import random
 import subprocess
 import sys
@@ -241,3 +242,41 @@ def test_size_scale_bad_env(monkeypatch, text):
     monkeypatch.setenv(dev.SCALE_ENV_VAR, text)
     with pytest.raises(ValueError, match=dev.SCALE_ENV_VAR):
         dev.size_scale()
+
+
+# --- deterministic_mode ----------------------------------------------------------------------
+
+
+def test_deterministic_mode_sets_and_restores():
+    threads = torch.get_num_threads()
+    enabled = torch.are_deterministic_algorithms_enabled()
+    with dev.deterministic_mode() as mode:
+        assert torch.get_num_threads() == 1
+        assert torch.are_deterministic_algorithms_enabled()
+        assert mode.settings["intra-op threads"] == 1
+        assert mode.settings["MKL_CBWR"] == os.environ["MKL_CBWR"]
+    assert torch.get_num_threads() == threads
+    assert torch.are_deterministic_algorithms_enabled() == enabled
+    mode.restore()  # a second restore changes nothing
+    assert torch.get_num_threads() == threads
+
+
+def test_deterministic_mode_keeps_threads_when_asked_and_can_be_off():
+    threads = torch.get_num_threads()
+    with dev.deterministic_mode(threads=None) as mode:
+        assert mode.settings["intra-op threads"] == threads
+    with dev.deterministic_mode(enabled=False):
+        assert not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("threads, error", [(0, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_deterministic_mode_bad_threads(threads, error):
+    with pytest.raises(error, match="threads"):
+        dev.deterministic_mode(threads=threads)
+
+
+@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="this torch has no MKL")
+def test_mkl_runs_in_the_reproducibility_mode_conftest_asked_for():
+    # tests/conftest.py sets MKL_CBWR before anything computes; MKL must have taken it.
+    expected = os.environ["MKL_CBWR"].upper().replace(" ", "")
+    assert dev.mkl_cnr_mode() == expected

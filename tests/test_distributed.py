@@ -256,3 +256,146 @@ def test_a_straggler_slows_every_rank():
     # punctual rank waits for it in the gradient all-reduce (margin: half the delay).
     frame = measure_straggler(delay=0.3, steps=3)
     assert (frame["slowdown"] > 0.15).all()
+
+
+# --- collectives on the right device; one namespace per launch ---------------------------------
+
+
+def _agreement() -> dict:
+    from chapter20.distributed import any_rank, collective_device
+
+    rank, _ = group_rank_and_size()
+    return {
+        "device": str(collective_device()),
+        "only_rank_one": any_rank(rank == 1),
+        "nobody": any_rank(False),
+    }
+
+
+def test_any_rank_agrees_on_the_groups_device():
+    results = run_local_group(_agreement, 2)
+    assert results == [{"device": "cpu", "only_rank_one": True, "nobody": False}] * 2
+
+
+def test_any_rank_in_a_world_of_one_is_the_flag():
+    from chapter20.distributed import any_rank
+
+    assert any_rank(True) is True and any_rank(False) is False
+
+
+def test_cuda_groups_get_gloo_beside_nccl_and_more_local_ranks_than_gpus_fail(monkeypatch):
+    from chapter20 import distributed as module
+
+    assert module._group_backend(torch.device("cuda", 0)) == "cpu:gloo,cuda:nccl"
+    assert module._group_backend(torch.device("cpu")) == "gloo"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert module._device_for(1) == torch.device("cuda", 1)
+    with pytest.raises(RuntimeError, match="LOCAL_RANK=2 but this node has 2 GPU"):
+        module._device_for(2)  # not silently cuda:0, shared with local rank 0
+
+
+def test_attempt_namespace_is_agreed_and_fresh_despite_stale_keys():
+    """Two launches through one store (as torchrun's agent store outlives a restart): each
+    launch's ranks agree on a namespace, and the second one is new although the store still
+    holds every key of the first, including its tickets."""
+    import threading
+
+    from chapter20.distributed import _attempt_namespace
+
+    store = dist.HashStore()
+
+    def launch(world):
+        names = [None] * world
+
+        def rank(r):
+            names[r] = _attempt_namespace(store, r, world, 30.0)
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in reversed(range(world))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        return names
+
+    first, second = launch(3), launch(3)
+    assert len(set(first)) == 1 and len(set(second)) == 1
+    assert first[0] != second[0]
+
+
+_JOIN = """
+import torch, torch.distributed as dist
+from chapter20.distributed import distributed
+with distributed(timeout_s=60) as ctx:
+    value = torch.tensor([ctx.rank + 1.0])
+    dist.all_reduce(value)
+    print(f"sum {value.item():g}", flush=True)
+"""
+
+
+def test_a_replaced_node_joins_although_its_restart_count_differs(tmp_path):
+    """torchrun's workers share the agent's store across restarts. After a spot node is
+    replaced its agent counts restarts from 0 while the others are at 3: a prefix built from
+    that counter splits the group (a hang until the timeout). The handshake does not."""
+    import os
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=60))
+    outputs = []
+    for counts in ((0, 0), (3, 0)):  # the first launch, then a replaced node on rank 1
+        children = []
+        for rank, count in enumerate(counts):
+            env = {
+                **os.environ,
+                "RANK": str(rank),
+                "LOCAL_RANK": "0",
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RESTART_COUNT": str(count),
+                "CUDA_VISIBLE_DEVICES": "",
+                "OMP_NUM_THREADS": "1",
+            }
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _JOIN], env=env, stdout=subprocess.PIPE, text=True
+                )
+            )
+        for child in children:
+            out, _ = child.communicate(timeout=120)
+            outputs.append((child.returncode, out.strip()))
+    del store
+    assert outputs == [(0, "sum 3")] * 4
+
+
+def _nccl_agreement() -> dict:
+    from chapter20.distributed import any_rank, collective_device
+
+    rank, _ = group_rank_and_size()
+    return {"device": collective_device().type, "only_rank_one": any_rank(rank == 1)}
+
+
+@pytest.mark.multigpu
+def test_any_rank_agrees_under_nccl_alone():
+    """Under a group with nccl only, a CPU flag fails on the first all-reduce; any_rank puts it
+    on this rank's GPU."""
+    results = run_local_group(_nccl_agreement, 2, backend="nccl")
+    assert results == [{"device": "cuda", "only_rank_one": True}] * 2
+
+
+@pytest.mark.multigpu
+def test_default_cuda_group_reduces_cpu_and_cuda_tensors():
+    results = run_local_group(_agreement, 2)  # "cpu:gloo,cuda:nccl", one GPU per rank
+    assert [r["only_rank_one"] for r in results] == [True, True]
+
+
+@pytest.mark.cuda
+def test_more_local_ranks_than_gpus_is_a_clear_error():
+    from chapter20.distributed import _device_for
+
+    with pytest.raises(RuntimeError, match="two processes would share a GPU"):
+        _device_for(torch.cuda.device_count())

@@ -82,10 +82,21 @@ def test_code_cells_stay_short_and_import_only_chapter20(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_ends_with_a_claims_check(path):
+    """The last section is the claims check; only its further reading may follow it."""
     cells = _load(path)["cells"]
-    sources = ["".join(c["source"]) for c in cells]
-    assert any("Claims check" in s for s in sources if s.startswith("#") or "## " in s)
-    assert "ClaimsLog" in "".join(sources[-3:]), f"{path.name}: end with the claims check"
+    headings = [
+        (i, line)
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("## ")
+    ]
+    checks = [i for i, line in headings if "Claims check" in line]
+    assert checks, f"{path.name}: no '## ... Claims check' section"
+    after = [line for i, line in headings if i > checks[-1]]
+    assert all("Further reading" in line for line in after), f"{path.name}: {after} after the check"
+    section = "".join("".join(c["source"]) for c in cells[checks[-1] :])
+    assert "ClaimsLog" in section, f"{path.name}: the claims check section builds no ClaimsLog"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

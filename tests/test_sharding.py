@@ -12,15 +12,20 @@ from torch import nn
 
 from chapter20.data import zipf_ids
 from chapter20.distributed import group_rank_and_size, run_local_group
+from chapter20.sharded_checkpoint import (
+    is_committed,
+    load_sharded,
+    load_sharded_state,
+    save_sharded,
+    save_sharded_state,
+)
 from chapter20.sharding import (
     INPUT_MODES,
     PARTITIONS,
     RowPartition,
     ShardedEmbedding,
     all_to_all_bytes,
-    load_sharded,
     ring_all_reduce_bytes,
-    save_sharded,
     shard_load,
 )
 from chapter20.sharding_lab import (
@@ -38,6 +43,87 @@ V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the 
 # --------------------------------------------------------------------------------------------
 
 
+def _trained(partition: str, seed: int = 3) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """A sharded table + a dense head after two AdamW steps: rows and moments that depend on
+    the row id only (replicated inputs), so every world size and partition holds the same
+    logical state."""
+    torch.manual_seed(0)
+    model = nn.ModuleDict(
+        {
+            "table": ShardedEmbedding(V_INIT, D_INIT, partition=partition, seed=seed),
+            "head": nn.Linear(D_INIT, 1),
+        }
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for step in range(2):
+        ids = (torch.arange(12) * (step + 5)) % V_INIT
+        model["head"](model["table"](ids)).pow(2).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model, optimizer
+
+
+def _logical(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """The whole logical table, its AdamW moments and step, and the head, on every rank."""
+    table = model["table"]
+    state = optimizer.state[table.weight]
+    out = {"table": table.full_weight(), "head": model["head"].weight.detach().clone()}
+    saved = table.weight.detach().clone()
+    with torch.no_grad():
+        for name in ("exp_avg", "exp_avg_sq"):
+            table.weight.copy_(state[name])
+            out[name] = table.full_weight()
+        table.weight.copy_(saved)
+    out["step"] = float(state["step"])
+    return out
+
+
+def _reads(function):
+    """Call ``function``; return {key: first rows of the saved blocks} this rank read."""
+    import torch.distributed.checkpoint as dcp
+
+    read: dict[str, list[int]] = {}
+    original = dcp.FileSystemReader.read_data
+
+    def counting(self, plan, planner):
+        for item in plan.items:
+            index = item.storage_index
+            read.setdefault(index.fqn, []).append(index.offset[0] if index.offset else 0)
+        return original(self, plan, planner)
+
+    dcp.FileSystemReader.read_data = counting
+    try:
+        function()
+    finally:
+        dcp.FileSystemReader.read_data = original
+    return read
+
+
+def _load_into(target: str, directory: str) -> tuple[dict, dict]:
+    """A fresh model (other seed) with ``target`` partition loaded from ``directory``: its
+    logical state and the blocks read."""
+    fresh, fresh_optimizer = _trained(target, seed=11)
+    reads = _reads(lambda: load_sharded_state(directory, fresh, fresh_optimizer))
+    return _logical(fresh, fresh_optimizer), reads
+
+
+def _dcp_checks(save_dir: str, load_dir: str | None) -> dict:
+    """Save the trained state with each partition; reload it at this world size; and, when
+    ``load_dir`` holds the W=2 saves, load those into each partition here."""
+    out = {}
+    for partition in PARTITIONS:
+        model, optimizer = _trained(partition)
+        out[f"saved {partition}"] = _logical(model, optimizer)
+        save_sharded_state(f"{save_dir}/{partition}", model, optimizer)
+    out["loaded same world"], out["reads same world"] = _load_into("range", f"{save_dir}/range")
+    if load_dir is not None:
+        for saved in PARTITIONS:
+            for target in PARTITIONS:
+                logical, reads = _load_into(target, f"{load_dir}/{saved}")
+                out[f"{saved} -> {target}"], out[f"reads {saved} -> {target}"] = logical, reads
+    return out
+
+
 def _group_checks(save_dir: str, load_dir: str | None) -> dict:
     rank, world = group_rank_and_size()
     sizes = tuple(v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1)
@@ -50,6 +136,7 @@ def _group_checks(save_dir: str, load_dir: str | None) -> dict:
         loaded = target.full_weight()
     scalar = ShardedEmbedding(V_INIT, D_INIT, inputs="per_rank")(torch.tensor(rank))
     return {
+        "dcp": _dcp_checks(save_dir, load_dir),
         "equivalence": equivalence_on_rank(sizes),
         "misuse": misuse_on_rank(),
         "errors": bad_ids_on_rank(V_INIT, D_INIT),
@@ -242,23 +329,115 @@ def test_state_dict_carries_logical_row_ids_and_refuses_other_rows():
         twin.load_state_dict(state)
 
 
-def test_save_is_atomic_and_load_checks_its_shards(tmp_path):
-    table = ShardedEmbedding(V_INIT, D_INIT)
-    path = save_sharded(table, tmp_path / "run")
-    assert path.name == "shard-00000-of-00001.pt"
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
-    with pytest.raises(FileNotFoundError):
-        load_sharded(table, tmp_path / "empty")
-    other = ShardedEmbedding(V_INIT + 1, D_INIT)
-    with pytest.raises(ValueError, match="38×3"):
-        load_sharded(other, tmp_path / "run")
-    partial = {"weight": table.weight[:5].detach(), "_extra_state": table.get_extra_state()}
-    partial["_extra_state"]["row_ids"] = torch.arange(5)
-    with pytest.raises(ValueError, match="do not hold every row"):
-        table.load_shards([partial])
-    (tmp_path / "run" / "shard-00000-of-00002.pt").write_bytes(b"")
-    with pytest.raises(ValueError, match="several world sizes"):
-        load_sharded(table, tmp_path / "run")
+def _differences(got: dict, expected: dict) -> list[str]:
+    """The entries of two logical states that differ (bitwise: resharding only copies)."""
+    if got.keys() != expected.keys():
+        return [f"keys {sorted(got)} != {sorted(expected)}"]
+    return [
+        key
+        for key in expected
+        if not (
+            torch.equal(got[key], expected[key])
+            if isinstance(expected[key], torch.Tensor)
+            else got[key] == expected[key]
+        )
+    ]
+
+
+def test_training_state_is_the_same_logical_state_at_every_world_size(group_runs):
+    expected = group_runs[2][0]["dcp"]["saved range"]
+    assert expected["step"] == 2.0 and expected["exp_avg"].abs().sum() > 0
+    for world in WORLD_SIZES:
+        for rank, run in enumerate(group_runs[world]):
+            for partition in PARTITIONS:
+                got = run["dcp"][f"saved {partition}"]
+                assert _differences(got, expected) == [], (world, rank, partition)
+
+
+@pytest.mark.parametrize("world", WORLD_SIZES)
+def test_dcp_reloads_table_and_adam_state_at_the_same_world_size(group_runs, world):
+    for rank, run in enumerate(group_runs[world]):
+        expected = run["dcp"]["saved range"]
+        assert _differences(run["dcp"]["loaded same world"], expected) == [], (world, rank)
+
+
+@pytest.mark.parametrize("world", [3, 4])
+@pytest.mark.parametrize("saved", PARTITIONS)
+@pytest.mark.parametrize("target", PARTITIONS)
+def test_dcp_reshards_table_and_adam_state_to_another_world_size(group_runs, world, saved, target):
+    """Saved by 2 ranks, loaded by 3 or 4, into either partition; the modulo partition (its
+    rows exchanged into the range layout around DCP) gives the same state as the range one."""
+    expected = group_runs[2][0]["dcp"]["saved range"]
+    for rank, run in enumerate(group_runs[world]):
+        assert _differences(run["dcp"][f"{saved} -> {target}"], expected) == [], (world, rank)
+
+
+def test_each_rank_reads_only_the_saved_blocks_over_its_rows(group_runs):
+    for world in WORLD_SIZES:
+        layout = RowPartition(V_INIT, world)
+        for rank, run in enumerate(group_runs[world]):
+            reads = run["dcp"]["reads same world"]
+            mine = [rank * layout.block] if layout.num_rows(rank) else []
+            assert reads.get("model.table.weight", []) == mine, (world, rank)
+            assert reads.get("optimizer.state.table.weight.exp_avg", []) == mine, (world, rank)
+    saved_blocks = RowPartition(V_INIT, 2)
+    for world in (3, 4):
+        layout = RowPartition(V_INIT, world)
+        for rank, run in enumerate(group_runs[world]):
+            owners = saved_blocks.owner(layout.rows_of(rank)).unique().tolist()
+            needed = sorted(saved_blocks.block * owner for owner in owners)
+            got = run["dcp"]["reads range -> range"].get("model.table.weight", [])
+            assert sorted(got) == needed, (world, rank)
+
+
+def test_an_unfinished_save_is_never_loaded_nor_mixed_with_an_older_one(tmp_path, monkeypatch):
+    """DCP writes its metadata last; a save into a directory first removes the old metadata,
+    so a save cut short leaves no metadata vouching for a mix of old and new files."""
+    import torch.distributed.checkpoint as dcp
+
+    first, _ = _trained("range")
+    save_sharded_state(tmp_path, first)
+    assert is_committed(tmp_path)
+
+    def die(self, metadata, results):
+        raise OSError("killed before the metadata was written")
+
+    monkeypatch.setattr(dcp.FileSystemWriter, "finish", die)
+    second, _ = _trained("range", seed=8)
+    with pytest.raises(OSError, match="failed on rank 0: killed before the metadata"):
+        save_sharded_state(tmp_path, second)  # an OSError, not DCP's BaseException
+    assert not is_committed(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no finished sharded checkpoint"):
+        load_sharded_state(tmp_path, _trained("range", seed=9)[0])
+
+
+def test_loading_checks_the_tables_and_the_optimizer(tmp_path):
+    model, _ = _trained("range")
+    save_sharded_state(tmp_path / "model-only", model)
+    other = nn.ModuleDict(
+        {"table": ShardedEmbedding(V_INIT + 1, D_INIT), "head": nn.Linear(D_INIT, 1)}
+    )
+    with pytest.raises(ValueError, match=r"38×3"):
+        load_sharded_state(tmp_path / "model-only", other)
+    fresh, optimizer = _trained("range", seed=4)
+    with pytest.raises(ValueError, match="no optimizer state"):
+        load_sharded_state(tmp_path / "model-only", fresh, optimizer)
+    with pytest.raises(TypeError, match="ShardedEmbedding"):
+        save_sharded(nn.Linear(2, 2), tmp_path / "x")
+
+
+def test_an_optimizer_that_has_not_stepped_is_saved_as_such(tmp_path):
+    """get_state_dict would create AdamW state with a zero step (and change the run after it);
+    a checkpoint taken before the first step restores an optimizer without state."""
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"table": ShardedEmbedding(V_INIT, D_INIT), "head": nn.Linear(3, 1)})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    save_sharded_state(tmp_path, model, optimizer)
+    assert not optimizer.state  # saving did not touch it
+    fresh, fresh_optimizer = _trained("range", seed=4)
+    load_sharded_state(tmp_path, fresh, fresh_optimizer)
+    assert not fresh_optimizer.state
+    assert torch.equal(fresh["table"].weight, model["table"].weight)
 
 
 def test_from_full_weight_keeps_the_weight_and_its_dtype():
@@ -336,3 +515,24 @@ def test_world_of_one_is_nn_embedding_for_any_shape():
         assert torch.equal(table(ids), plain(ids))
         assert table(ids).shape == ids.shape + (4,)
     assert torch.equal(table(torch.tensor([1, 2], dtype=torch.int32)), plain(torch.tensor([1, 2])))
+
+
+@pytest.mark.cuda
+def test_sharded_state_on_cuda_round_trips_through_dcp(tmp_path):
+    torch.manual_seed(0)
+    model = nn.ModuleDict(
+        {"table": ShardedEmbedding(V_INIT, D_INIT, device="cuda"), "head": nn.Linear(3, 1)}
+    ).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model["head"](model["table"](torch.arange(5, device="cuda"))).sum().backward()
+    optimizer.step()
+    save_sharded_state(tmp_path, model, optimizer)
+    fresh = nn.ModuleDict(
+        {"table": ShardedEmbedding(V_INIT, D_INIT, device="cuda", seed=4), "head": nn.Linear(3, 1)}
+    ).cuda()
+    fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    load_sharded_state(tmp_path, fresh, fresh_optimizer)
+    assert torch.equal(fresh["table"].weight, model["table"].weight)
+    assert fresh["table"].weight.device.type == "cuda"
+    state = fresh_optimizer.state[fresh["table"].weight]
+    assert torch.equal(state["exp_avg"], optimizer.state[model["table"].weight]["exp_avg"])

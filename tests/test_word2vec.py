@@ -30,6 +30,11 @@ from chapter20.word2vec import (
     skipgram_windows,
     train_word2vec,
 )
+from chapter20.word2vec_fused import (
+    compiler_available,
+    hierarchical_window_step,
+    negative_pair_step,
+)
 
 
 @pytest.fixture(scope="module")
@@ -354,6 +359,132 @@ def test_window_step_with_shared_noise_equals_pair_steps_with_that_noise():
     assert torch.allclose(by_window.output_vectors, by_pair.output_vectors, atol=1e-6)
 
 
+# --- the fused path equals the plain path -----------------------------------------------------
+
+
+@pytest.mark.parametrize("lr", [1e-3, 5.0])  # 5.0: the step caps are active
+def test_fused_negative_step_equals_the_plain_step(lr):
+    model, inputs, outputs = _small_model("negative")
+    outputs[:4] = 0  # frequent: some noise words equal the true word and are skipped
+    targets = model.noise_targets(outputs, torch.Generator().manual_seed(5))
+    assert (targets[1][:, 1:] == 0).any()
+    gen = torch.Generator().manual_seed(5)  # the same draws, as the alias method takes them
+    slot = torch.randint(0, 60, (32, model.negative), generator=gen)
+    coin = torch.rand((32, model.negative), generator=gen, dtype=torch.float64)
+    sampler = model.sampler
+    w_in, w_out = model._w_in.clone(), model._w_out.clone()
+    loss = negative_pair_step(
+        w_in, w_out, inputs, outputs, slot, coin, sampler.prob, sampler.alias, torch.tensor(lr)
+    )
+    plain = model.step(inputs, outputs, lr, targets)
+    # The same sums in another order: float32 rounding.
+    assert torch.allclose(loss, plain, rtol=1e-5)
+    assert torch.allclose(w_in, model._w_in, atol=1e-5)
+    assert torch.allclose(w_out, model._w_out, atol=1e-5)
+    assert not torch.equal(w_out, _small_model("negative")[0]._w_out)
+
+
+@pytest.mark.parametrize("lr", [1e-3, 5.0])
+def test_fused_hierarchical_step_equals_the_plain_window_step(lr):
+    model, _, _ = _small_model("hierarchical")
+    outputs, contexts, _, _ = _windows_and_pairs(model)
+    w_in, w_out = model._w_in.clone(), model._w_out.clone()
+    targets, labels = model._points_padded[outputs], model._labels[outputs]
+    loss = hierarchical_window_step(w_in, w_out, contexts, targets, labels, torch.tensor(lr))
+    plain = model.step_windows(outputs, contexts, lr)
+    assert torch.allclose(loss, plain, rtol=1e-5)
+    assert torch.allclose(w_in, model._w_in, atol=1e-5)
+    assert torch.allclose(w_out, model._w_out, atol=1e-5)
+    assert w_in[-1].abs().max() == 0 and w_out[-1].abs().max() == 0  # sink rows stay zero
+
+
+needs_compiler = pytest.mark.skipif(not compiler_available(), reason="needs a C++ compiler")
+
+
+@needs_compiler
+@pytest.mark.parametrize("objective", ["negative", "hierarchical"])
+def test_compiled_kernel_equals_the_plain_step_and_pads_short_batches(objective):
+    # dim 100, k = 5, the training's batch shapes: the same compiled kernel as training, so
+    # the on-disk cache serves both. 32 pairs (12 windows) are padded up to the batch.
+    model = SkipGram(objective, zipf_counts(60), dim=100, negative=5, seed=0)
+    twin = SkipGram(objective, zipf_counts(60), dim=100, negative=5, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    for m in (model, twin):
+        m._w_out[:-1] = torch.randn(m._w_out[:-1].shape, generator=gen.manual_seed(1)) * 0.1
+    kernel = model.fused_kernel(1024 if objective == "negative" else 171, slots=10)
+    assert kernel is not None
+    graph_breaks = dict(torch._dynamo.utils.counters["graph_break"])
+    assert not graph_breaks  # one graph: the whole step is one compiled program
+    if objective == "negative":
+        inputs, outputs = torch.randint(0, 60, (2, 32), generator=gen)
+        loss = kernel(outputs, inputs, 0.05, torch.Generator().manual_seed(3))
+        targets = twin.noise_targets(outputs, torch.Generator().manual_seed(3))
+        plain = twin.step(inputs, outputs, 0.05, targets)
+    else:
+        outputs, contexts, _, _ = _windows_and_pairs(model, slots=10)
+        loss = kernel(outputs, contexts, 0.05, None)
+        plain = twin.step_windows(outputs, contexts, 0.05)
+    assert torch.allclose(loss, plain, rtol=1e-5)
+    assert torch.allclose(model._w_in, twin._w_in, atol=1e-6)
+    assert torch.allclose(model._w_out, twin._w_out, atol=1e-6)
+    assert model._w_in[-1].abs().max() == 0 and model._w_out[-1].abs().max() == 0
+
+
+@needs_compiler
+def test_fused_training_is_deterministic_and_follows_the_plain_path(lee):
+    # One worker: the same pairs and noise words on both paths; the vectors differ only by
+    # float32 rounding, which SGD carries along but does not blow up.
+    options = dict(epochs=1, seed=3, progress=False, threads=1)
+    runs = {}
+    for objective in ("negative", "hierarchical"):
+        fused = train_word2vec(lee, objective, fused=True, **options)
+        assert fused.stats.fused
+        again = train_word2vec(lee, objective, fused=True, **options)
+        assert np.array_equal(fused.vectors, again.vectors)
+        plain = train_word2vec(lee, objective, fused=False, **options)
+        assert not plain.stats.fused
+        assert fused.stats.epoch_loss[0] == pytest.approx(plain.stats.epoch_loss[0], rel=1e-4)
+        assert np.abs(fused.vectors - plain.vectors).max() < 1e-3
+        runs[objective] = fused
+    hogwild = train_word2vec(lee, "negative", fused=True, workers=2, **options)
+    assert hogwild.stats.fused and np.isfinite(hogwild.vectors).all()
+    single = runs["negative"].stats.epoch_loss[0]
+    assert hogwild.stats.epoch_loss[0] == pytest.approx(single, rel=0.05)
+
+
+def test_fused_path_falls_back_without_a_compiler(lee, monkeypatch):
+    from chapter20 import word2vec_fused
+
+    monkeypatch.setattr(word2vec_fused, "compiler_available", lambda: False)
+    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
+        wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
+    assert not wv.stats.fused and np.isfinite(wv.vectors).all()
+
+
+def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch):
+    from chapter20 import word2vec_fused
+
+    def broken(objective):
+        def step(*args):
+            raise RuntimeError("C++ compile error: no such header")
+
+        return step
+
+    monkeypatch.setattr(word2vec_fused, "compiler_available", lambda: True)
+    monkeypatch.setattr(word2vec_fused, "_compiled", broken)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+        wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
+    assert not wv.stats.fused
+    with pytest.warns(RuntimeWarning, match="no fused kernel"):
+        shared = train_word2vec(
+            lee[:50], "negative", dim=8, epochs=1, progress=False, share_negatives=True, fused=True
+        )
+    assert not shared.stats.fused
+    with pytest.raises(TypeError, match="fused"):
+        train_word2vec(lee[:50], fused="yes")
+    assert SkipGram("softmax", zipf_counts(60), dim=8).fused_kernel(32) is None
+
+
 # --- sampling -------------------------------------------------------------------------------
 
 
@@ -462,7 +593,7 @@ def test_noise_sampler_follows_unigram_to_the_three_quarters():
 
 
 def test_training_is_deterministic_for_a_seed_on_cpu(lee):
-    options = dict(dim=16, epochs=1, progress=False, threads=2)
+    options = dict(dim=16, epochs=1, progress=False, threads=2, fused=False)
     first = train_word2vec(lee, "negative", seed=3, **options)
     again = train_word2vec(lee, "negative", seed=3, **options)
     other = train_word2vec(lee, "negative", seed=4, **options)
@@ -476,7 +607,7 @@ def test_training_is_deterministic_for_a_seed_on_cpu(lee):
 
 @pytest.mark.parametrize("objective", ["negative", "hierarchical", "softmax"])
 def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
-    wv = train_word2vec(lee, objective, dim=16, epochs=2, seed=1, progress=False)
+    wv = train_word2vec(lee, objective, dim=16, epochs=2, seed=1, progress=False, fused=False)
     stats = wv.stats
     assert stats.epoch_loss[1] < stats.epoch_loss[0]
     assert np.isfinite(wv.vectors).all()
@@ -489,7 +620,7 @@ def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
 
 @pytest.mark.parametrize("share", [False, True])
 def test_hogwild_workers_train_as_well(lee, share):
-    options = dict(dim=16, epochs=2, seed=1, progress=False, share_negatives=share)
+    options = dict(dim=16, epochs=2, seed=1, progress=False, share_negatives=share, fused=False)
     wv = train_word2vec(lee, "negative", workers=2, **options)
     assert wv.stats.workers == 2
     assert np.isfinite(wv.vectors).all()
