@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from chapter20.checks import check_int, check_real
+from chapter20.checks import check_int, check_optional_int, check_real
 from chapter20.device import set_seed
 from chapter20.encoder_io import TextEncoder, save_encoder
 from chapter20.evaluation import heldout_sentence_pairs, retrieval_recall, score_encoder_on_lee
@@ -248,6 +248,7 @@ def train_encoder(
     ``temperature``. Returns one record per evaluation: step, seconds of training so far, loss
     (mean of the last 20 steps), and :func:`evaluate_encoder`'s figures."""
     steps = check_int("steps", steps, 0)
+    eval_every = check_optional_int("eval_every", eval_every, 1)
     sampler = setup.sampler(check_int("batch", batch, 2))
     trainer = Trainer(setup.model, config or recipe_config(lr, temperature))
     retrieval = retrieval or heldout_sentence_pairs(2_000)

@@ -263,8 +263,7 @@ class WeightedBagEncoder(nn.Module):
         super().__init__()
         check_int("vocab_size", vocab_size, 1)
         check_int("embedding_dim", embedding_dim, 1)
-        if not 0 <= padding_idx < vocab_size:
-            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        padding_idx = check_int("padding_idx", padding_idx, 0, vocab_size - 1)
         if token_weights is None:
             token_weights = torch.ones(vocab_size)
         token_weights = torch.as_tensor(token_weights, dtype=torch.float32)

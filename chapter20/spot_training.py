@@ -227,6 +227,7 @@ def resumable_loop(
     step: Callable[[Any], StepResult] | None = None,
     after_step: Callable[[int, StepResult], None] | None = None,
     extra_state: Callable[[], dict[str, Any]] | None = None,
+    on_restore: Callable[[dict[str, Any]], None] | None = None,
 ) -> LoopResult:
     """Train ``trainer`` from the newest checkpoint in ``settings.checkpoint_dir`` to
     ``settings.steps`` steps, surviving preemption (§20.5.2); every rank calls it.
@@ -236,9 +237,10 @@ def resumable_loop(
     ``after_step(step, result)`` (progress, periodic evaluation: it must not draw from the
     RNG the training uses). Checkpoints go through :class:`chapter20.spot.CheckpointManager`
     on ``settings``' schedule and at the last step, holding ``trainer.capture_state(sampler,
-    **extra_state())``. Chaos kills, the progress log and preemption notices (SIGTERM, SIGINT,
-    the notice file: save, then exit with :data:`EXIT_PREEMPTED`) are those of the module
-    docstring.
+    **extra_state())``; ``on_restore(extra)`` sees those entries of the checkpoint it resumes
+    from, before the first step (e.g. the evaluations made before a kill). Chaos kills, the
+    progress log and preemption notices (SIGTERM, SIGINT, the notice file: save, then exit
+    with :data:`EXIT_PREEMPTED`) are those of the module docstring.
     """
     directory = Path(settings.checkpoint_dir)
     manager = CheckpointManager(directory, settings.keep_last, group=trainer.group)
@@ -246,6 +248,8 @@ def resumable_loop(
     state = manager.load_latest()
     start = trainer.restore_state(state, sampler) if state is not None else 0
     restored = dict(state["extra"]) if state is not None else {}
+    if on_restore is not None and state is not None:
+        on_restore(restored)
     launch = len(_read_json(directory / CHAOS_FILE, {"kills": []})["kills"])
     chaos = trainer.rank == 0 and settings.chaos_kills
     kill_at = _planned_kill(settings, start, directory) if chaos else None
