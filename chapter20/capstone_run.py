@@ -34,7 +34,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.capstone import EncoderRecipe, EncoderSetup, build_encoder, evaluate_encoder
+from chapter20.capstone import (
+    MODELS,
+    EncoderRecipe,
+    EncoderSetup,
+    build_encoder,
+    evaluate_encoder,
+)
 from chapter20.checkpointing import POLICIES
 from chapter20.checks import (
     check_int,
@@ -53,7 +59,7 @@ from chapter20.cost import (
 )
 from chapter20.device import deterministic_mode, scaled
 from chapter20.distributed import distributed, group_rank_and_size, scale_lr
-from chapter20.encoder_io import MODEL_KINDS, save_encoder
+from chapter20.encoder_io import save_encoder
 from chapter20.evaluation import heldout_sentence_pairs
 from chapter20.measure import format_bytes
 from chapter20.memory import BagShape, EncoderShape, MemoryPlan, parallelism_advice, plan
@@ -141,8 +147,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.output_dir, str) or not self.output_dir:
             raise TypeError(f"output_dir must be a non-empty str, got {self.output_dir!r}")
-        if self.model not in MODEL_KINDS:
-            raise ValueError(f"model must be one of {tuple(MODEL_KINDS)}, got {self.model!r}")
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling must be one of {LR_SCALING}, got {self.lr_scaling!r}")
         for name in ("dim", "steps", "base_batch", "keep_last", "eval_pairs"):
@@ -357,15 +363,18 @@ def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) ->
 
 
 def _shard_table(model: WeightedBagEncoder) -> None:
-    """Replace the bag's table by a ``ShardedEmbedding`` holding the same rows (§20.1)."""
-    model.embedding = ShardedEmbedding.from_full_weight(model.embedding.weight.detach())
+    """Replace the bag's table by a ``ShardedEmbedding`` holding the same rows, each rank
+    looking up its own ids (``inputs="per_rank"``: row-wise sharding under DDP, §20.1)."""
+    model.embedding = ShardedEmbedding.from_full_weight(
+        model.embedding.weight.detach(), inputs="per_rank"
+    )
 
 
 def _plain_model(setup: EncoderSetup, model: nn.Module) -> nn.Module:
     """An unwrapped copy of the trained ``model`` of the kind the encoder file holds: the
     table's rows gathered from the ranks, checkpointed segments undone (parameters in the same
     order). A collective when the table is sharded: every rank calls it."""
-    plain = MODEL_KINDS[setup.recipe.model](**setup.model_kwargs)
+    plain = type(model)(**setup.model_kwargs)
     source = dict(model.named_parameters())
     with torch.no_grad():
         if isinstance(model, WeightedBagEncoder):
@@ -492,7 +501,7 @@ def run_capstone(
         anchors, positives = sampler.next_batch()
         return anchors.to(device), positives.to(device)
 
-    start = time.perf_counter()
+    start = progress.last = time.perf_counter()
     try:
         run = resumable_loop(
             trainer,
@@ -555,7 +564,7 @@ def run_capstone(
 def measured_step_peak(config: RunConfig, setup: EncoderSetup, device=None) -> int:
     """Peak bytes of one step of ``config``'s model (fresh weights of the same shape) on its
     first batch, measured by ``chapter20.training.step_peak_memory`` (one process, §20.3)."""
-    model = MODEL_KINDS[setup.recipe.model](**setup.model_kwargs)
+    model = type(setup.model)(**setup.model_kwargs)
     if config.sharded_table:
         _shard_table(model)
     trainer = Trainer(model.to(device or "cpu"), config.train_config())
