@@ -108,7 +108,7 @@ class EncoderRecipe:
             raise ValueError("idf weighting is a property of the bag model; set idf=False")
         if not 0 <= check_real("word_dropout", self.word_dropout, finite=True) < 1:
             raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
-        check_real("length_power", self.length_power, finite=True)
+        check_real("length_power", self.length_power, minimum=-10.0, maximum=10.0)
 
 
 @dataclass
@@ -227,6 +227,7 @@ def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> T
     """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
     ``temperature``, AdamW at ``lr`` without weight decay, constant rate; ``techniques`` are
     further ``chapter20.training.TrainConfig`` fields (precision, chunk_size, ...)."""
+    lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
     return TrainConfig(**{"optimizer": "adamw", "lr": lr, "weight_decay": 0.0,
                           "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip
 
@@ -248,9 +249,10 @@ def train_encoder(
     ``temperature``. Returns one record per evaluation: step, seconds of training so far, loss
     (mean of the last 20 steps), and :func:`evaluate_encoder`'s figures."""
     steps = check_int("steps", steps, 0)
+    config = config or recipe_config(lr, temperature)
     eval_every = check_optional_int("eval_every", eval_every, 1)
     sampler = setup.sampler(check_int("batch", batch, 2))
-    trainer = Trainer(setup.model, config or recipe_config(lr, temperature))
+    trainer = Trainer(setup.model, config)
     retrieval = retrieval or heldout_sentence_pairs(2_000)
     records, losses, seconds = [], [], 0.0
 

@@ -321,7 +321,8 @@ class ViewSampler:
         self.word_dropout = check_real("word_dropout", word_dropout, finite=True)
         if not 0 <= self.word_dropout < 1:
             raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
-        power = check_real("length_power", length_power, finite=True)
+        # beyond ±10 the weights len ** power overflow or single out one document
+        power = check_real("length_power", length_power, minimum=-10.0, maximum=10.0)
         self.seed = check_int("seed", seed, 0)
         self.world_size = check_int("world_size", world_size, 1)
         self.rank = check_int("rank", rank, 0)

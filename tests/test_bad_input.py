@@ -518,6 +518,8 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "setup": _capstone_setup(), "steps": 1, "batch": 2, "lr": 1e-3, "temperature": 0.2,
         "eval_every": 1, "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]),
     },
+    "capstone.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
+    "memory.BagShape": lambda: {"vocab_size": 100, "dim": 8},
     "capstone_run.RunConfig": lambda: {
         "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "lr": 1e-3,
         "base_batch": 8, "warmup": 0, "temperature": 0.2, "chunk_size": 4, "eval_every": 2,
@@ -713,6 +715,8 @@ OUT_OF_SCOPE = {
     "cost.plot_spot_overhead": "draws computed frames; its numbers are results, not parameters",
     "word2vec.WordVectors": "a result record that train_word2vec returns",
     "device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
+    "spot_training.resumable_loop": "its only int is in a callback's signature (after_step); "
+    "the numbers it reads come from a checked SpotConfig or RunConfig",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.
