@@ -40,7 +40,9 @@ __all__ = [
     "FURTHER_READING",
     "ablation",
     "ablation_benchmark",
+    "composed_run",
     "plot_ablation",
+    "saved_and_loaded_difference",
     "benchmark",
     "TAKEAWAYS",
     "plot_quality",
@@ -300,3 +302,34 @@ def ablation_benchmark(steps: int = 200, batch: int = 512, chunk: int = 128, dim
     """``python -m chapter20 bench ablation``: :func:`ablation` at a larger size, printed."""
     frame = ablation(steps=steps, batch=batch, chunk=chunk, dim=dim, seed=seed)
     print(frame.round(3).to_string(index=False))
+
+
+def saved_and_loaded_difference(setup, texts: list[str]) -> float:
+    """Largest absolute difference between the vectors of ``setup``'s encoder and those of the
+    same encoder written to a file and read back by ``chapter20.training.load_encoder``
+    (§20.6: the file needs no training state)."""
+    import tempfile
+    from pathlib import Path
+
+    from chapter20.training import load_encoder
+
+    with tempfile.TemporaryDirectory(prefix="chapter20-encoder-") as tmp:
+        loaded = load_encoder(setup.save(Path(tmp) / "encoder.pt"))
+        return float((loaded.encode(texts) - setup.text_encoder().encode(texts)).abs().max())
+
+
+def composed_run(steps: int = 100, eval_every: int = 50, **fields) -> tuple[dict, list[str]]:
+    """``chapter20.capstone_run.run_capstone`` of ``RunConfig(steps=..., eval_every=...,
+    **fields)`` in a temporary directory that is removed afterwards (notebook 11, §20.6): the
+    summary and the lines it printed before training (plan, cost projection, set-up)."""
+    import tempfile
+
+    from chapter20.capstone_run import run_capstone
+
+    printed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="chapter20-run-") as tmp:
+        config = RunConfig(output_dir=tmp, steps=steps, eval_every=eval_every, progress=False,
+                           **fields)  # fmt: skip
+        summary = run_capstone(config, log=printed.append)
+    gone = ("encoder_file", "summary_file")  # removed with the directory
+    return {k: v for k, v in summary.items() if k not in gone}, printed
