@@ -230,7 +230,7 @@ ABLATION: dict[str, dict] = {
 }
 
 
-def _composed(batch: int, chunk: int, dim: int, seed: int, **changes) -> RunConfig:
+def _composed(batch: int, chunk: int, dim: int, seed: int, changes: dict) -> RunConfig:
     fields = {"precision": "bf16", "chunk_size": chunk, "optimizer": "adamw8bit",
               "checkpointing": "every_layer", "batch": batch}  # fmt: skip
     fields.update(changes)
@@ -259,7 +259,7 @@ def ablation(
     for name in variants or tuple(ABLATION):
         if name not in ABLATION:
             raise ValueError(f"unknown variant {name!r}; one of {list(ABLATION)}")
-        config = _composed(batch, chunk, dim, seed, **ABLATION[name])
+        config = _composed(batch, chunk, dim, seed, ABLATION[name])
         setup.model = copy.deepcopy(start)
         records = train_encoder(setup, steps=steps, batch=config.batch, retrieval=retrieval,
                                 config=config.train_config())  # fmt: skip

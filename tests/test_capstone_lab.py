@@ -51,14 +51,3 @@ def test_committed_recipe_study_reads_and_is_relative_to_the_final_recipe():
 
     assert set(table["variant"]) <= set(RECIPE_STUDY)
 
-
-def test_the_ablation_switches_off_one_technique_per_row():
-    from chapter20.capstone_lab import ABLATION, ablation, plot_ablation
-
-    frame = ablation(steps=2, batch=16, chunk=8, dim=16)
-    assert list(frame["variant"]) == list(ABLATION)
-    batches = frame.set_index("variant")["batch"]
-    assert batches.pop("no gradient caching (small batch)") == 8 and (batches == 16).all()
-    assert (frame["peak_MB"] > 0).all() and (frame["planned_MB"] > 0).all()
-    assert frame["lee_pearson"].between(-1, 1).all()
-    assert len(plot_ablation(frame).axes) == 3
