@@ -1,4 +1,4 @@
-"""Command line: ``chapter20 env | audit | bench NAME`` (also ``python -m chapter20 ...``).
+"""Command line: ``chapter20 env | audit | bench NAME | train`` (also ``python -m chapter20 ...``).
 
 - ``env``    each dependency as [OK] / [FAIL] with its version, and the device chosen.
 - ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
@@ -7,6 +7,8 @@
   default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1. ``--record`` appends its figures
   to ``chapter20/data/gpu_measurements.csv`` (``chapter20.gpu_log``): the rows the benchmark
   returns, if any, and its wall time (``make gpu-check`` uses it).
+- ``train``  the capstone run (``chapter20/scripts/train.py``: plan, cost, training with every
+  technique, resume, evaluation); ``chapter20 train --help`` lists its flags.
 
 A new command is one entry of :data:`COMMANDS`: its help line, a function that adds its
 arguments to its sub-parser, and a function that runs it and returns the exit status.
@@ -82,6 +84,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "chapter20.capstone_lab",
         "benchmark",
         "the capstone encoder's recipe study: Lee Pearson with each choice undone in turn",
+    ),
+    "ablation": (
+        "chapter20.capstone_lab",
+        "ablation_benchmark",
+        "the capstone run with each technique off in turn: Lee r, step time, peak memory",
     ),
     "vocab": (
         "chapter20.vocab_lab",
@@ -277,6 +284,19 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
     return 0
 
 
+def cmd_train(options: list[str]) -> int:
+    from chapter20.capstone_run import main as train_main
+
+    train_main(options)
+    return 0
+
+
+def _train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "options", nargs=argparse.REMAINDER, help="the flags of chapter20/scripts/train.py"
+    )
+
+
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
     """A command without options."""
 
@@ -319,6 +339,11 @@ COMMANDS: dict[str, Command] = {
         "run a named benchmark (no name: list them)",
         _bench_arguments,
         lambda args: cmd_bench(args.name, args.options),
+    ),
+    "train": Command(
+        "train the capstone encoder with every technique (scripts/train.py)",
+        _train_arguments,
+        lambda args: cmd_train(args.options),
     ),
 }
 

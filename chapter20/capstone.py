@@ -6,8 +6,9 @@ which documents, which tokeniser, which model, how its table starts (random, LSA
 documents, or the note's word2vec vectors), lexical weighting, and how views are cut.
 :func:`build_encoder` turns a recipe into a model, a tokeniser and a :class:`ViewSampler`;
 :func:`evaluate_encoder` measures it on the Lee similarity set and on held-out next-sentence
-retrieval (``chapter20.evaluation``); :func:`train_encoder` is the short loop the recipe study
-ran (in-batch InfoNCE, AdamW) and returns the evaluation trajectory.
+retrieval (``chapter20.evaluation``); :func:`train_encoder` trains it through the composed step
+of ``chapter20.training`` (symmetric in-batch InfoNCE, AdamW by default: :func:`recipe_config`)
+and returns the evaluation trajectory.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from chapter20.checks import check_int, check_real
-from chapter20.contrastive import info_nce
+from chapter20.checks import check_int, check_optional_int, check_real
 from chapter20.device import set_seed
 from chapter20.encoder_io import TextEncoder, save_encoder
 from chapter20.evaluation import heldout_sentence_pairs, retrieval_recall, score_encoder_on_lee
 from chapter20.models import TransformerEncoder, WeightedBagEncoder
+from chapter20.training import TrainConfig, Trainer
 from chapter20.views import (
     SOURCES,
     TOKENIZERS,
@@ -46,6 +47,7 @@ __all__ = [
     "EncoderSetup",
     "build_encoder",
     "evaluate_encoder",
+    "recipe_config",
     "train_encoder",
 ]
 
@@ -106,7 +108,7 @@ class EncoderRecipe:
             raise ValueError("idf weighting is a property of the bag model; set idf=False")
         if not 0 <= check_real("word_dropout", self.word_dropout, finite=True) < 1:
             raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
-        check_real("length_power", self.length_power, finite=True)
+        check_real("length_power", self.length_power, minimum=-10.0, maximum=10.0)
 
 
 @dataclass
@@ -221,6 +223,15 @@ def evaluate_encoder(encode: Callable, retrieval: tuple[list[str], list[str]] | 
             **retrieval_recall(encode, anchors, positives)}  # fmt: skip
 
 
+def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> TrainConfig:
+    """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
+    ``temperature``, AdamW at ``lr`` without weight decay, constant rate; ``techniques`` are
+    further ``chapter20.training.TrainConfig`` fields (precision, chunk_size, ...)."""
+    lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
+    return TrainConfig(**{"optimizer": "adamw", "lr": lr, "weight_decay": 0.0,
+                          "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip
+
+
 def train_encoder(
     setup: EncoderSetup,
     *,
@@ -230,35 +241,31 @@ def train_encoder(
     temperature: float = 0.2,
     eval_every: int | None = None,
     retrieval: tuple[list[str], list[str]] | None = None,
+    config: TrainConfig | None = None,
 ) -> list[dict]:
-    """Train ``setup.model`` for ``steps`` steps of symmetric in-batch InfoNCE on the recipe's
-    views with AdamW (no weight decay), evaluating every ``eval_every`` steps and at the end.
-    Returns one record per evaluation: step, seconds of training so far, loss, and
-    :func:`evaluate_encoder`'s figures. The study loop of §20.6's recipe; the composed run
-    trains the same setup through ``chapter20.training``."""
+    """Train ``setup.model`` for ``steps`` steps on the recipe's views through the composed
+    step (``chapter20.training.Trainer``, one process), evaluating every ``eval_every`` steps
+    and at the end (§20.6). ``config`` defaults to :func:`recipe_config` of ``lr`` and
+    ``temperature``. Returns one record per evaluation: step, seconds of training so far, loss
+    (mean of the last 20 steps), and :func:`evaluate_encoder`'s figures."""
     steps = check_int("steps", steps, 0)
+    config = config or recipe_config(lr, temperature)
+    eval_every = check_optional_int("eval_every", eval_every, 1)
     sampler = setup.sampler(check_int("batch", batch, 2))
-    model = setup.model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    trainer = Trainer(setup.model, config)
     retrieval = retrieval or heldout_sentence_pairs(2_000)
     records, losses, seconds = [], [], 0.0
 
     def record(step: int) -> None:
         scores = evaluate_encoder(setup.text_encoder().encode, retrieval)
-        model.train()
         loss = float(np.mean(losses[-20:])) if losses else float("nan")
         records.append({"step": step, "seconds": seconds, "loss": loss, **scores})
 
     record(0)
     for step in range(1, steps + 1):
         start = time.perf_counter()
-        anchors, positives = sampler.next_batch()
-        loss = info_nce(model(anchors), model(positives), temperature, symmetric=True)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        losses.append(trainer.step(sampler.next_batch()).loss)
         seconds += time.perf_counter() - start
-        losses.append(loss.item())
         if step == steps or (eval_every and step % eval_every == 0):
             record(step)
     return records

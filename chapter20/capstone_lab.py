@@ -6,14 +6,21 @@
   :func:`plot_verdicts_by_section`;
 - the quality of the composed run's encoder next to the baselines measured in the same run:
   :func:`quality_table`, :func:`plot_quality`;
-- §20.8's further reading as references: :data:`FURTHER_READING`.
+- §20.8's further reading as references: :data:`FURTHER_READING`;
+- the ablation of the composed run (§20.6: each technique switched off in turn, one model,
+  one task): :func:`ablation`, :func:`plot_ablation`, and its heavier version
+  ``python -m chapter20 bench ablation`` (:func:`ablation_benchmark`, with 2 ranks for the
+  cross-rank negatives).
 """
 
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 
 from chapter20.capstone import EncoderRecipe, build_encoder, recipe_study, train_encoder
+from chapter20.capstone_run import RunConfig, memory_plan
 from chapter20.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.evaluation import (
     LEE_INTER_RATER,
@@ -22,13 +29,20 @@ from chapter20.evaluation import (
     summarize_seeds,
 )
 from chapter20.paths import data_file
-from chapter20.plotting import new_figure
+from chapter20.plotting import new_figure, new_panels
+from chapter20.training import Trainer, step_peak_memory
 
 #: The recipe study as measured once (see data/README.md for when and how).
 RECIPE_STUDY_FILE = "capstone_recipe_study.csv"
 
 __all__ = [
+    "ABLATION",
     "FURTHER_READING",
+    "ablation",
+    "ablation_benchmark",
+    "composed_run",
+    "plot_ablation",
+    "saved_and_loaded_difference",
     "benchmark",
     "TAKEAWAYS",
     "plot_quality",
@@ -202,3 +216,120 @@ def benchmark(steps: int = 120, batch: int = 256, out: str = "") -> None:
     if out:
         pd.DataFrame([{**r, **stamp} for r in records]).to_csv(out, index=False)
         print(f"written: {out}")
+
+
+#: The ablation (§20.6): the composed run's techniques, and each one switched off in turn —
+#: variant → the ``RunConfig`` fields that differ from :func:`_composed`. Gradient caching off
+#: means the batch that fits without it: the chunk's size (fewer in-batch negatives).
+ABLATION: dict[str, dict] = {
+    "all techniques": {},
+    "fp32 (no bf16)": {"precision": "fp32"},
+    "no gradient caching (small batch)": {"chunk_size": None, "batch": None},
+    "32-bit optimizer state (no 8-bit)": {"optimizer": "adamw"},
+    "no activation checkpointing": {"checkpointing": "none"},
+}
+
+
+def _composed(batch: int, chunk: int, dim: int, seed: int, changes: dict) -> RunConfig:
+    fields = {"precision": "bf16", "chunk_size": chunk, "optimizer": "adamw8bit",
+              "checkpointing": "every_layer", "batch": batch}  # fmt: skip
+    fields.update(changes)
+    if fields["batch"] is None:  # what fits without caching: one chunk's rows
+        fields["batch"] = chunk
+    return RunConfig(output_dir="-", dim=dim, seed=seed, base_batch=batch, lr_scaling="none",
+                     warmup=0, **fields)  # fmt: skip
+
+
+def ablation(
+    steps: int = 40, batch: int = 256, chunk: int = 64, dim: int = 256, seed: int = 0,
+    variants: tuple[str, ...] | None = None,
+) -> pd.DataFrame:  # fmt: skip
+    """Each technique of the composed run switched off in turn (§20.6), on one task: the
+    capstone bag trained ``steps`` steps from the same start (one build, copied per variant)
+    through ``chapter20.training.Trainer`` (``chapter20.capstone.train_encoder``). One row per
+    variant: Lee Pearson and held-out recall@1 after training, mean step time (seconds of the
+    training steps / steps), one step's peak memory measured (``step_peak_memory``) and
+    planned (``chapter20.memory.plan``). Batches are ``batch`` documents, or ``chunk`` when
+    gradient caching is off. One process: cross-rank negatives need 2 ranks
+    (:func:`ablation_benchmark`)."""
+    setup = build_encoder(EncoderRecipe(dim=dim, seed=seed))
+    start = copy.deepcopy(setup.model)
+    retrieval = heldout_sentence_pairs(1_000)
+    rows = []
+    for name in variants or tuple(ABLATION):
+        if name not in ABLATION:
+            raise ValueError(f"unknown variant {name!r}; one of {list(ABLATION)}")
+        config = _composed(batch, chunk, dim, seed, ABLATION[name])
+        setup.model = copy.deepcopy(start)
+        records = train_encoder(setup, steps=steps, batch=config.batch, retrieval=retrieval,
+                                config=config.train_config())  # fmt: skip
+        trainer = Trainer(copy.deepcopy(start), config.train_config())
+        peak = step_peak_memory(trainer, setup.sampler(config.batch).batch_at(0)).peak_bytes
+        rows.append({
+            "variant": name, "batch": config.batch, "lee_pearson": records[-1]["lee_pearson"],
+            "recall@1": records[-1]["recall@1"],
+            "step_ms": 1e3 * records[-1]["seconds"] / max(steps, 1),
+            "peak_MB": peak / 1e6,
+            "planned_MB": memory_plan(config, trainer.encoder).peak_bytes / 1e6,
+        })  # fmt: skip
+    setup.model = start
+    return pd.DataFrame(rows)
+
+
+def plot_ablation(frame: pd.DataFrame):
+    """Three panels, one bar per variant: Lee Pearson, step time, peak memory (measured, with
+    the plan as a tick)."""
+    fig, axes = new_panels(3, "The composed run with each technique switched off in turn",
+                           figsize=(13, 3.6))  # fmt: skip
+    labels = frame["variant"]
+    y = range(len(frame))
+    panels = (("lee_pearson", "Lee Pearson r"), ("step_ms", "ms per step"),
+              ("peak_MB", "peak MB of a step"))  # fmt: skip
+    for ax, (column, title) in zip(axes, panels):
+        ax.barh(list(y), frame[column], color="tab:blue")
+        ax.set_title(title)
+        ax.set_yticks(list(y), labels if ax is axes[0] else [""] * len(frame))
+        ax.invert_yaxis()
+    axes[2].scatter(frame["planned_MB"], list(y), marker="|", s=300, color="black",
+                    label="plan", zorder=3)  # fmt: skip
+    axes[2].legend(loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def ablation_benchmark(steps: int = 200, batch: int = 512, chunk: int = 128, dim: int = 256,
+                       seed: int = 0) -> None:  # fmt: skip
+    """``python -m chapter20 bench ablation``: :func:`ablation` at a larger size, printed."""
+    frame = ablation(steps=steps, batch=batch, chunk=chunk, dim=dim, seed=seed)
+    print(frame.round(3).to_string(index=False))
+
+
+def saved_and_loaded_difference(setup, texts: list[str]) -> float:
+    """Largest absolute difference between the vectors of ``setup``'s encoder and those of the
+    same encoder written to a file and read back by ``chapter20.training.load_encoder``
+    (§20.6: the file needs no training state)."""
+    import tempfile
+    from pathlib import Path
+
+    from chapter20.training import load_encoder
+
+    with tempfile.TemporaryDirectory(prefix="chapter20-encoder-") as tmp:
+        loaded = load_encoder(setup.save(Path(tmp) / "encoder.pt"))
+        return float((loaded.encode(texts) - setup.text_encoder().encode(texts)).abs().max())
+
+
+def composed_run(steps: int = 100, eval_every: int = 50, **fields) -> tuple[dict, list[str]]:
+    """``chapter20.capstone_run.run_capstone`` of ``RunConfig(steps=..., eval_every=...,
+    **fields)`` in a temporary directory that is removed afterwards (notebook 11, §20.6): the
+    summary and the lines it printed before training (plan, cost projection, set-up)."""
+    import tempfile
+
+    from chapter20.capstone_run import run_capstone
+
+    printed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="chapter20-run-") as tmp:
+        config = RunConfig(output_dir=tmp, steps=steps, eval_every=eval_every, progress=False,
+                           **fields)  # fmt: skip
+        summary = run_capstone(config, log=printed.append)
+    gone = ("encoder_file", "summary_file")  # removed with the directory
+    return {k: v for k, v in summary.items() if k not in gone}, printed

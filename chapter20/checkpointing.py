@@ -32,7 +32,7 @@ from torch.utils.checkpoint import (
 )
 
 from chapter20.checks import check_int
-from chapter20.models import TransformerBlock, TransformerEncoder
+from chapter20.models import TransformerBlock, TransformerEncoder, WeightedBagEncoder
 
 __all__ = [
     "POLICIES",
@@ -124,13 +124,23 @@ class CheckpointedTransformerLayer(nn.Module):
 
 
 def apply_checkpointing(
-    model: TransformerEncoder, policy: str, *, k: int | None = None
-) -> TransformerEncoder:
+    model: TransformerEncoder | WeightedBagEncoder, policy: str, *, k: int | None = None
+) -> TransformerEncoder | WeightedBagEncoder:
     """Regroup ``model.layers`` under ``policy`` (see the module docstring) and return the model
     (changed in place; the parameters are the same objects, so an optimizer built before keeps
-    working). Gradients equal the plain model's; apply to a model that is not checkpointed yet."""
+    working). Gradients equal the plain model's; apply to a model that is not checkpointed yet.
+
+    A ``WeightedBagEncoder`` is one layer: every policy but "none" recomputes its pooled rows
+    during backward (``checkpoint_pooling``), keeping only the token ids."""
+    if isinstance(model, WeightedBagEncoder):
+        if model.checkpoint_pooling:
+            raise ValueError("model is already checkpointed: apply a policy to a plain model")
+        model.checkpoint_pooling = segment_size(policy, 1, k) > 0
+        return model
     if not isinstance(model, TransformerEncoder):
-        raise TypeError(f"model must be a TransformerEncoder, got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a TransformerEncoder or WeightedBagEncoder, got {type(model).__name__}"
+        )
     layers = list(model.layers)
     if not all(isinstance(layer, TransformerBlock) for layer in layers):
         raise ValueError("model is already checkpointed: apply a policy to a plain model")

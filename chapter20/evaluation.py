@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.checks import check_int
+from chapter20.checks import check_int, check_real
 from chapter20.data import (
     LEE_DOCUMENTS,
     LEE_PAIRS,
@@ -154,7 +154,8 @@ def lee_baseline(method: str, *, seed: int = 0, lsi_topics: int = 200) -> LeeSco
     """
     if method not in BASELINES:
         raise ValueError(f"method must be one of {BASELINES}, got {method!r}")
-    seed = check_int("seed", seed, 0)
+    seed = check_int("seed", seed, 0, 2**32 - 1)
+    lsi_topics = check_int("lsi_topics", lsi_topics, 1, 100_000)
     background, lee = lee_background(), _lee_tokens()
     if method == "doc2vec":
         from gensim.models.doc2vec import Doc2Vec, TaggedDocument
@@ -171,7 +172,6 @@ def lee_baseline(method: str, *, seed: int = 0, lsi_topics: int = 200) -> LeeSco
     lee_tfidf = [tfidf[dictionary.doc2bow(doc)] for doc in lee]
     if method == "tfidf":
         return lee_score(_sparse_cosine(lee_tfidf, len(dictionary)))
-    check_int("lsi_topics", lsi_topics, 1)
     corpus = [tfidf[dictionary.doc2bow(doc)] for doc in background]
     lsi = LsiModel(corpus, id2word=dictionary, num_topics=lsi_topics, random_seed=seed)
     return lee_score(_sparse_cosine([lsi[v] for v in lee_tfidf], lsi_topics))
@@ -185,6 +185,9 @@ def baseline_scores(seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
     decimals): each
     is measured once and repeated for each seed, so that every method has the same number of
     rows for :func:`summarize_seeds`."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+        raise TypeError(f"seeds must be a non-empty sequence of ints, got {seeds!r}")
+    seeds = [check_int("seeds", seed, 0, 2**32 - 1) for seed in seeds]
     rows = []
     for method in BASELINES:
         for i, seed in enumerate(seeds):
@@ -222,10 +225,15 @@ def heldout_sentence_pairs(
     was trained on. Pairs do not overlap (:func:`chapter20.data.next_sentence_pairs`); tokens
     are joined by spaces. ``limit``: the first that many pairs (None: all).
     """
+    if limit is not None:
+        limit = check_int("limit", limit, 1)
+    if not 0 < check_real("test_fraction", test_fraction, finite=True) < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    seed = check_int("seed", seed, 0)
     _, test = train_test_split_articles(wiki_sentences(), test_fraction, seed=seed)
     pairs = next_sentence_pairs(test)
     if limit is not None:
-        pairs = pairs[: check_int("limit", limit, 1)]
+        pairs = pairs[:limit]
     return [" ".join(a) for a, _ in pairs], [" ".join(b) for _, b in pairs]
 
 
@@ -235,6 +243,9 @@ def retrieval_recall(
     """Recall@k of each anchor's own positive among all ``positives`` by cosine similarity,
     and chance (``k / len(positives)``), as ``{"recall@k": .., "chance@k": ..}`` (§20.7).
     A tie with the true positive counts against it (no credit for a constant encoder)."""
+    if isinstance(ks, (str, bytes)) or not isinstance(ks, Sequence) or not ks:
+        raise TypeError(f"ks must be a non-empty sequence of ints, got {ks!r}")
+    ks = [check_int("ks", k, 1) for k in ks]
     if len(anchors) != len(positives):
         raise ValueError(f"{len(anchors)} anchors but {len(positives)} positives")
     if len(anchors) < 2:
@@ -246,7 +257,6 @@ def retrieval_recall(
     beaten_or_tied = (scores >= own).sum(axis=1) - 1  # candidates other than the true one
     result = {}
     for k in ks:
-        k = check_int("k", k, 1)
         result[f"recall@{k}"] = float((beaten_or_tied < k).mean())
         result[f"chance@{k}"] = min(1.0, k / n)
     return result

@@ -124,6 +124,36 @@ class EncoderShape:
         return sum(self.parameter_sizes())
 
 
+@dataclass(frozen=True)
+class BagShape:
+    """The shape of a ``chapter20.models.WeightedBagEncoder`` (§20.3, the capstone encoder): a
+    ``vocab_size`` × ``dim`` table and one token weight per row (a parameter when
+    ``learn_weights``). Enough to count its parameters and predict a training step's memory."""
+
+    vocab_size: int
+    dim: int = 256
+    learn_weights: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("vocab_size", self.vocab_size, 1)
+        check_int("dim", self.dim, 1)
+        if not isinstance(self.learn_weights, bool):
+            raise TypeError(f"learn_weights must be True or False, got {self.learn_weights!r}")
+
+    @classmethod
+    def of(cls, model) -> BagShape:
+        """The shape of an existing ``WeightedBagEncoder``."""
+        return cls(model.vocab_size, model.embedding_dim, model.log_weight.requires_grad)
+
+    def parameter_sizes(self) -> list[int]:
+        """Element count of every trained parameter tensor, the table first."""
+        return [self.vocab_size * self.dim] + ([self.vocab_size] if self.learn_weights else [])
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(self.parameter_sizes())
+
+
 def optimizer_state_bytes_predicted(
     parameter_sizes: list[int], optimizer: str, *, state_32bit: int = 0
 ) -> int:
@@ -185,7 +215,7 @@ class MemoryPlan:
 
 
 def plan(
-    model: EncoderShape,
+    model: EncoderShape | BagShape,
     *,
     batch: int,
     seq_len: int,
@@ -199,6 +229,7 @@ def plan(
     world_size: int = 1,
     zero_stage: int = 0,
     towers: int = 2,
+    sharded_table: bool = False,
     gpu_bytes: float | None = None,
 ) -> MemoryPlan:
     """Predict the memory of one contrastive training step of a Transformer encoder (§20.3).
@@ -218,6 +249,11 @@ def plan(
     the optimizer step. Calibrated against ``chapter20.measure.peak_memory`` on CPU; the
     forward's transient buffers are not modelled, so narrow batches of wide models come out
     low (notebook 05 shows plan and measurement side by side).
+
+    A :class:`BagShape` (the weighted bag of embeddings) is planned by :func:`_plan_bag`: its
+    only large activation is each tower's gathered rows, ``batch × seq_len × dim``; with
+    ``sharded_table`` its table's rows (and their gradients and state) are split over
+    ``world_size`` ranks (§20.1, ``chapter20.sharding.ShardedEmbedding``).
     """
     from chapter20.checkpointing import predicted_activation_bytes
 
@@ -236,14 +272,31 @@ def plan(
         )
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    settings = dict(
+        batch=batch,
+        seq_len=seq_len,
+        precision=precision,
+        optimizer=optimizer,
+        checkpointing=checkpointing,
+        k=k,
+        micro_batches=micro_batches,
+        chunk_size=chunk_size,
+        table_state_32bit=table_state_32bit,
+        world_size=world_size,
+        zero_stage=zero_stage,
+        towers=towers,
+        sharded_table=bool(sharded_table),
+    )
+    if isinstance(model, BagShape):
+        return _plan_bag(model, settings, gpu_bytes)
+    if not isinstance(model, EncoderShape):
+        raise TypeError(f"model must be an EncoderShape or BagShape, got {type(model).__name__}")
+    if sharded_table:
+        raise ValueError("sharded_table is planned for a BagShape only")
     if seq_len > model.max_len:
         raise ValueError(f"seq_len must be <= max_len={model.max_len}, got {seq_len}")
     sizes = model.parameter_sizes()
-    params, grads = 4 * sum(sizes), 4 * sum(sizes)
-    state = optimizer_state_bytes_predicted(sizes, optimizer, state_32bit=int(table_state_32bit))
-    params //= world_size if zero_stage >= 3 else 1
-    grads //= world_size if zero_stage >= 2 else 1
-    state //= world_size if zero_stage >= 1 else 1
+    params, grads, state = _static_bytes(sizes, settings)
     micro = math.ceil(batch / micro_batches)
     # Gradient caching runs one chunk of one tower with a graph at a time.
     tokens = min(chunk_size, batch) * seq_len if chunk_size else micro * seq_len * towers
@@ -292,23 +345,90 @@ def plan(
     }
     phase = max(phases, key=phases.get)
     peak = params + state + phases[phase]
-    embedding = table
-    settings = dict(
-        batch=batch,
-        seq_len=seq_len,
-        precision=precision,
-        optimizer=optimizer,
-        checkpointing=checkpointing,
-        k=k,
-        micro_batches=micro_batches,
-        chunk_size=chunk_size,
-        table_state_32bit=table_state_32bit,
-        world_size=world_size,
-        zero_stage=zero_stage,
-        towers=towers,
-        peak_phase=phase,
+    return MemoryPlan(components, peak, gpu_bytes, table, {**settings, "peak_phase": phase})
+
+
+def _static_bytes(sizes: list[int], settings: dict) -> tuple[int, int, int]:
+    """fp32 parameters, gradients and optimizer state of tensors of ``sizes`` (the embedding
+    table first), sharded as ``settings["zero_stage"]`` says."""
+    world, stage = settings["world_size"], settings["zero_stage"]
+    params, grads = 4 * sum(sizes), 4 * sum(sizes)
+    state = optimizer_state_bytes_predicted(
+        sizes, settings["optimizer"], state_32bit=int(settings["table_state_32bit"])
     )
-    return MemoryPlan(components, peak, gpu_bytes, embedding, settings)
+    params //= world if stage >= 3 else 1
+    grads //= world if stage >= 2 else 1
+    state //= world if stage >= 1 else 1
+    return params, grads, state
+
+
+#: Bytes per token and tower a weighted bag keeps besides its gathered rows (ids, padding
+#: mask, token weights and their normalised copy), calibrated on the live-tensor tracker.
+_BAG_TOKEN_BYTES = 52
+#: ... and what it keeps per token when its pooling is recomputed (ids and padding mask).
+_BAG_RECOMPUTED_TOKEN_BYTES = 9
+
+
+def _plan_bag(model: BagShape, settings: dict, gpu_bytes: float | None) -> MemoryPlan:
+    """:func:`plan` for a weighted bag of embeddings (§20.3), calibrated on the live-tensor
+    tracker (CPU). ``rows`` = one tower's gathered rows, ``batch × seq_len × dim`` fp32.
+
+    - forward: every earlier tower's saved rows, and the current tower's rows, their weighted
+      copy and the reduction's buffer (3 × rows);
+    - backward: the saved rows and 2 × rows of gradient buffers; with checkpointing nothing is
+      saved, but the tower being recomputed holds 3 × rows next to the dense table gradient of
+      the tower before it;
+    - embedding backward: a dense table-sized gradient per tower, their sum and ``.grad``;
+    - optimizer step: AdamW's temporaries of the table's size.
+
+    Gradient caching (``chunk_size``) runs one chunk of one tower with a graph at a time, next
+    to every row's cached output and its gradient; accumulation one micro-batch. Autocast
+    lowers no operation of the bag (a gather and a weighted sum), so ``precision`` changes
+    nothing. Cross-rank negatives: each rank's logits span every rank's keys.
+    """
+    from chapter20.checkpointing import segment_size
+
+    batch, seq_len, towers = settings["batch"], settings["seq_len"], settings["towers"]
+    chunk = settings["chunk_size"]
+    recompute = segment_size(settings["checkpointing"], 1, settings["k"]) > 0
+    sizes = model.parameter_sizes()
+    if settings["sharded_table"]:  # this rank's rows of the table
+        sizes[0] = math.ceil(model.vocab_size / settings["world_size"]) * model.dim
+    params, grads, state = _static_bytes(sizes, settings)
+    rows_per_pass = min(chunk, batch) if chunk else math.ceil(batch / settings["micro_batches"])
+    live_towers = 1 if chunk else towers
+    tokens = rows_per_pass * seq_len
+    rows = 4 * tokens * model.dim
+    # what a tower keeps for backward: its rows and token weights, or (recomputed) its ids
+    kept = _BAG_RECOMPUTED_TOKEN_BYTES * tokens if recompute else rows + _BAG_TOKEN_BYTES * tokens
+    loss_rows = batch if chunk else rows_per_pass
+    logits = 2 * 4 * loss_rows * loss_rows * settings["world_size"] if towers == 2 else 0
+    representations = 2 * 4 * towers * batch * model.dim if chunk else 0
+    components = {
+        "parameters": params,
+        "gradients": grads,
+        "optimizer_state": state,
+        "activations": live_towers * kept,
+        "logits": logits,
+        "representations": representations,
+    }
+    table = 4 * sizes[0]
+    earlier = (live_towers - 1) * kept
+    one_tower = 3 * rows + _BAG_TOKEN_BYTES * tokens  # a tower's pass: rows, products, buffers
+    if recompute:  # the tower recomputed, next to the dense table gradient of the one after it
+        backward = earlier + one_tower + (live_towers - 1) * table
+    else:
+        backward = live_towers * kept + 2 * rows
+    phases = {
+        "forward": earlier + one_tower + representations,
+        "loss": live_towers * kept + logits + representations,
+        "backward": backward + representations,
+        "embedding backward": grads - table + (live_towers + 1) * table + representations,
+        "optimizer step": grads + (1 if settings["optimizer"].startswith("sgd") else 2) * table,
+    }
+    phase = max(phases, key=phases.get)
+    peak = params + state + phases[phase]
+    return MemoryPlan(components, peak, gpu_bytes, table, {**settings, "peak_phase": phase})
 
 
 def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from chapter20.checks import check_int, check_real
 
@@ -243,6 +244,10 @@ class WeightedBagEncoder(nn.Module):
     lexical weighting of TF-IDF, and nothing else: almost every parameter is in the table
     ``embedding`` (an ``nn.Embedding``, or any module with the same call, e.g. a
     ``chapter20.sharding.ShardedEmbedding``; ``sparse=True`` gives sparse table gradients).
+
+    ``checkpoint_pooling`` (set by ``chapter20.checkpointing.apply_checkpointing``, §20.3.1)
+    recomputes the gathered rows during backward instead of keeping them: they are the model's
+    only large activation (``batch × length × dim``), so this is its activation checkpointing.
     """
 
     def __init__(
@@ -258,8 +263,7 @@ class WeightedBagEncoder(nn.Module):
         super().__init__()
         check_int("vocab_size", vocab_size, 1)
         check_int("embedding_dim", embedding_dim, 1)
-        if not 0 <= padding_idx < vocab_size:
-            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        padding_idx = check_int("padding_idx", padding_idx, 0, vocab_size - 1)
         if token_weights is None:
             token_weights = torch.ones(vocab_size)
         token_weights = torch.as_tensor(token_weights, dtype=torch.float32)
@@ -281,6 +285,7 @@ class WeightedBagEncoder(nn.Module):
         log_weight = token_weights.clamp_min(torch.finfo(torch.float32).tiny).log()
         log_weight[padding_idx] = 0.0
         self.log_weight = nn.Parameter(log_weight, requires_grad=learn_weights)
+        self.checkpoint_pooling = False
 
     @property
     def embedding_dim(self) -> int:
@@ -297,6 +302,11 @@ class WeightedBagEncoder(nn.Module):
         keep = ids != self.padding_idx
         if ids.numel():
             _check_rows_not_empty(keep)
+        if self.checkpoint_pooling and torch.is_grad_enabled():
+            return checkpoint(self._pool, ids, keep, use_reentrant=False)
+        return self._pool(ids, keep)
+
+    def _pool(self, ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         weights = self.log_weight[ids].exp() * keep
         weights = weights / weights.sum(dim=1, keepdim=True)
         rows = self.embedding(ids)

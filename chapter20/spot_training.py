@@ -13,6 +13,9 @@ Chaos (``chaos_kills``) makes the fault injection part of the run: rank 0 draws 
 the kill in ``chaos.json``, and sends itself SIGKILL, as a reclaimed spot machine would be.
 Each launch draws from ``chaos_seed`` + the kills so far, so a relaunch does not repeat a kill
 forever. ``progress.jsonl`` logs (launch, step, wall time) for the timeline in notebook 07.
+
+:func:`resumable_loop` is that loop for any trainer, sampler and batches: the capstone's run
+(``chapter20.capstone_run``, ``scripts/train.py``) trains through it too.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -52,9 +56,17 @@ from chapter20.spot import (
     ResumableBatchSampler,
     parameter_fingerprint,
 )
-from chapter20.training import TrainConfig, Trainer
+from chapter20.training import StepResult, TrainConfig, Trainer
 
-__all__ = ["SpotConfig", "launch_spot_demo", "read_progress", "run_spot_training"]
+__all__ = [
+    "LoopResult",
+    "LoopSettings",
+    "SpotConfig",
+    "launch_spot_demo",
+    "read_progress",
+    "resumable_loop",
+    "run_spot_training",
+]
 
 CHAOS_FILE = "chaos.json"
 PROGRESS_FILE = "progress.jsonl"
@@ -155,7 +167,7 @@ def _write_json_atomic(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def _planned_kill(config: SpotConfig, start_step: int, directory: Path) -> int | None:
+def _planned_kill(config: LoopSettings, start_step: int, directory: Path) -> int | None:
     """The step after which this launch kills itself, or None (rank 0 only)."""
     kills = _read_json(directory / CHAOS_FILE, {"kills": []})["kills"]
     if len(kills) >= config.chaos_kills or start_step + 1 >= config.steps:
@@ -174,6 +186,106 @@ def _kill_self(directory: Path, step: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class LoopSettings(Protocol):
+    """What :func:`resumable_loop` reads of a run's settings (§20.5.2): :class:`SpotConfig` and
+    the capstone's ``chapter20.capstone_run.RunConfig`` both have these fields."""
+
+    checkpoint_dir: str
+    steps: int
+    checkpoint_every: int | None
+    checkpoint_seconds: float | None
+    keep_last: int
+    chaos_kills: int
+    chaos_seed: int
+    step_delay: float
+    notice_file: str | None
+    stop_after: int | None
+    deterministic: bool
+
+
+@dataclass
+class LoopResult:
+    """How one launch of :func:`resumable_loop` went: the step it ``resumed_from``, the step it
+    reached, whether ``stop_after`` ended it (``stopped``, nothing saved), the seconds of each
+    checkpoint save, the ``extra`` entries of the checkpoint it resumed from, and ``launch``
+    (the SIGKILLs recorded before it started)."""
+
+    resumed_from: int
+    steps: int
+    stopped: bool
+    save_seconds: list[float]
+    restored_extra: dict[str, Any]
+    launch: int
+
+
+def resumable_loop(
+    trainer: Trainer,
+    sampler: Any,
+    next_batch: Callable[[], Any],
+    settings: LoopSettings,
+    *,
+    step: Callable[[Any], StepResult] | None = None,
+    after_step: Callable[[int, StepResult], None] | None = None,
+    extra_state: Callable[[], dict[str, Any]] | None = None,
+    on_restore: Callable[[dict[str, Any]], None] | None = None,
+) -> LoopResult:
+    """Train ``trainer`` from the newest checkpoint in ``settings.checkpoint_dir`` to
+    ``settings.steps`` steps, surviving preemption (§20.5.2); every rank calls it.
+
+    Each iteration takes ``next_batch()`` (which must draw from ``sampler``, whose position the
+    checkpoints save), runs ``step(batch)`` (default ``trainer.step``) and then
+    ``after_step(step, result)`` (progress, periodic evaluation: it must not draw from the
+    RNG the training uses). Checkpoints go through :class:`chapter20.spot.CheckpointManager`
+    on ``settings``' schedule and at the last step, holding ``trainer.capture_state(sampler,
+    **extra_state())``; ``on_restore(extra)`` sees those entries of the checkpoint it resumes
+    from, before the first step (e.g. the evaluations made before a kill). Chaos kills, the
+    progress log and preemption notices (SIGTERM, SIGINT, the notice file: save, then exit
+    with :data:`EXIT_PREEMPTED`) are those of the module docstring.
+    """
+    directory = Path(settings.checkpoint_dir)
+    manager = CheckpointManager(directory, settings.keep_last, group=trainer.group)
+    schedule = CheckpointSchedule(settings.checkpoint_every, settings.checkpoint_seconds)
+    state = manager.load_latest()
+    start = trainer.restore_state(state, sampler) if state is not None else 0
+    restored = dict(state["extra"]) if state is not None else {}
+    if on_restore is not None and state is not None:
+        on_restore(restored)
+    launch = len(_read_json(directory / CHAOS_FILE, {"kills": []})["kills"])
+    chaos = trainer.rank == 0 and settings.chaos_kills
+    kill_at = _planned_kill(settings, start, directory) if chaos else None
+    log = open(directory / PROGRESS_FILE, "a") if trainer.rank == 0 else contextlib.nullcontext()
+    run_step = step or trainer.step
+    done, save_seconds = start, []
+    with (
+        deterministic_mode(enabled=settings.deterministic),
+        log as progress,
+        PreemptionHandler(notice_file=settings.notice_file) as preemption,
+    ):
+        while done < settings.steps:
+            result = run_step(next_batch())
+            done += 1
+            time.sleep(settings.step_delay)
+            if after_step is not None:
+                after_step(done, result)
+            if progress is not None:
+                record = {"launch": launch, "step": done, "time": time.time()}
+                progress.write(json.dumps(record) + "\n")
+                progress.flush()
+            if done == kill_at:
+                _kill_self(directory, done)
+            if settings.stop_after is not None and done - start >= settings.stop_after:
+                return LoopResult(start, done, True, save_seconds, restored, launch)
+            stop = preemption.should_stop(trainer.group)
+            if stop or schedule.due(done, trainer.group) or done == settings.steps:
+                extra = extra_state() if extra_state is not None else {}
+                manager.save(trainer.capture_state(sampler, **extra))
+                schedule.saved()
+                save_seconds.append(manager.last_save_seconds)
+            if stop:
+                sys.exit(EXIT_PREEMPTED)
+    return LoopResult(start, done, False, save_seconds, restored, launch)
+
+
 def run_spot_training(config: SpotConfig, device: torch.device | None = None) -> dict:
     """Train from the newest checkpoint in ``config.checkpoint_dir`` to ``config.steps`` (§20.5.2).
 
@@ -182,54 +294,28 @@ def run_spot_training(config: SpotConfig, device: torch.device | None = None) ->
     it resumed from, and the checkpoint timings. Exits with :data:`EXIT_PREEMPTED` after saving
     when a preemption notice arrives.
     """
-    rank, world = group_rank_and_size()
+    _, world = group_rank_and_size()
     device = device or torch.device("cpu")
-    directory = Path(config.checkpoint_dir)
     anchors, positives = _training_pairs(config.vocab)
     set_seed(config.seed)
     model = BagOfEmbeddingsEncoder(config.vocab, config.dim).to(device)
     trainer = Trainer(model, config.train_config())
     sampler = ResumableBatchSampler(len(anchors), config.global_batch, seed=config.seed)
-    manager = CheckpointManager(directory, config.keep_last)
-    schedule = CheckpointSchedule(config.checkpoint_every, config.checkpoint_seconds)
-    state = manager.load_latest()
-    start = trainer.restore_state(state, sampler) if state is not None else 0
-    launch = _read_json(directory / CHAOS_FILE, {"kills": []})
-    kill_at = _planned_kill(config, start, directory) if rank == 0 and config.chaos_kills else None
-    log = open(directory / PROGRESS_FILE, "a") if rank == 0 else contextlib.nullcontext()
-    step, save_times = start, []
-    with (
-        deterministic_mode(enabled=config.deterministic),
-        log as progress,
-        PreemptionHandler(notice_file=config.notice_file) as preemption,
-    ):
-        while step < config.steps:
-            idx = sampler.next_batch()
-            batch_anchors = _drop_tokens(anchors[idx], config.token_dropout).to(device)
-            trainer.step((batch_anchors, positives[idx].to(device)))
-            step += 1
-            time.sleep(config.step_delay)
-            if progress is not None:
-                record = {"launch": len(launch["kills"]), "step": step, "time": time.time()}
-                progress.write(json.dumps(record) + "\n")
-                progress.flush()
-            if step == kill_at:
-                _kill_self(directory, step)
-            if config.stop_after is not None and step - start >= config.stop_after:
-                return {"stopped_at": step, "resumed_from": start}
-            stop = preemption.should_stop()
-            if stop or schedule.due(step) or step == config.steps:
-                manager.save(trainer.capture_state(sampler))
-                schedule.saved()
-                save_times.append(manager.last_save_seconds)
-            if stop:
-                sys.exit(EXIT_PREEMPTED)
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        idx = sampler.next_batch()
+        batch_anchors = _drop_tokens(anchors[idx], config.token_dropout)
+        return batch_anchors.to(device), positives[idx].to(device)
+
+    run = resumable_loop(trainer, sampler, next_batch, config)
+    if run.stopped:
+        return {"stopped_at": run.steps, "resumed_from": run.resumed_from}
     return {
         "fingerprint": parameter_fingerprint(trainer.module),
-        "resumed_from": start,
-        "steps": step,
+        "resumed_from": run.resumed_from,
+        "steps": run.steps,
         "world_size": world,
-        "checkpoint_seconds": float(np.median(save_times)) if save_times else None,
+        "checkpoint_seconds": float(np.median(run.save_seconds)) if run.save_seconds else None,
         "config": asdict(config),
     }
 

@@ -29,7 +29,8 @@ returns one :class:`StepResult` — for every combination of:
 
 :meth:`Trainer.capture_state` / :meth:`Trainer.restore_state` hand the whole training state to
 ``chapter20.spot.CheckpointManager`` (§20.5.2). :func:`train_on_pairs` is the one loop the labs
-share.
+share. :func:`load_encoder` (from ``chapter20.encoder_io``) reads a trained encoder file back
+without any training state: ``load_encoder(path).encode(texts)``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from chapter20.cost import EMBEDDING_WORKLOAD, Workload
 from chapter20.data import shuffled_batches
 from chapter20.device import get_device, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
+from chapter20.encoder_io import load_encoder
 from chapter20.measure import peak_memory, time_fn
 from chapter20.models import TransformerEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
@@ -64,6 +66,7 @@ __all__ = [
     "StepResult",
     "TrainedModule",
     "Trainer",
+    "load_encoder",
     "step_peak_memory",
     "measure_throughput",
     "train_on_pairs",

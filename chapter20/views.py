@@ -189,6 +189,12 @@ def _passages(article: Sequence[Sequence[str]], passage_tokens: int) -> list[lis
     return passages
 
 
+def _check_fraction(test_fraction: float) -> float:
+    if not 0 < check_real("test_fraction", test_fraction, finite=True) < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    return test_fraction
+
+
 def training_documents(
     sources: Sequence[str] = SOURCES,
     *,
@@ -206,6 +212,9 @@ def training_documents(
     """
     if isinstance(sources, str) or not set(sources) <= set(SOURCES) or not sources:
         raise ValueError(f"sources must be a non-empty subset of {SOURCES}, got {sources!r}")
+    passage_tokens = check_int("passage_tokens", passage_tokens, 1)
+    _check_fraction(test_fraction)
+    seed = check_int("seed", seed, 0)
     passage_tokens = check_int("passage_tokens", passage_tokens, 1)
     documents: list[list[str]] = []
     if "wiki" in sources:
@@ -312,7 +321,8 @@ class ViewSampler:
         self.word_dropout = check_real("word_dropout", word_dropout, finite=True)
         if not 0 <= self.word_dropout < 1:
             raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
-        power = check_real("length_power", length_power, finite=True)
+        # beyond ±10 the weights len ** power overflow or single out one document
+        power = check_real("length_power", length_power, minimum=-10.0, maximum=10.0)
         self.seed = check_int("seed", seed, 0)
         self.world_size = check_int("world_size", world_size, 1)
         self.rank = check_int("rank", rank, 0)
@@ -384,6 +394,8 @@ def lsa_word_vectors(
     LSA's document vectors; contrastive training moves on from there."""
     vocab_size = len(weights)
     dim = check_int("dim", dim, 1)
+    seed = check_int("seed", seed, 0)
+    iterations = check_int("iterations", iterations, 0, 1_000)
     if dim > min(len(documents), vocab_size):
         raise ValueError(
             f"dim must be <= min(documents, vocabulary) = {min(len(documents), vocab_size)}"

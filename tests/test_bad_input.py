@@ -103,6 +103,31 @@ def _ids():
 
 TEXTS = [["the", "cat", "sat"], ["the", "dog", "sat"]] * 5
 
+
+def _capstone_setup():
+    """A tiny built recipe (every Lee document holds "the"), for train_encoder."""
+    from chapter20.capstone import EncoderRecipe, EncoderSetup
+    from chapter20.models import WeightedBagEncoder
+    from chapter20.views import build_tokenizer, encode_documents, idf_weights
+
+    tokenizer = build_tokenizer(TEXTS, min_count=1)
+    documents = encode_documents(TEXTS, tokenizer)
+    weights = idf_weights(documents, tokenizer.vocab_size)
+    model = WeightedBagEncoder(tokenizer.vocab_size, 4)
+    recipe = EncoderRecipe(min_span=1, max_span=3)
+    return EncoderSetup(recipe, tokenizer, documents, weights, model)
+
+
+def _run_config(**extra):
+    from chapter20.capstone_run import RunConfig
+
+    return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
+
+
+def _count_encode(texts):
+    return torch.arange(3.0 * len(texts)).reshape(len(texts), 3) % 5 + 1
+
+
 # Valid arguments for every callable in scope (the numeric parameters under test included).
 BASE: dict[str, typing.Callable[[], dict]] = {
     "accumulation.example_weights": lambda: {"counts": [3, 2], "rule": "examples"},
@@ -485,7 +510,55 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "workers": 1,
         "threads": 1,
     },
-}
+    "capstone.EncoderRecipe": lambda: {
+        "passage_tokens": 200, "vocab_size": 1000, "min_count": 2, "dim": 8, "layers": 1,
+        "min_span": 4, "max_span": 8, "word_dropout": 0.1, "length_power": 0.5, "seed": 0,
+    },
+    "capstone.train_encoder": lambda: {
+        "setup": _capstone_setup(), "steps": 1, "batch": 2, "lr": 1e-3, "temperature": 0.2,
+        "eval_every": 1, "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]),
+    },
+    "capstone.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
+    "memory.BagShape": lambda: {"vocab_size": 100, "dim": 8},
+    "capstone_run.RunConfig": lambda: {
+        "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "lr": 1e-3,
+        "base_batch": 8, "warmup": 0, "temperature": 0.2, "chunk_size": 4, "eval_every": 2,
+        "eval_pairs": 10, "checkpoint_every": 2, "checkpoint_seconds": 60.0, "keep_last": 2,
+        "chaos_kills": 0, "chaos_seed": 0, "step_delay": 0.0, "stop_after": 2,
+        "plan_gpu_gb": 80.0,
+    },
+    "capstone_run.cost_projection": lambda: {"gpus": 8},
+    "capstone_run.memory_plan": lambda: {
+        "config": _run_config(), "model": models.WeightedBagEncoder(50, 8), "world_size": 2,
+    },
+    "capstone_run.plan_lines": lambda: {
+        "memory": _plan(), "projection": __import__("chapter20.capstone_run",
+        fromlist=["x"]).cost_projection(), "gpu_gb": 80.0,
+    },
+    "evaluation.baseline_scores": lambda: {"seeds": (0,)},
+    "evaluation.heldout_sentence_pairs": lambda: {"limit": 10, "test_fraction": 0.1, "seed": 0},
+    "evaluation.lee_baseline": lambda: {"method": "tfidf", "seed": 0, "lsi_topics": 20},
+    "evaluation.retrieval_recall": lambda: {
+        "encode": _count_encode, "anchors": ["a", "b"], "positives": ["c", "d"], "ks": (1,),
+    },
+    "models.WeightedBagEncoder": lambda: {"vocab_size": 20, "embedding_dim": 4, "padding_idx": 0},
+    "views.ViewSampler": lambda: {
+        "documents": [np.arange(1, 9)] * 4, "batch": 2, "min_span": 2, "max_span": 4,
+        "word_dropout": 0.1, "length_power": 0.5, "seed": 0, "rank": 0, "world_size": 1,
+    },
+    "views.build_tokenizer": lambda: {"documents": TEXTS, "vocab_size": 20, "min_count": 1},
+    "views.idf_weights": lambda: {
+        "documents": [np.arange(1, 5)] * 3, "vocab_size": 10, "offset": 1.0, "floor": 0.05,
+    },
+    "views.lsa_word_vectors": lambda: {
+        "documents": [np.arange(1, 5), np.arange(2, 7), np.arange(3, 9)],
+        "weights": torch.ones(10), "dim": 2, "seed": 0, "iterations": 2,
+    },
+    "views.pad_batch": lambda: {"rows": [np.arange(1, 4)], "length": 4},
+    "views.training_documents": lambda: {
+        "sources": ("lee",), "passage_tokens": 50, "test_fraction": 0.1, "seed": 0,
+    },
+}  # fmt: skip
 
 _WALL = {
     "work_seconds": 3600.0,
@@ -501,6 +574,24 @@ ACCEPTS: dict[str, set[str]] = {
     **{
         name: _ZERO
         for name in (
+            "capstone.EncoderRecipe.seed",
+            "capstone.EncoderRecipe.word_dropout",
+            "capstone.train_encoder.steps",
+            "capstone_run.RunConfig.seed",
+            "capstone_run.RunConfig.warmup",
+            "capstone_run.RunConfig.chaos_kills",
+            "capstone_run.RunConfig.chaos_seed",
+            "capstone_run.RunConfig.step_delay",
+            "evaluation.baseline_scores.seeds",
+            "evaluation.heldout_sentence_pairs.seed",
+            "evaluation.lee_baseline.seed",
+            "models.WeightedBagEncoder.padding_idx",
+            "views.ViewSampler.word_dropout",
+            "views.ViewSampler.seed",
+            "views.ViewSampler.rank",
+            "views.lsa_word_vectors.seed",
+            "views.lsa_word_vectors.iterations",
+            "views.training_documents.seed",
             "checkpointing.predicted_activation_bytes.layer_bytes",
             "data.pair_data.seed",
             "distributed.warmup_schedule.warmup_steps",
@@ -603,6 +694,11 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.train_word2vec.seed",
         )
     },
+    # Negative values are valid too: a negative length power favours short documents, a
+    # negative IDF offset raises every weight.
+    "capstone.EncoderRecipe.length_power": {"zero", "negative"},
+    "views.ViewSampler.length_power": {"zero", "negative"},
+    "views.idf_weights.offset": {"zero", "negative"},
     # A measured value may be negative (a difference, a loss of accuracy).
     "claims.check.measured": {"zero", "negative"},
     # A size difference may be negative; a failed comparison's difference is NaN or infinite
@@ -619,25 +715,8 @@ OUT_OF_SCOPE = {
     "cost.plot_spot_overhead": "draws computed frames; its numbers are results, not parameters",
     "word2vec.WordVectors": "a result record that train_word2vec returns",
     "device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
-    # The capstone's modules, being completed by issue 23 (phase 2), which adds their BASE.
-    **dict.fromkeys(
-        (
-            "capstone.EncoderRecipe",
-            "capstone.train_encoder",
-            "evaluation.baseline_scores",
-            "evaluation.heldout_sentence_pairs",
-            "evaluation.lee_baseline",
-            "evaluation.retrieval_recall",
-            "models.WeightedBagEncoder",
-            "views.ViewSampler",
-            "views.build_tokenizer",
-            "views.idf_weights",
-            "views.lsa_word_vectors",
-            "views.pad_batch",
-            "views.training_documents",
-        ),
-        "the capstone's code, completed by issue 23 (phase 2): BASE entries come with it",
-    ),
+    "spot_training.resumable_loop": "its only int is in a callback's signature (after_step); "
+    "the numbers it reads come from a checked SpotConfig or RunConfig",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.

@@ -123,9 +123,34 @@ def test_bad_policies_are_rejected(kwargs, error, match):
         apply_checkpointing(make_encoder(2), **kwargs)
 
 
-def test_only_transformer_encoders_are_accepted():
-    with pytest.raises(TypeError, match="TransformerEncoder"):
+def test_only_transformer_and_bag_encoders_are_accepted():
+    with pytest.raises(TypeError, match="TransformerEncoder or WeightedBagEncoder"):
         apply_checkpointing(torch.nn.Linear(2, 2), "sqrt")
+
+
+def test_checkpointed_bag_gives_the_same_gradients_and_keeps_only_ids():
+    """The weighted bag's pooling recomputed in backward: bitwise-equal gradients (the same
+    operations run again on the same inputs), and the forward keeps no gathered rows."""
+    from chapter20.measure import peak_memory
+    from chapter20.models import WeightedBagEncoder
+
+    torch.manual_seed(0)
+    ids = torch.randint(1, 500, (16, 24))
+    ids[:, 12:] = 0
+    grads, kept = [], []
+    for policy in ("none", "every_layer"):
+        torch.manual_seed(1)
+        model = apply_checkpointing(WeightedBagEncoder(500, 32), policy)
+        report = peak_memory(lambda m=model: m(ids), model=model, inputs=ids)
+        report.result.pow(2).sum().backward()
+        grads.append([p.grad for p in model.parameters()])
+        kept.append(report.retained_bytes)
+    for plain, recomputed in zip(*grads):
+        assert torch.equal(plain, recomputed)
+    rows = 16 * 24 * 32 * 4
+    assert kept[0] - kept[1] >= rows  # the rows [batch, length, dim] are not kept
+    with pytest.raises(ValueError, match="already checkpointed"):
+        apply_checkpointing(model, "sqrt")
 
 
 def test_prediction_formula():

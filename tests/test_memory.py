@@ -190,3 +190,67 @@ def test_plan_rejects_bad_arguments(kwargs, match):
     arguments = {"batch": 8, "seq_len": 16, **kwargs}
     with pytest.raises(ValueError, match=match):
         plan(EncoderShape(100, 16, 2, 1), **arguments)
+
+
+def test_bag_shape_counts_the_trained_parameters_exactly():
+    from chapter20.memory import BagShape
+    from chapter20.models import WeightedBagEncoder
+
+    for learn in (True, False):
+        model = WeightedBagEncoder(700, 24, learn_weights=learn)
+        shape = BagShape.of(model)
+        trained = [p.numel() for p in model.parameters() if p.requires_grad]
+        assert sorted(shape.parameter_sizes()) == sorted(trained)
+        assert shape.parameter_sizes()[0] == model.embedding.weight.numel()  # the table first
+        assert shape == BagShape(700, 24, learn)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"checkpointing": "every_layer"},
+        {"chunk_size": 16},
+        {"optimizer": "adamw8bit", "state_32bit_tables": False},
+    ],
+    ids=["plain", "checkpointing", "gradient-caching", "8bit-table"],
+)
+def test_bag_plan_is_within_10_percent_of_the_measured_peak(options):
+    """The capstone encoder's plan (a weighted bag) against the live-tensor tracker's peak of a
+    real step of the composed trainer, after the step that creates the optimizer state."""
+    import warnings
+
+    from chapter20.memory import BagShape, plan
+    from chapter20.models import WeightedBagEncoder
+    from chapter20.training import TrainConfig, Trainer, step_peak_memory
+
+    torch.manual_seed(0)
+    ids = torch.randint(1, 3000, (2, 64, 32))
+    ids[:, :, 20:] = 0  # padded views, as the view sampler makes them
+    config = TrainConfig(**options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bitsandbytes' notices about optional CPU kernels
+        trainer = Trainer(WeightedBagEncoder(3000, 32), config)
+        measured = step_peak_memory(trainer, (ids[0], ids[1])).peak_bytes
+    planned = plan(
+        BagShape(3000, 32),
+        batch=64,
+        seq_len=32,
+        optimizer=config.optimizer,
+        checkpointing=config.checkpointing,
+        chunk_size=config.chunk_size,
+        table_state_32bit=config.state_32bit_tables and "8bit" in config.optimizer,
+    )
+    assert 0.9 < planned.peak_bytes / measured < 1.1, (planned.settings["peak_phase"], measured)
+
+
+def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
+    from chapter20.memory import BagShape, EncoderShape, plan
+
+    whole = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4)
+    sharded = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4, sharded_table=True)
+    for name in ("parameters", "gradients"):
+        table = 4 * 10_000 * 64
+        assert whole.components[name] - sharded.components[name] == table - table // 4
+    with pytest.raises(ValueError, match="BagShape only"):
+        plan(EncoderShape(100, 16, 2, 1), batch=2, seq_len=8, sharded_table=True)

@@ -1,0 +1,200 @@
+"""The capstone run (chapter20.capstone_run, scripts/train.py): plan and cost before training,
+training through the composed step in the resumable loop, evaluation, the encoder file, and a
+resumed / killed / preempted run ending bitwise equal to a clean one (§20.6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from chapter20.capstone_run import (
+    RunConfig,
+    config_from_args,
+    cost_projection,
+    memory_plan,
+    parse_args,
+    run_capstone,
+)
+from chapter20.models import WeightedBagEncoder
+from chapter20.paths import repo_root
+from chapter20.spot import EXIT_PREEMPTED
+from chapter20.spot_training import read_progress
+from chapter20.training import load_encoder
+
+# Small enough for seconds: 8 steps of 32 documents, a 32-wide table, checkpoints every 2 steps.
+TINY = dict(dim=32, steps=8, batch=32, eval_every=4, eval_pairs=100, checkpoint_every=2,
+            warmup=2, progress=False)  # fmt: skip
+TINY_ARGS = ["--dim", "32", "--steps", "8", "--batch-size", "32", "--eval-every", "4",
+             "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup", "2",
+             "--no-progress", "--no-baselines"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """One uninterrupted tiny run, in this process: its summary and what it printed."""
+    lines: list[str] = []
+    out = tmp_path_factory.mktemp("clean")
+    summary = run_capstone(RunConfig(output_dir=str(out), **TINY), log=lines.append)
+    return summary, "\n".join(lines)
+
+
+def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean):
+    summary, printed = clean
+    assert "memory plan of one step" in printed and "fits on a 80 GB GPU" in printed
+    assert "advice:" in printed
+    assert "on demand:" in printed and "spot (mid price, preemptions):" in printed
+    assert "snapshot" in printed
+    assert summary["steps"] == 8 and summary["resumed_from"] == 0
+    assert [e["step"] for e in summary["evaluations"]] == [4, 8]
+    final = summary["final"]
+    assert -1 <= final["lee_pearson"] <= 1 and final["recall@1"] >= 0
+    assert summary["measured_peak_bytes"] > 0
+    # the plan is calibrated on this measurement (chapter20.memory, the bag's plan)
+    assert 0.5 < summary["measured_peak_bytes"] / summary["planned_peak_bytes"] < 2
+    on_file = json.loads(Path(summary["summary_file"]).read_text())
+    assert on_file["fingerprint"] == summary["fingerprint"]
+    assert on_file["config"]["steps"] == 8
+
+
+def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(clean):
+    summary, _ = clean
+    encoder = load_encoder(summary["encoder_file"])
+    assert isinstance(encoder.model, WeightedBagEncoder)
+    vectors = encoder.encode(["Bushfires are burning near Sydney.", "The Democrats met."])
+    assert vectors.dtype == torch.float32 and vectors.shape == (2, 32)
+    torch.testing.assert_close(vectors.norm(dim=1), torch.ones(2))
+    with pytest.raises(ValueError, match="empty"):
+        encoder.encode([])
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        encoder.encode(["a text", 3])
+
+
+def test_a_stopped_launch_resumes_to_the_clean_fingerprint(clean, tmp_path):
+    config = RunConfig(output_dir=str(tmp_path), stop_after=3, **TINY)
+    assert run_capstone(config, log=lambda *_: None) == {"stopped_at": 3, "resumed_from": 0}
+    resumed = run_capstone(replace(config, stop_after=None), log=lambda *_: None)
+    assert resumed["resumed_from"] == 2
+    assert resumed["fingerprint"] == clean[0]["fingerprint"]
+    assert [e["step"] for e in resumed["evaluations"]] == [4, 8]
+
+
+def test_the_plan_follows_the_techniques(tmp_path):
+    model = WeightedBagEncoder(1000, 32)
+    base = RunConfig(output_dir=str(tmp_path), dim=32, batch=64)
+    plain = memory_plan(base, model)
+    cached = memory_plan(replace(base, chunk_size=8), model)
+    recomputed = memory_plan(replace(base, checkpointing="every_layer"), model)
+    assert cached.components["activations"] < plain.components["activations"]
+    assert recomputed.components["activations"] < plain.components["activations"]
+    sharded = memory_plan(replace(base, sharded_table=True), model, world_size=2)
+    assert sharded.components["parameters"] < plain.components["parameters"]
+
+
+def test_the_cost_projection_fits_the_planned_step_and_spot_is_cheaper():
+    projection = cost_projection(gpus=8)
+    on_demand, spot = projection["on_demand"], projection["spot"]
+    for option in (on_demand, spot):
+        assert option["gpus"] == 8
+        assert option["gpu_memory_gb"] * 1e9 >= projection["planned_peak_bytes"]
+    assert spot["cost"] < on_demand["cost"]
+    assert spot["hours"] >= on_demand["hours"] * 0.5
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("model", "lstm", "model"),
+        ("sharded_table", True, "sharded_table"),  # with the Transformer
+        ("lr_scaling", "sqrt", "lr_scaling"),
+        ("checkpoint_every", None, "checkpoint_every"),
+        ("optimizer", "adam9", "optimizer"),
+    ],
+)
+def test_bad_run_settings_are_refused(tmp_path, field, value, message):
+    extra = {"model": "transformer"} if field == "sharded_table" else {}
+    with pytest.raises((ValueError, TypeError), match=message):
+        RunConfig(output_dir=str(tmp_path), **{**extra, field: value})
+
+
+def test_linear_lr_scaling_and_every_k_checkpointing_reach_the_train_config(tmp_path):
+    config = RunConfig(output_dir=str(tmp_path), batch=1024, base_batch=512, lr=1e-3,
+                       checkpointing="every_2", model="transformer")  # fmt: skip
+    train = config.train_config()
+    assert train.lr == pytest.approx(2e-3) and train.warmup_steps == config.warmup
+    assert (train.checkpointing, train.checkpointing_k) == ("every_k", 2)
+    assert replace(config, lr_scaling="none").train_config().lr == pytest.approx(1e-3)
+
+
+def _launch(args: list[str], **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    script = repo_root() / "chapter20" / "scripts" / "train.py"
+    return subprocess.Popen([sys.executable, str(script), *args], env=env, cwd=repo_root(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **kwargs)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, tmp_path):
+    """Launch 1 SIGKILLs itself (--chaos 1); launch 2 gets SIGTERM mid-run, checkpoints and
+    exits 143; the last launch (in this process) finishes: bitwise the uninterrupted run."""
+    args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--chaos", "1", "--step-delay", "0.2"]
+    first = _launch(args)
+    output = first.communicate(timeout=300)[0]
+    assert first.returncode == -signal.SIGKILL, output
+    second = _launch(args)
+    deadline = time.monotonic() + 300
+    while not any(r.get("launch") == 1 for r in read_progress(tmp_path / "checkpoints")):
+        assert second.poll() is None and time.monotonic() < deadline, second.communicate()[0]
+        time.sleep(0.05)
+    second.send_signal(signal.SIGTERM)
+    output = second.communicate(timeout=120)[0]
+    assert second.returncode == EXIT_PREEMPTED, output
+    config = config_from_args(parse_args(args))
+    last = run_capstone(config, log=lambda *_: None)
+    assert last["resumed_from"] > 0
+    assert last["fingerprint"] == clean[0]["fingerprint"]
+
+
+@pytest.mark.slow
+def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
+    """torchrun, 2 processes (gloo), one elastic restart after rank 0's SIGKILL: cross-rank
+    negatives, gradient caching and the table's rows split over the ranks (saved through DCP);
+    the encoder file holds the whole table."""
+    from chapter20.distributed import free_port
+
+    args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--sharded-table", "--chunk-size", "8",
+            "--chaos", "1"]  # fmt: skip
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+               "--max-restarts=1", "--rdzv-backend=c10d",
+               f"--rdzv-endpoint=localhost:{free_port()}",
+               str(repo_root() / "chapter20" / "scripts" / "train.py"), *args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 8 and summary["resumed_from"] > 0
+    assert [e["step"] for e in summary["evaluations"]] == [4, 8]
+    assert load_encoder(summary["encoder_file"]).encode(["one text"]).shape == (1, 32)
+
+
+def test_the_command_line_maps_every_flag(tmp_path):
+    args = parse_args([*TINY_ARGS, "--output-dir", str(tmp_path), "--precision", "bf16",
+                       "--no-cross-rank-negatives", "--optimizer", "adamw8bit", "--chunk-size",
+                       "4", "--checkpointing", "every_layer", "--lr-scaling", "none",
+                       "--sharded-table", "--no-state-32bit-tables"])  # fmt: skip
+    config = config_from_args(args)
+    assert (config.precision, config.cross_rank_negatives, config.optimizer) == (
+        "bf16", False, "adamw8bit")  # fmt: skip
+    assert (config.chunk_size, config.checkpointing, config.lr_scaling) == (
+        4, "every_layer", "none")  # fmt: skip
+    assert config.sharded_table and not config.state_32bit_tables and not args.baselines
+    assert (config.steps, config.batch, config.output_dir) == (8, 32, str(tmp_path))
