@@ -70,6 +70,10 @@ __all__ = [
     "benchmark",
 ]
 
+#: Seconds a local group may take: generous, because a machine shared with other jobs starts
+#: processes slowly (on an idle 2-core machine each group takes a few seconds).
+TIMEOUT_S = 600.0
+
 #: The deep encoder the pipeline and overlap experiments split or replicate.
 PIPELINE_MODEL = {"vocab_size": 1_000, "width": 256, "depth": 8, "classes": 16}
 
@@ -178,7 +182,9 @@ def measure_pipeline(
     (S−1)/(M+S−1), and the bytes sent point to point per step next to the formula. Also
     returns, per schedule, the proof: the micro-batch losses and every stage's gradients of
     the first step at the largest micro-batch count."""
-    results = run_local_group(pipeline_on_rank, stages, (kinds, micro_batches, batch, steps, model))
+    results = run_local_group(
+        pipeline_on_rank, stages, (kinds, micro_batches, batch, steps, model), timeout_s=TIMEOUT_S
+    )
     return pipeline_results(results, batch, model)
 
 
@@ -243,7 +249,7 @@ def zero_on_rank(steps: int, global_batch: int, shape: EncoderShape = ZERO_SHAPE
         batch = (ids[step, 0, mine], ids[step, 1, mine])
         losses.append((plain.step(batch).loss, zero.step(batch).loss))
     gap = max(
-        float((a - b).abs().max())
+        float((a - b).detach().abs().max())
         for a, b in zip(plain.encoder.parameters(), zero.encoder.parameters())
     )
     return {
@@ -268,7 +274,9 @@ def measure_zero(
             ZERO_SHAPE, batch=global_batch // world, seq_len=ZERO_SHAPE.max_len, world_size=world,
             zero_stage=1,
         ).components["optimizer_state"]  # fmt: skip
-        for result in run_local_group(zero_on_rank, world, (steps, global_batch)):
+        for result in run_local_group(
+            zero_on_rank, world, (steps, global_batch), timeout_s=TIMEOUT_S
+        ):
             records.append(
                 {
                     "world_size": world,
@@ -377,7 +385,9 @@ def measure_overlap(
     buckets, the communication hidden behind the backward measured as
     1 − (t − t_no_sync) / (t_blocking − t_no_sync), and the alpha-beta model's prediction
     (:func:`chapter20.parallelism.predicted_overlap`, alpha and beta fitted here)."""
-    results = run_local_group(overlap_on_rank, 2, (bucket_caps_mb, batch, repeat))
+    results = run_local_group(
+        overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
+    )
     seconds = {name: max(r["seconds"][name] for r in results) for name in results[0]["seconds"]}
     first = results[0]
     quiet, blocking = seconds["no_sync (no communication)"], seconds["blocking hook"]
@@ -431,7 +441,7 @@ def no_sync_on_rank(micro_batches: int, batch: int, model: dict = PIPELINE_MODEL
 
 def count_allreduces(micro_batches: int = 4, batch: int = 32) -> dict:
     """:func:`no_sync_on_rank` on 2 gloo ranks (rank 0's counts)."""
-    return run_local_group(no_sync_on_rank, 2, (micro_batches, batch))[0]
+    return run_local_group(no_sync_on_rank, 2, (micro_batches, batch), timeout_s=TIMEOUT_S)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -461,7 +471,7 @@ def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32)
 def corrected_l2(steps: int = 5, global_batch: int = 32) -> pd.DataFrame:
     """:func:`l2_on_rank` on one process and on 2 gloo ranks, one row per rank."""
     rows = [l2_on_rank(steps, global_batch)]
-    rows += run_local_group(l2_on_rank, 2, (steps, global_batch))
+    rows += run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
     return pd.DataFrame(rows)
 
 
