@@ -382,15 +382,18 @@ def measure_overlap(
     bucket_caps_mb: tuple[float, ...] = (1.0, 4.0, 1000.0), batch: int = 32, repeat: int = 5
 ) -> tuple[pd.DataFrame, dict]:
     """DDP's overlap on 2 gloo ranks: per variant the median step time (slowest rank), its
-    buckets, the communication hidden behind the backward measured as
-    1 − (t − t_no_sync) / (t_blocking − t_no_sync), and the alpha-beta model's prediction
-    (:func:`chapter20.parallelism.predicted_overlap`, alpha and beta fitted here)."""
+    buckets, the share of the communication hidden behind the backward, measured against the
+    step whose communication all comes after the backward (one bucket, the largest cap) as
+    1 − (t − t_no_sync) / (t_one_bucket − t_no_sync), and the alpha-beta model's prediction
+    (:func:`chapter20.parallelism.predicted_overlap`, alpha and beta fitted here). The
+    blocking hook's row shows what waiting inside the backward costs on top."""
     results = run_local_group(
         overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
     )
     seconds = {name: max(r["seconds"][name] for r in results) for name in results[0]["seconds"]}
     first = results[0]
-    quiet, blocking = seconds["no_sync (no communication)"], seconds["blocking hook"]
+    quiet = seconds["no_sync (no communication)"]
+    after = seconds[f"buckets of {max(bucket_caps_mb):g} MiB"]
     backward = quiet - seconds["forward only"]
     records = []
     for name, t in seconds.items():
@@ -398,11 +401,10 @@ def measure_overlap(
         if name in first["buckets"]:
             buckets = first["buckets"][name]
             model = predicted_overlap(buckets, backward, 2, first["alpha"], first["bandwidth"])
+            hidden = 1 - (t - quiet) / (after - quiet) if after > quiet else np.nan
             row.update(
                 buckets=len(buckets),
-                hidden_measured=1 - (t - quiet) / (blocking - quiet)
-                if blocking > quiet
-                else np.nan,
+                hidden_measured=hidden,
                 hidden_model=0.0 if name == "blocking hook" else model["hidden_fraction"],
                 comm_model_ms=1e3 * model["comm_seconds"],
             )
@@ -412,7 +414,7 @@ def measure_overlap(
         "bandwidth": first["bandwidth"],
         "gradient_bytes": first["gradient_bytes"],
         "backward_ms": 1e3 * backward,
-        "comm_measured_ms": 1e3 * (blocking - quiet),
+        "comm_after_backward_ms": 1e3 * (after - quiet),
     }
     return pd.DataFrame(records), fit
 
@@ -512,7 +514,10 @@ def optimizer_step_times(
                                   repeat=repeat, device="cpu")  # fmt: skip
         for label, optimizer in optimizers.items():
             state = int(optimizer_state_bytes(optimizer)["bytes"].sum())
-            gap = max(float((a - b).abs().max()) for a, b in zip(params[label], params["for-loop"]))
+            gap = max(
+                float((a - b).detach().abs().max())
+                for a, b in zip(params[label], params["for-loop"])
+            )
             records.append(
                 {
                     "parameters": size,
