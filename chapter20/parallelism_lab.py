@@ -25,7 +25,12 @@ from torch import nn
 from chapter20 import parallelism
 from chapter20.data import next_sentence_pairs, uniform_ids, wiki_sentences, word_vocabulary
 from chapter20.device import set_seed
-from chapter20.distributed import free_port, group_rank_and_size, run_local_group
+from chapter20.distributed import (
+    allreduce_times_on_rank,
+    free_port,
+    group_rank_and_size,
+    run_local_group,
+)
 from chapter20.measure import format_bytes, time_interleaved
 from chapter20.memory import EncoderShape, plan
 from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder
@@ -217,32 +222,23 @@ def pipeline_results(results: list[dict], batch: int, model: dict = PIPELINE_MOD
 # ZeRO stage 1
 # --------------------------------------------------------------------------------------------
 
-ZERO_SHAPE = EncoderShape(2_000, d_model=64, n_heads=4, n_layers=2, max_len=16)
+#: The Transformer encoder of the ZeRO experiment (``TransformerEncoder`` arguments).
+ZERO_MODEL = {"vocab_size": 2_000, "d_model": 64, "n_heads": 4, "n_layers": 2, "max_len": 16}
 
 
-def _transformer(shape: EncoderShape, seed: int) -> TransformerEncoder:
-    set_seed(seed)
-    return TransformerEncoder(
-        shape.vocab_size,
-        d_model=shape.d_model,
-        n_heads=shape.n_heads,
-        n_layers=shape.n_layers,
-        max_len=shape.max_len,
-        dropout=0.0,
-    )
-
-
-def zero_on_rank(steps: int, global_batch: int, shape: EncoderShape = ZERO_SHAPE, seed: int = 0):
+def zero_on_rank(steps: int, global_batch: int, model: dict = ZERO_MODEL, seed: int = 0):
     """Two Trainers on this rank, same weights and batches, DDP over the group and contrastive
     with cross-rank negatives: one with plain AdamW, one with ZeRO-1 AdamW
     (:func:`chapter20.parallelism.zero_adamw`). After ``steps`` steps: the largest weight
     difference and each optimizer's state bytes on this rank."""
     rank, world = group_rank_and_size()
     config = TrainConfig(optimizer="adamw", lr=1e-2, weight_decay=0.01)
-    plain = Trainer(_transformer(shape, seed), config)
-    encoder = _transformer(shape, seed)
+    set_seed(seed)
+    plain = Trainer(TransformerEncoder(**model, dropout=0.0), config)
+    set_seed(seed)
+    encoder = TransformerEncoder(**model, dropout=0.0)
     zero = Trainer(encoder, config, optimizer=zero_adamw(encoder, config.lr, weight_decay=0.01))
-    ids = uniform_ids((steps, 2, global_batch, shape.max_len), shape.vocab_size, seed=seed)
+    ids = uniform_ids((steps, 2, global_batch, model["max_len"]), model["vocab_size"], seed=seed)
     mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
     losses = []
     for step in range(steps):
@@ -269,9 +265,11 @@ def measure_zero(
     and the optimizer state per rank measured, vs the plain state / W and vs the memory
     planner's ZeRO-1 prediction (``memory.plan(..., zero_stage=1)``)."""
     records = []
+    with torch.device("meta"):  # the shape without allocating the weights
+        shape = EncoderShape.of(TransformerEncoder(**ZERO_MODEL))
     for world in world_sizes:
         predicted = plan(
-            ZERO_SHAPE, batch=global_batch // world, seq_len=ZERO_SHAPE.max_len, world_size=world,
+            shape, batch=global_batch // world, seq_len=shape.max_len, world_size=world,
             zero_stage=1,
         ).components["optimizer_state"]  # fmt: skip
         for result in run_local_group(
@@ -298,18 +296,6 @@ def measure_zero(
 # --------------------------------------------------------------------------------------------
 
 OVERLAP_MODEL = {"vocab_size": 1_000, "width": 512, "depth": 8, "classes": 16}
-
-
-def _allreduce_seconds(nbytes: int, repeat: int = 5) -> float:
-    tensor = torch.ones(max(1, nbytes // 4))
-    dist.all_reduce(tensor)
-    runs = []
-    for _ in range(repeat):
-        dist.barrier()
-        start = time.perf_counter()
-        dist.all_reduce(tensor)
-        runs.append(time.perf_counter() - start)
-    return float(np.median(runs))
 
 
 def overlap_on_rank(
@@ -358,7 +344,7 @@ def overlap_on_rank(
     variants["forward only"] = forward_only
     timing = time_interleaved(variants, warmup=2, repeat=repeat, device="cpu")
     gradient_bytes = 4 * sum(p.numel() for p in quiet.parameters())
-    small, large = _allreduce_seconds(4096), _allreduce_seconds(gradient_bytes)
+    small, large = allreduce_times_on_rank((4096, gradient_bytes), repeat=5)
     steps_ = 2 * (world - 1)
     beta = max((large - small) / ((gradient_bytes - 4096) * steps_ / world), 1e-15)
     alpha = max((small - 4096 * steps_ / world * beta) / steps_, 0.0)

@@ -256,6 +256,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "latency": 1e-5,
         "bandwidth": 1e9,
     },
+    "distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
     "distributed.run_local_group": lambda: {"fn": print, "world_size": 1, "timeout_s": 60.0},
     "distributed.init_distributed": lambda: {"timeout_s": 60.0},
     "distributed.distributed_loader": lambda: {

@@ -12,7 +12,6 @@ import torch
 from chapter20 import parallelism_lab as lab
 from chapter20.data import encode_texts
 from chapter20.distributed import run_local_group
-from chapter20.memory import EncoderShape
 from chapter20.optimizers import make_optimizer
 from chapter20.parallelism import (
     TokenizingPairs,
@@ -47,14 +46,14 @@ def test_split_stages_balances_dense_weights_and_composes_to_the_model():
         split_stages(model, len(model) + 1)
 
 
-SHAPE = EncoderShape(200, d_model=16, n_heads=2, n_layers=1, max_len=8)
+ZERO = {"vocab_size": 200, "d_model": 16, "n_heads": 2, "n_layers": 1, "max_len": 8}
 
 
-def _checks_on_rank(small: dict, shape: EncoderShape) -> dict:
+def _checks_on_rank(small: dict, zero: dict) -> dict:
     """Every multi-rank check of this file in one 2-rank group (a group costs seconds to start)."""
     return {
         "pipeline": lab.pipeline_on_rank(("gpipe", "1f1b"), (1, 4), 32, 1, small),
-        "zero": lab.zero_on_rank(3, 12, shape),
+        "zero": lab.zero_on_rank(3, 12, zero),
         "no_sync": lab.no_sync_on_rank(4, 16, small),
         "l2": lab.l2_on_rank(3, 16),
     }
@@ -62,7 +61,7 @@ def _checks_on_rank(small: dict, shape: EncoderShape) -> dict:
 
 @pytest.fixture(scope="module")
 def group():
-    return run_local_group(_checks_on_rank, 2, (SMALL, SHAPE))
+    return run_local_group(_checks_on_rank, 2, (SMALL, ZERO))
 
 
 @pytest.fixture(scope="module")
