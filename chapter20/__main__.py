@@ -65,6 +65,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "2-process DDP scaling efficiency here; fitted alpha-beta of gloo's all-reduce",
     ),
+    "parallelism": (
+        "chapter20.parallelism_lab",
+        "benchmark",
+        "pipeline bubble, ZeRO-1 state per rank, DDP overlap, AdamW variants, DataLoader workers",
+    ),
     "word2vec": (
         "chapter20.word2vec_lab",
         "benchmark",
@@ -182,8 +187,11 @@ def _positive_scale(text: str) -> float:
     return value
 
 
-#: Integer parameters of a benchmark that count repetitions, not problem size: never scaled.
-NOT_SIZES = frozenset({"repeats", "repeat", "warmup", "seed", "seeds"})
+#: Integer parameters of a benchmark that count repetitions, micro-batches or ranks, not problem
+#: size: never scaled.
+NOT_SIZES = frozenset(
+    {"repeats", "repeat", "warmup", "seed", "seeds", "micro_batches", "world_sizes"}
+)
 
 
 def _is_size(param: inspect.Parameter) -> bool:

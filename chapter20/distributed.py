@@ -25,6 +25,7 @@ import os
 import pickle
 import queue as queue_module
 import socket
+import statistics
 import time
 import traceback
 import uuid
@@ -45,6 +46,7 @@ from chapter20.paths import atomic_torch_save
 
 __all__ = [
     "ring_allreduce_seconds",
+    "allreduce_times_on_rank",
     "group_rank_and_size",
     "collective_device",
     "any_rank",
@@ -488,6 +490,28 @@ def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandw
         return 0.0
     steps = 2 * (world_size - 1)
     return steps * latency + steps / world_size * nbytes / bandwidth
+
+
+def allreduce_times_on_rank(sizes: tuple[int, ...], repeat: int = 9) -> list[float]:
+    """Median seconds of a float32 SUM all-reduce of each byte size in ``sizes`` on this rank of
+    the current group (§20.4): two untimed calls, then ``repeat`` timed ones, each after a
+    barrier. Every rank calls it with the same arguments. The measurements the alpha-beta
+    model (:func:`ring_allreduce_seconds`) is fitted to."""
+    sizes = [check_int("sizes", size, 1) for size in sizes]
+    repeat = check_int("repeat", repeat, 1)
+    times = []
+    for size in sizes:
+        tensor = torch.ones(max(1, size // 4))
+        for _ in range(2):
+            dist.all_reduce(tensor)
+        runs = []
+        for _ in range(repeat):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            runs.append(time.perf_counter() - start)
+        times.append(statistics.median(runs))
+    return times
 
 
 def scale_lr(base_lr: float, base_batch: int, batch: int) -> float:

@@ -20,6 +20,7 @@ from torch import nn
 from chapter20.contrastive import distributed_info_nce
 from chapter20.device import set_seed
 from chapter20.distributed import (
+    allreduce_times_on_rank,
     compress_gradients,
     group_rank_and_size,
     ring_allreduce_seconds,
@@ -53,23 +54,6 @@ LINKS = {
     "InfiniBand HDR 200 Gb/s": {"bandwidth": 25e9, "latency": 5e-6},
     "Ethernet 100 Gb/s": {"bandwidth": 12.5e9, "latency": 20e-6},
 }
-
-
-def allreduce_times_on_rank(sizes: tuple[int, ...], repeat: int = 9) -> list[float]:
-    """Median seconds of a float32 SUM all-reduce of each byte size, on this rank."""
-    times = []
-    for size in sizes:
-        tensor = torch.ones(max(1, size // 4))
-        for _ in range(2):
-            dist.all_reduce(tensor)
-        runs = []
-        for _ in range(repeat):
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(tensor)
-            runs.append(time.perf_counter() - start)
-        times.append(float(np.median(runs)))
-    return times
 
 
 def measure_allreduce(

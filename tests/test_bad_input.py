@@ -281,6 +281,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "latency": 1e-5,
         "bandwidth": 1e9,
     },
+    "distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
     "distributed.run_local_group": lambda: {"fn": print, "world_size": 1, "timeout_s": 60.0},
     "distributed.init_distributed": lambda: {"timeout_s": 60.0},
     "distributed.distributed_loader": lambda: {
@@ -362,6 +363,36 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "batch_size": 4,
         "tokens_per_example": 3,
         "seed": 0,
+    },
+    "parallelism.bubble_fraction": lambda: {"stages": 2, "micro_batches": 4},
+    "parallelism.pipeline_p2p_bytes": lambda: {
+        "batch": 8,
+        "width": 4,
+        "stages": 2,
+        "element_size": 4,
+    },
+    "parallelism.deep_encoder": lambda: {"vocab_size": 10, "width": 4, "depth": 2, "classes": 3},
+    "parallelism.split_stages": lambda: {
+        "model": torch.nn.Sequential(_linear(), _linear()),
+        "stages": 2,
+    },
+    "parallelism.pipeline_schedule": lambda: {
+        "stage": None,
+        "kind": "gpipe",
+        "micro_batches": 2,
+        "loss_fn": torch.nn.functional.mse_loss,
+    },
+    "parallelism.predicted_overlap": lambda: {
+        "bucket_bytes": [1_000_000, 2_000_000],
+        "backward_seconds": 0.01,
+        "world_size": 2,
+        "latency": 1e-5,
+        "bandwidth": 1e9,
+    },
+    "parallelism.TokenizingPairs": lambda: {
+        "pairs": [(["a"], ["b"])],
+        "vocabulary": {"a": 2},
+        "max_len": 4,
     },
     "plotting.new_panels": lambda: {"n": 2, "title": "t"},
     "precision.gradient_underflow": lambda: {"model": _with_gradients(), "scales": (1.0, 256.0)},
@@ -654,6 +685,9 @@ ACCEPTS: dict[str, set[str]] = {
             "optimizers.make_optimizer.momentum",
             "optimizers.sparse_optimizers.weight_decay",
             "overview.step_anatomy.seed",
+            "parallelism.predicted_overlap.bucket_bytes",
+            "parallelism.predicted_overlap.backward_seconds",
+            "parallelism.predicted_overlap.latency",
             "plotting.stacked_memory_bars.breakdowns",
             "sharding.ShardedEmbedding.seed",
             "sharding.all_to_all_bytes.rank",
@@ -717,6 +751,8 @@ OUT_OF_SCOPE = {
     "device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
     "spot_training.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked SpotConfig or RunConfig",
+    "parallelism.zero_adamw": "needs a process group (without one: RuntimeError); it checks lr "
+    "and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.

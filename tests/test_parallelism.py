@@ -1,0 +1,153 @@
+"""§20.1.1 pipeline stages, §20.3.2 ZeRO-1, §20.4.1 overlap and no_sync, on real gloo groups.
+
+Tolerances: the pipeline and the single process compute the same sums in another order
+(per micro-batch means, then their mean, vs each example weighted by 1/B), so float32
+rounding: 1e-6 absolute on gradients of order 1e-2. ZeRO-1 runs the same AdamW update on the
+same gradients, only on another rank, so it is compared bitwise.
+"""
+
+import pytest
+import torch
+
+from chapter20 import parallelism_lab as lab
+from chapter20.data import encode_texts
+from chapter20.distributed import run_local_group
+from chapter20.optimizers import make_optimizer
+from chapter20.parallelism import (
+    TokenizingPairs,
+    bubble_fraction,
+    deep_encoder,
+    pipeline_p2p_bytes,
+    predicted_overlap,
+    split_stages,
+)
+
+SMALL = {"vocab_size": 50, "width": 16, "depth": 4, "classes": 5}
+
+
+def test_bubble_formula_and_p2p_bytes():
+    assert bubble_fraction(1, 8) == 0
+    assert bubble_fraction(2, 1) == pytest.approx(0.5)
+    assert bubble_fraction(4, 8) == pytest.approx(3 / 11)
+    # forward activations + their gradients at each boundary, independent of micro-batches
+    assert pipeline_p2p_bytes(32, 16, 2) == 2 * 32 * 16 * 4
+    assert pipeline_p2p_bytes(32, 16, 3, element_size=2) == 2 * 2 * 32 * 16 * 2
+
+
+def test_split_stages_balances_dense_weights_and_composes_to_the_model():
+    torch.manual_seed(0)
+    model = deep_encoder(**SMALL)
+    parts = split_stages(model, 2)
+    assert [len(p) for p in parts] == [3, 3]  # embedding + 2 blocks | 2 blocks + head
+    x = torch.randint(0, 50, (4, 6))
+    assert torch.equal(parts[1](parts[0](x)), model(x))
+    assert all(len(p) >= 1 for p in split_stages(model, len(model)))
+    with pytest.raises(ValueError, match="stages"):
+        split_stages(model, len(model) + 1)
+
+
+ZERO = {"vocab_size": 200, "d_model": 16, "n_heads": 2, "n_layers": 1, "max_len": 8}
+
+
+def _checks_on_rank(small: dict, zero: dict) -> dict:
+    """Every multi-rank check of this file in one 2-rank group (a group costs seconds to start)."""
+    return {
+        "pipeline": lab.pipeline_on_rank(("gpipe", "1f1b"), (1, 4), 32, 1, small),
+        "zero": lab.zero_on_rank(3, 12, zero),
+        "no_sync": lab.no_sync_on_rank(4, 16, small),
+        "l2": lab.l2_on_rank(3, 16),
+    }
+
+
+@pytest.fixture(scope="module")
+def group():
+    return run_local_group(_checks_on_rank, 2, (SMALL, ZERO))
+
+
+@pytest.fixture(scope="module")
+def pipeline(group):
+    return lab.pipeline_results([r["pipeline"] for r in group], 32, SMALL)
+
+
+def test_pipelined_step_equals_the_single_process_step(pipeline):
+    _, proofs = pipeline
+    loss, grads = lab.single_process_gradients(4, batch=32, model=SMALL)
+    assert set(proofs) == {"gpipe", "1f1b"}
+    for kind, proof in proofs.items():
+        assert len(proof["losses"]) == proof["micro_batches"] == 4, kind
+        assert sum(proof["losses"]) / 4 == pytest.approx(loss, abs=1e-6), kind
+        assert proof["grads"].keys() == grads.keys()
+        for name, grad in grads.items():
+            assert torch.allclose(proof["grads"][name], grad, atol=1e-6, rtol=0), (kind, name)
+
+
+def test_pipeline_sends_activations_and_gradients_once(pipeline):
+    table, _ = pipeline
+    assert (table["sent_bytes"] == table["bytes_formula"]).all()
+    # 1F1B needs a micro-batch in every stage: M = 1 runs under GPipe only
+    assert sorted(zip(table["schedule"], table["micro_batches"])) == [
+        ("1f1b", 4), ("gpipe", 1), ("gpipe", 4)
+    ]  # fmt: skip
+    assert table["bubble_measured"].between(0, 1).all()
+
+
+def test_zero1_equals_adamw_and_shards_the_state(group):
+    results = [r["zero"] for r in group]
+    assert all(r["max_weight_diff"] == 0.0 for r in results)  # same update, bitwise
+    for r in results:
+        assert all(a == b for a, b in r["losses"])
+    plain = results[0]["plain_state_bytes"]
+    shares = [r["zero_state_bytes"] for r in results]
+    assert sum(shares) == plain  # every moment held by exactly one rank
+    assert all(0 < s < plain for s in shares)
+
+
+def test_no_sync_defers_the_allreduce_to_the_last_micro_batch(group):
+    counts = group[0]["no_sync"]
+    assert counts["with_no_sync"] >= 1
+    assert counts["without_no_sync"] == 4 * counts["with_no_sync"]
+
+
+def test_corrected_l2_on_two_ranks_equals_one_process(group):
+    one = lab.l2_on_rank(3, 16)
+    assert one["wrapped"] == "TrainedModule"
+    for rank in (r["l2"] for r in group):
+        assert rank["wrapped"] == "DistributedDataParallel"
+        assert rank["temperature"] == pytest.approx(one["temperature"], rel=1e-5)
+        assert rank["checksum"] == pytest.approx(one["checksum"], rel=1e-5)
+    assert one["temperature"] != pytest.approx(0.1)  # it was learned
+
+
+def test_predicted_overlap():
+    one = predicted_overlap([4_000_000], 1.0, 2, 1e-5, 1e9)
+    assert one["hidden_fraction"] == 0  # a single bucket is ready only at the end
+    many = predicted_overlap([1_000_000] * 4, 1.0, 2, 0.0, 1e9)
+    assert many["hidden_fraction"] == pytest.approx(0.75)
+    short = predicted_overlap([1_000_000] * 4, 1e-3, 2, 0.0, 1e9)  # backward too short to hide
+    assert short["exposed_seconds"] == pytest.approx(short["comm_seconds"] - 1e-3)
+    with pytest.raises(ValueError, match="bucket_bytes"):
+        predicted_overlap([], 1.0, 2, 0.0, 1e9)
+
+
+def test_fused_and_foreach_adamw_equal_the_for_loop():
+    params = {}
+    for label, kind, extra in lab.ADAMW_VARIANTS[:3]:
+        generator = torch.Generator().manual_seed(0)
+        params[label] = [torch.nn.Parameter(torch.randn(100, generator=generator)) for _ in "ab"]
+        optimizer = make_optimizer(params[label], kind, 1e-2, **extra)
+        for _ in range(3):
+            for p in params[label]:
+                p.grad = torch.randn(100, generator=generator)
+            optimizer.step()
+    for label in ("foreach", "fused"):
+        for a, b in zip(params[label], params["for-loop"]):
+            assert torch.allclose(a, b, atol=1e-6, rtol=0), label
+
+
+def test_tokenizing_pairs_equal_encoding_beforehand():
+    pairs = [(["the", "cat", "sat"], ["a", "dog"]), (["zebra"], ["the", "end", "of", "it"])]
+    vocabulary = {"the": 2, "cat": 3, "a": 4, "dog": 5}
+    dataset = TokenizingPairs(pairs, vocabulary, 3)
+    anchors, positives = next(iter(torch.utils.data.DataLoader(dataset, batch_size=2)))
+    assert torch.equal(anchors, encode_texts([p[0] for p in pairs], vocabulary, 3))
+    assert torch.equal(positives, encode_texts([p[1] for p in pairs], vocabulary, 3))
