@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
@@ -36,7 +35,6 @@ from chapter20.checks import check_int, check_optional_positive, check_positive,
 from chapter20.distributed import ring_allreduce_seconds
 from chapter20.gpu_log import read_gpu_measurements
 from chapter20.paths import data_file
-from chapter20.plotting import new_figure, new_panels
 from chapter20.spot import preemption_overhead, young_daly_interval
 
 __all__ = [
@@ -984,12 +982,16 @@ def _plain_log_axis(axis, values) -> None:
     """Log scale with the given values as plain-number ticks (1, 8, 64 rather than 2^3)."""
     ticks = sorted({float(v) for v in values})
     axis.set_ticks(ticks, [f"{t:g}" for t in ticks])
+    import matplotlib.ticker  # the plots import matplotlib; the cost model does not need it
+
     axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     """Two panels over GPU count (§20.5): wall time in hours (log) and cost in USD, one line
     per instance type. ``caption`` (the price snapshot) goes under the figure."""
+    from chapter20.plotting import new_panels
+
     fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
     styles = ("-", "--", "-.", ":")
     markers = ("o", "s", "^", "D", "v", "P")
@@ -1021,6 +1023,8 @@ def plot_pareto(
     """Every option as a point of (wall time, cost) coloured by GPU model, the Pareto frontier
     as a line labelled with its GPU counts, and ``highlight`` points (label: (hours, cost))
     as stars (§20.5)."""
+    from chapter20.plotting import new_figure
+
     fig, ax = new_figure(
         "Time vs cost: every option and the Pareto frontier",
         "wall time (hours, log scale)",
@@ -1047,6 +1051,8 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
     """Preemption overhead (%) against the checkpoint interval (minutes), one curve per mean
     time between preemptions; ``optima[label]`` = (Young/Daly interval in seconds, its
     overhead) is marked with a dot (§20.5.2). The y axis stops at 10x the largest optimum."""
+    from chapter20.plotting import new_figure
+
     fig, ax = new_figure(
         "Spot: expected overhead vs checkpoint interval",
         "checkpoint interval (minutes)",
