@@ -233,6 +233,7 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     # plain numbers ("30", "0.5") rather than "3×10¹" on the log axis
     plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(title="measured (o), predicted (—)", fontsize=8)

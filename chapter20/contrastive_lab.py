@@ -413,6 +413,7 @@ def plot_memory_vs_batch(frame: pd.DataFrame):
         frame["effective batch"].unique(), labels=map(str, frame["effective batch"].unique())
     )
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend()
