@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import matplotlib.ticker
 import pandas as pd
 import torch
 import torch.distributed as dist
@@ -398,16 +399,23 @@ def logit_matrix_bytes(batch: int, bytes_per_element: int = 4) -> int:
 
 
 def plot_memory_vs_batch(frame: pd.DataFrame):
-    """Peak memory vs effective batch for the three strategies."""
+    """Peak memory vs effective batch for the three strategies, on log-log axes: the batch
+    doubles from point to point, so memory that grows in proportion to it is a line of slope 1
+    (a linear memory axis would make proportional growth look exponential)."""
     fig, ax = new_figure(
-        "One InfoNCE step: peak memory", "effective batch (pairs)", "peak memory (MiB)"
+        "One InfoNCE step: peak memory (log-log)", "effective batch (pairs)", "peak memory (MiB)"
     )
     for method, part in frame.groupby("method", sort=False):
         ax.plot(part["effective batch"], part["peak_bytes"] / 2**20, "o-", label=method)
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
     ax.set_xticks(
         frame["effective batch"].unique(), labels=map(str, frame["effective batch"].unique())
     )
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend()
     return fig
 

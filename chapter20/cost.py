@@ -33,6 +33,7 @@ import pandas as pd
 
 from chapter20.checks import check_int, check_optional_positive, check_positive, check_real
 from chapter20.distributed import ring_allreduce_seconds
+from chapter20.gpu_log import read_gpu_measurements
 from chapter20.paths import data_file
 from chapter20.spot import preemption_overhead, young_daly_interval
 
@@ -552,22 +553,33 @@ class ThroughputRecord:
         return float(intercept), float(slope)
 
 
+def _throughput_record(device: str, gpu_model: str) -> ThroughputRecord:
+    """The step times of :data:`EMBEDDING_WORKLOAD` that the GPU record
+    (``data/gpu_measurements.csv``, rows ``step seconds, <precision>, <batch> pairs``) holds
+    for ``device``; the newest row wins for each precision and batch."""
+    frame = read_gpu_measurements()
+    rows = frame[(frame["device"] == device) & frame["quantity"].str.startswith("step seconds, ")]
+    if rows.empty:
+        raise ValueError(f"the GPU record has no step times of the workload on {device!r}")
+    steps: dict[str, dict[int, float]] = {}
+    for row in rows.sort_values("date", kind="stable").itertuples(index=False):
+        _, precision, pairs = (part.strip() for part in row.quantity.split(","))
+        steps.setdefault(precision, {})[int(pairs.split()[0])] = float(row.value)
+    newest = rows.sort_values("date", kind="stable").iloc[-1]
+    return ThroughputRecord(
+        gpu=device,
+        gpu_model=gpu_model,
+        torch_version=newest["torch"].split()[0],
+        date=newest["date"],
+        step_seconds={p: dict(sorted(b.items())) for p, b in steps.items()},
+    )
+
+
 #: Measured on one NVIDIA H200 in a device run (not on this machine), each value the mean of
 #: two medians of 20 steps: ``batch / training.measure_throughput(EMBEDDING_WORKLOAD, batch=batch,
 #: precision=..., device="cuda", warmup=5, repeat=20)``, eager PyTorch, AdamW (not fused),
-#: no torch.compile.
-H200_MEASUREMENT = ThroughputRecord(
-    gpu="NVIDIA H200",
-    gpu_model="H200",
-    torch_version="2.11.0+cu130",
-    date="2026-11-29",
-    step_seconds={
-        "bf16": {256: 0.04093, 512: 0.03962, 1024: 0.06138, 2048: 0.09937, 4096: 0.1860},
-        "fp16": {1024: 0.06251},
-        "tf32": {1024: 0.08950, 2048: 0.1553},
-        "fp32": {1024: 0.2274, 2048: 0.4256},
-    },
-)
+#: no torch.compile. Read from the GPU record (``chapter20.gpu_log``), where the figures live.
+H200_MEASUREMENT = _throughput_record("NVIDIA H200", "H200")
 
 #: Dense tensor-core peak per GPU model in TFLOP/s (bf16; fp16 on the V100, which has no bf16),
 #: from NVIDIA's datasheets (SXM parts); the A10G has no NVIDIA datasheet: 70 is the commonly
@@ -981,10 +993,15 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     from chapter20.plotting import new_panels
 
     fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
-    for instance, group in options.groupby("instance", sort=False):
+    styles = ("-", "--", "-.", ":")
+    markers = ("o", "s", "^", "D", "v", "P")
+    for index, (instance, group) in enumerate(options.groupby("instance", sort=False)):
         label = f"{instance} ({group['gpu_model'].iloc[0]})"
-        left.plot(group["gpus"], group["hours"], "o-", markersize=3, label=label)
-        right.plot(group["gpus"], group["cost"], "o-", markersize=3, label=label)
+        # distinct dashes and markers: instances with the same GPUs draw the same curve
+        style = dict(linestyle=styles[index % 4], marker=markers[index % 6], markersize=4,
+                     label=label)  # fmt: skip
+        left.plot(group["gpus"], group["hours"], **style)
+        right.plot(group["gpus"], group["cost"], **style)
     for ax in (left, right):
         ax.set_xscale("log")
         _plain_log_axis(ax.xaxis, options["gpus"])
@@ -994,7 +1011,6 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if caption:
         fig.text(0.5, -0.02, caption, ha="center", fontsize=8, color="#555555")
-    fig.tight_layout()
     return fig
 
 

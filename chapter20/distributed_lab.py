@@ -28,13 +28,14 @@ from chapter20.distributed import (
 )
 from chapter20.measure import format_bytes
 from chapter20.models import BagOfEmbeddingsEncoder, count_parameters
-from chapter20.plotting import new_figure
+from chapter20.plotting import new_figure, new_panels
 
 __all__ = [
     "LINKS",
     "allreduce_times_on_rank",
     "measure_allreduce",
     "fit_alpha_beta",
+    "fit_residuals",
     "ring_allreduce_seconds",
     "scaling_model",
     "step_times_on_rank",
@@ -66,12 +67,26 @@ def measure_allreduce(
 
 def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
     """Fit the ring all-reduce model t = 2(W-1)·alpha + 2(W-1)/W · bytes · beta to measured
-    times: alpha is the per-step latency (s), beta the seconds per byte (1 / bandwidth)."""
+    times: alpha is the per-step latency (s), beta the seconds per byte (1 / bandwidth).
+    Least squares on *relative* residuals (weights 1/t): the sizes span decades, and an
+    unweighted fit would let the largest messages decide alone (:func:`fit_residuals`)."""
     world = int(frame["world_size"].iloc[0])
     steps = 2 * (world - 1)
     x = np.asarray(frame["bytes"], dtype=float) * steps / world
-    slope, intercept = np.polyfit(x, np.asarray(frame["seconds"], dtype=float), 1)
+    seconds = np.asarray(frame["seconds"], dtype=float)
+    slope, intercept = np.polyfit(x, seconds, 1, w=1 / seconds)
     return max(intercept / steps, 0.0), max(slope, 0.0)
+
+
+def fit_residuals(frame: pd.DataFrame, alpha: float, beta: float) -> pd.Series:
+    """(measured − fitted) / fitted for each message size of ``frame``, indexed by bytes."""
+    world = int(frame["world_size"].iloc[0])
+    sizes = np.asarray(frame["bytes"], dtype=float)
+    fitted = np.array(
+        [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf) for n in sizes]
+    )
+    relative = (np.asarray(frame["seconds"], dtype=float) - fitted) / fitted
+    return pd.Series(relative, index=frame["bytes"].to_numpy(), name="relative residual")
 
 
 def scaling_model(
@@ -213,8 +228,9 @@ def compression_on_rank(compress: str) -> dict:
 
 
 def plot_allreduce_fit(frame: pd.DataFrame, alpha: float, beta: float):
-    """Measured all-reduce time vs size, with the fitted alpha-beta line."""
-    fig, ax = new_figure("gloo all-reduce on this machine", "message size (bytes)", "seconds")
+    """Measured all-reduce time vs size with the fitted alpha-beta line (left), and the
+    relative residual of each size (right)."""
+    fig, (ax, res) = new_panels(2, "gloo all-reduce on this machine", figsize=(10, 4))
     world = int(frame["world_size"].iloc[0])
     sizes = np.asarray(frame["bytes"], dtype=float)
     fitted = [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf) for n in sizes]
@@ -222,7 +238,13 @@ def plot_allreduce_fit(frame: pd.DataFrame, alpha: float, beta: float):
     ax.loglog(
         sizes, fitted, "-", label=f"fit: alpha {alpha * 1e6:.0f} us, {1 / beta / 1e9:.2f} GB/s"
     )
+    ax.set(xlabel="message size (bytes)", ylabel="seconds", title="time and fit")
     ax.legend()
+    residuals = fit_residuals(frame, alpha, beta)
+    res.semilogx(sizes, 100 * residuals.to_numpy(), "o-")
+    res.axhline(0, color="#8C8C8C", linewidth=1)
+    res.set(xlabel="message size (bytes)", ylabel="(measured − fit) / fit (%)",
+            title="relative residuals")  # fmt: skip
     return fig
 
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from chapter20.paths import data_file
@@ -27,8 +28,11 @@ from chapter20.paths import data_file
 __all__ = [
     "COLUMNS",
     "FILE_NAME",
+    "GpuFigure",
     "append_gpu_measurements",
     "gpu_measurements_path",
+    "gpu_figure",
+    "gpu_figures",
     "gpu_provenance",
     "read_gpu_measurements",
 ]
@@ -126,3 +130,50 @@ def read_gpu_measurements(path: str | os.PathLike | None = None):
         )
     frame["value"] = frame["value"].astype(float)
     return frame
+
+
+@dataclass(frozen=True)
+class GpuFigure:
+    """One figure of the GPU record: ``value`` in ``unit`` for ``quantity``, measured by
+    ``command`` on ``device`` (driver ``driver``, torch ``torch``) on ``date``."""
+
+    quantity: str
+    value: float
+    unit: str
+    device: str
+    date: str
+    driver: str
+    torch: str
+    command: str
+    notes: str
+
+    @property
+    def provenance(self) -> str:
+        """``'NVIDIA H200, 2026-11-29, torch 2.11.0+cu130 (CUDA 13.0): python -m ...'``."""
+        return f"{self.device}, {self.date}, torch {self.torch}: {self.command}"
+
+
+def gpu_figure(
+    quantity: str, *, command: str | None = None, path: str | os.PathLike | None = None
+) -> GpuFigure:
+    """The newest row of the record measured on a GPU whose ``quantity`` is ``quantity`` (and
+    whose ``command`` contains ``command``, if given); ``ValueError`` naming the quantity when there is none.
+    A newer run appends rows, so the newest one is the figure to cite."""
+    frame = read_gpu_measurements(path)
+    on_gpu = ~frame["device"].str.lower().str.startswith(("cpu", "none", "unknown"))
+    rows = frame[(frame["quantity"] == quantity) & on_gpu]
+    if command is not None:
+        rows = rows[rows["command"].str.contains(command, regex=False)]
+    if rows.empty:
+        known = sorted(set(frame["quantity"]))
+        raise ValueError(f"quantity {quantity!r} is not in the GPU record; it has {known}")
+    row = rows.sort_values("date", kind="stable").iloc[-1]
+    return GpuFigure(**{k: row[k] for k in GpuFigure.__dataclass_fields__})
+
+
+def gpu_figures(command: str, path: str | os.PathLike | None = None):
+    """The rows of the record whose command contains ``command``, for display: date, device,
+    quantity, value, unit (a notebook prints them with their provenance)."""
+    frame = read_gpu_measurements(path)
+    rows = frame[frame["command"].str.contains(command, regex=False)]
+    return rows[["date", "device", "torch", "quantity", "value", "unit"]].reset_index(drop=True)

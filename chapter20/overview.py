@@ -145,8 +145,7 @@ def plot_anatomy(results: list[StepAnatomy]):
             ax=ax,
             legend=False,
         )
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=9)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=9)
     return fig
 
 

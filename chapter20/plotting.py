@@ -167,11 +167,15 @@ def new_panels(
     figsize: tuple[float, float] | None = None,
     alt: str | None = None,
 ) -> tuple[Figure, list[Axes]]:
-    """``n`` side-by-side axes under one title (one idea, several sizes), in the house style;
-    ``alt`` as in :func:`new_figure`."""
+    """``n`` side-by-side axes under one title (one idea, several sizes), in the house style,
+    laid out by matplotlib's constrained layout (do not call ``tight_layout`` on it); ``alt`` as
+    in :func:`new_figure`."""
     n = check_int("n", n, 1, maximum=64)
     use_house_style()
-    fig, axes = plt.subplots(1, n, figsize=_figsize(figsize) or (3.6 * n, 4.0), squeeze=False)
+    # constrained layout keeps the suptitle clear of the panels' own titles
+    fig, axes = plt.subplots(
+        1, n, figsize=_figsize(figsize) or (3.6 * n, 4.0), squeeze=False, layout="constrained"
+    )
     _give_alt_text(fig, alt)
     fig.suptitle(title)
     return fig, list(axes[0])

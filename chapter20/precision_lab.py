@@ -325,9 +325,10 @@ def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
 # --------------------------------------------------------------------------------------------
 
 
-def benchmark(batches: tuple[int, ...] = (16, 64)) -> None:
+def benchmark(batches: tuple[int, ...] = (16, 64)) -> list[dict]:
     """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
-    precision to fp32 for the shared Transformer encoder at each of ``batches``."""
+    precision to fp32 for the shared Transformer encoder at each of ``batches``; returns the
+    matmul speed-ups as rows for the GPU record (``--record``; claim C06 reads them)."""
     device = get_device()
     speed = step_time_vs_batch(batches)
     print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
@@ -350,3 +351,8 @@ def benchmark(batches: tuple[int, ...] = (16, 64)) -> None:
             f"{r.precision} {r.speedup:.2f}x" for r in matmul.itertuples() if r.precision != "fp32"
         )
     )
+    return [
+        {"quantity": f"matmul 512x512 speed-up vs fp32, {r.precision}",
+         "value": round(float(r.speedup), 3), "unit": "×", "notes": f"on {device}"}
+        for r in matmul.itertuples() if r.precision != "fp32"
+    ]  # fmt: skip

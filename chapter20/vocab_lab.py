@@ -763,7 +763,8 @@ def plot_pca_quality(frame: pd.DataFrame, *, score_label: str = "WordSim-353 Spe
     right.set_xlabel("k (dimensions kept)")
     right.set_ylabel(score_label)
     right.set_title("quality")
-    right.legend()
+    right.set_ylim(0, 1.15 * max(float(frame["score"].max()), 0.0) or 1.0)  # from 0: no zoom
+    right.legend(loc="lower right")
     return fig
 
 

@@ -1,5 +1,6 @@
 """Tests for chapter20.claims and data/claims.csv: the 30 claims, verdicts, logs and the audit."""
 
+import dataclasses
 import json
 import math
 import re
@@ -9,6 +10,8 @@ import pytest
 
 from chapter20 import claims
 from chapter20.claims import (
+    BASES,
+    CONSISTENT,
     DOES_NOT_HOLD,
     HOLDS,
     NEEDS_GPU,
@@ -19,7 +22,10 @@ from chapter20.claims import (
     audit_text,
     check,
     get_claim,
+    is_gpu_device,
+    judged_in,
     load_claims,
+    owner,
     recorded_rows,
 )
 
@@ -56,10 +62,33 @@ def test_bounds_are_ordered():
             assert claim.low <= claim.high, claim.id
 
 
-def test_qualitative_claims():
-    qualitative = {c.id for c in load_claims().values() if not c.quantitative}
-    assert qualitative == {"C02", "C05", "C18", "C24", "C25", "C27", "C28", "C29", "C30"}
-    assert get_claim("C02").expected() == "qualitative"
+def test_every_claim_has_a_written_criterion_a_basis_and_an_existing_owner():
+    notebooks = {p.stem for p in (claims.data_file("claims.csv").parents[2] / "notebooks").glob("*.ipynb")}
+    for claim in load_claims().values():
+        assert len(claim.criterion) > 30, claim.id
+        assert claim.basis in BASES, claim.id
+        assert claim.quantitative, f"{claim.id}: every criterion compares a number with a range"
+        if claim.basis in ("model", "missing"):
+            assert claim.basis_detail, f"{claim.id}: name the model, or what is missing"
+        if notebooks:  # an installed package has no notebooks beside it
+            assert claim.notebook in notebooks, (claim.id, claim.notebook)
+
+
+def test_basis_of_the_rejudged_claims():
+    basis = {c.id: c.basis for c in load_claims().values()}
+    assert {k for k, v in basis.items() if v == "gpu"} == {"C06", "C07", "C21", "C26"}
+    assert {k for k, v in basis.items() if v == "missing"} == {"C01", "C15"}
+    assert {"C14", "C16", "C17", "C20", "C22", "C23"} <= {k for k, v in basis.items() if v == "model"}
+    assert owner("C23") == "05_memory_efficient_optimizers"
+    assert judged_in("C10") == "C10 is judged in notebook 04_gradient_checkpointing"
+
+
+def test_parse_basis():
+    assert claims._parse_basis("") == ("measured", "")
+    assert claims._parse_basis("model: alpha-beta") == ("model", "alpha-beta")
+    for bad in ("model", "missing:", "guess", "model alpha"):
+        with pytest.raises(ValueError, match="basis"):
+            claims._parse_basis(bad)
 
 
 def test_expected_text():
@@ -72,7 +101,7 @@ def test_expected_text():
 
 
 def test_check_in_range_holds():
-    row = check("C07", 1.7)
+    row = check("C07", 1.7, device="cuda")
     assert row.verdict == HOLDS
     assert row.id == "C07" and row.section == "20.2.2"
     assert row.measured == "1.7 × speed-up"
@@ -82,12 +111,12 @@ def test_check_in_range_holds():
 
 @pytest.mark.parametrize("value", [1.4, 2.1, 0.0, -1.0])
 def test_check_out_of_range_does_not_hold(value):
-    assert check("C07", value).verdict == DOES_NOT_HOLD
+    assert check("C07", value, device="cuda").verdict == DOES_NOT_HOLD
 
 
 def test_check_range_ends_are_inclusive():
-    assert check("C07", 1.5).verdict == HOLDS
-    assert check("C07", 2).verdict == HOLDS
+    assert check("C07", 1.5, device="cuda").verdict == HOLDS
+    assert check("C07", 2, device="cuda").verdict == HOLDS
 
 
 def test_check_rel_tol_widens_the_range():
@@ -100,48 +129,93 @@ def test_check_rel_tol_widens_the_range():
 
 def test_check_open_upper_bound():
     assert get_claim("C26").high is None
-    assert check("C26", 1e6).verdict == HOLDS
-    assert check("C26", 5).verdict == DOES_NOT_HOLD
+    assert check("C26", 1e6, device="cuda").verdict == HOLDS
+    assert check("C26", 5, device="cuda").verdict == DOES_NOT_HOLD
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf])
 def test_check_infinite_value(value):
     try:
-        row = check("C26", value)
+        row = check("C26", value, device="cuda")
     except ValueError:
         return  # rejecting a non-finite measurement, like NaN, is fine
     assert row.verdict == (HOLDS if value > 0 else DOES_NOT_HOLD)
 
 
-def test_check_needs_gpu_still_shows_the_value():
-    row = check("C06", 1.2, needs_gpu=True)
+def test_check_gpu_claim_off_a_gpu_needs_a_gpu_and_still_shows_the_value():
+    row = check("C06", 1.2, device="cpu")
     assert row.verdict == NEEDS_GPU
     assert row.measured == "1.2 × speed-up"
-    # needs_gpu wins even over a value inside the range.
-    assert check("C06", 4.0, needs_gpu=True).verdict == NEEDS_GPU
+    assert "measured on cpu" in row.note
+    # off a GPU even a value inside the range is not judged
+    assert check("C06", 4.0, device="cpu").verdict == NEEDS_GPU
+    assert check("C06", None, device="mps").verdict == NEEDS_GPU
 
 
-def test_check_not_measurable():
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "NVIDIA H200"])
+def test_check_gpu_claim_on_a_gpu_is_judged(device):
+    assert check("C06", 4.0, device=device).verdict == HOLDS
+    assert check("C06", 1.67, device=device).verdict == DOES_NOT_HOLD
+    with pytest.raises(ValueError, match="measured"):
+        check("C06", None, device=device)
+
+
+def test_is_gpu_device():
+    assert is_gpu_device("cuda") and is_gpu_device("NVIDIA H200") and is_gpu_device("cuda:0")
+    assert not any(map(is_gpu_device, ("cpu", "mps", "cpu (no CUDA)", "")))
+
+
+def test_check_model_claim_is_consistent_with_the_model():
+    row = check("C16", 62.6)
+    assert row.verdict == CONSISTENT
+    assert "model: alpha-beta" in row.note
+    assert check("C16", 30.0).verdict == DOES_NOT_HOLD
+
+
+def test_check_missing_claim_is_not_measurable_and_says_what_is_missing():
     row = check("C15", None)
-    assert row.verdict == NOT_MEASURABLE
-    assert row.measured == "—"
-    assert check("C02", None).verdict == NOT_MEASURABLE
+    assert row.verdict == NOT_MEASURABLE and row.measured == "—"
+    assert "missing here: two nodes" in row.note
+    assert check("C01", 256).verdict == NOT_MEASURABLE  # a value is shown, never judged
 
 
-def test_check_qualitative_needs_holds():
-    with pytest.raises(ValueError, match="qualitative"):
-        check("C25", 3.0)
+def test_check_measured_claim_needs_a_value():
+    with pytest.raises(ValueError, match="measured must be a number"):
+        check("C25", None)
 
 
-def test_check_holds_on_qualitative_claims():
-    assert check("C25", 3.0, holds=True).verdict == HOLDS
-    assert check("C25", None, holds=False).verdict == DOES_NOT_HOLD
-    assert check("C29", 120.0, holds=True, note="vocab 5000 -> 1200").note == "vocab 5000 -> 1200"
+def test_check_conditions_must_all_hold():
+    assert check("C25", 0.7, conditions={"slope": True}).verdict == HOLDS
+    row = check("C25", 0.7, conditions={"slope": False, "other": True})
+    assert row.verdict == DOES_NOT_HOLD
+    assert "slope ✗" in row.note and "other ✓" in row.note
+    assert check("C25", 3.0, conditions={"slope": True}).verdict == DOES_NOT_HOLD
+    assert check("C25", 0.7, conditions={"slope": np.bool_(True)}).verdict == HOLDS
 
 
-def test_check_holds_overrides_range():
-    assert check("C07", 10.0, holds=True).verdict == HOLDS
-    assert check("C07", 1.7, holds=False).verdict == DOES_NOT_HOLD
+@pytest.mark.parametrize("bad", [1, "yes", None, 0.0])
+def test_check_conditions_are_computed_bools(bad):
+    with pytest.raises(TypeError, match="conditions"):
+        check("C25", 0.7, conditions={"slope": bad})
+
+
+@pytest.mark.parametrize("kwarg", ["holds", "needs_gpu", "verdict"])
+def test_check_takes_no_typed_verdict(kwarg):
+    with pytest.raises(TypeError):
+        check("C07", 1.7, **{kwarg: True})
+
+
+def test_check_row_carries_the_criterion():
+    row = check("C11", 3.0)
+    assert row.criterion.startswith("(weights + AdamW state) / weights")
+    assert row.criterion.endswith("[≈ 3 × parameter memory, ±5%]")
+    assert row.basis == "measured"
+
+
+def test_check_negative_bound_with_tolerance():
+    assert get_claim("C30").low == -0.05
+    assert check("C30", -0.05, conditions={"c": True}).verdict == HOLDS
+    assert check("C30", -0.058, conditions={"c": True}).verdict == DOES_NOT_HOLD
 
 
 def test_check_unit_must_match():
@@ -158,22 +232,22 @@ def test_check_unknown_id(bad_id):
 
 def test_check_nan_raises():
     with pytest.raises(ValueError, match="NaN"):
-        check("C07", float("nan"))
+        check("C07", float("nan"), device="cuda")
 
 
 @pytest.mark.parametrize("bad", [True, False, "1.7", [1.7]])
 def test_check_non_number_raises(bad):
     with pytest.raises(TypeError, match="measured"):
-        check("C07", bad)
+        check("C07", bad, device="cuda")
 
 
 def test_check_accepts_numpy_float64():
-    assert check("C07", np.float64(1.7)).verdict == HOLDS
+    assert check("C07", np.float64(1.7), device="cuda").verdict == HOLDS
 
 
 @pytest.mark.parametrize("value", [np.float32(1.7), np.int64(2)])
 def test_check_accepts_numpy_scalars(value):
-    assert check("C07", value).verdict == HOLDS
+    assert check("C07", value, device="cuda").verdict == HOLDS
 
 
 # --- ClaimsLog -------------------------------------------------------------------------------
@@ -194,8 +268,17 @@ def test_claims_log_writes_json(tmp_path):
 
 def test_claims_log_creates_directory(tmp_path):
     log = ClaimsLog("03_mixed_precision", directory=tmp_path / "a" / "b")
-    log.check("C06", 1.1, needs_gpu=True)
+    log.check("C06", 1.1, device="cpu")
     assert (tmp_path / "a" / "b" / "03_mixed_precision.json").is_file()
+
+
+def test_claims_log_refuses_a_claim_it_does_not_own(tmp_path):
+    log = ClaimsLog("05_memory_efficient_optimizers", directory=tmp_path)
+    with pytest.raises(ValueError, match="owned by 04_gradient_checkpointing"):
+        log.check("C10", 1.3)
+    assert not log.path.exists()  # nothing was logged
+    log.check("C13", 8.0)
+    assert log.path.exists()
 
 
 def test_claims_log_recheck_replaces_row(tmp_path):
@@ -244,8 +327,8 @@ def test_audit_empty_directory(tmp_path):
 def test_audit_shows_recorded_verdicts(tmp_path):
     ClaimsLog("00_overview", directory=tmp_path).check("C11", 3.3)
     log = ClaimsLog("03_mixed_precision", directory=tmp_path)
-    log.check("C06", 1.1, needs_gpu=True)
-    log.check("C27", None, holds=True)
+    log.check("C06", 1.1, device="cpu")
+    log.check("C27", 1e-3, conditions={"bf16": True})
     frame = audit(tmp_path)
     assert list(frame["id"]) == IDS
     verdicts = dict(zip(frame["id"], frame["verdict"]))
@@ -256,14 +339,32 @@ def test_audit_shows_recorded_verdicts(tmp_path):
     assert frame.loc[frame["id"] == "C06", "source"].item() == "03_mixed_precision"
 
 
-def test_audit_one_row_per_source(tmp_path):
+def _stale_row(tmp_path, claim_id, source, verdict):
+    """A row logged by a notebook that does not own the claim (an older version of it)."""
+    row = {**dataclasses.asdict(check(claim_id, 1.0, device="cuda")), "source": source,
+           "verdict": verdict, "measured_at": "2999-01-01 00:00 UTC"}  # fmt: skip
+    (tmp_path / f"{source}.json").write_text(json.dumps([row]), encoding="utf-8")
+
+
+def test_audit_has_exactly_thirty_rows_one_verdict_per_claim(tmp_path):
     ClaimsLog("00_overview", directory=tmp_path).check("C11", 3.0)
-    ClaimsLog("05_memory_efficient_optimizers", directory=tmp_path).check("C11", 3.5)
+    ClaimsLog("04_gradient_checkpointing", directory=tmp_path).check("C10", 24.0)
+    # rows of non-owners (what older notebooks logged) are ignored, however recent
+    _stale_row(tmp_path, "C11", "05_memory_efficient_optimizers", DOES_NOT_HOLD)
+    _stale_row(tmp_path, "C10", "05_memory_efficient_optimizers", DOES_NOT_HOLD)
     frame = audit(tmp_path)
-    c11 = frame[frame["id"] == "C11"]
-    assert list(c11["source"]) == ["00_overview", "05_memory_efficient_optimizers"]
-    assert list(c11["verdict"]) == [HOLDS, DOES_NOT_HOLD]
-    assert len(frame) == 31
+    assert len(frame) == 30 and list(frame["id"]) == IDS
+    c11, c10 = (frame[frame["id"] == c].iloc[0] for c in ("C11", "C10"))
+    assert (c11.source, c11.verdict) == ("00_overview", HOLDS)
+    assert (c10.source, c10.verdict) == ("04_gradient_checkpointing", HOLDS)
+    assert c10.criterion.startswith("activation bytes at their own peak")
+
+
+def test_audit_of_a_json_from_before_criteria_still_reads(tmp_path):
+    row = dataclasses.asdict(check("C11", 3.0, source="00_overview"))
+    del row["criterion"], row["basis"]
+    (tmp_path / "00_overview.json").write_text(json.dumps([row]), encoding="utf-8")
+    assert audit(tmp_path).loc[IDS.index("C11"), "verdict"] == HOLDS
 
 
 def test_recorded_rows_binary_file_names_the_file(tmp_path):

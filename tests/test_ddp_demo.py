@@ -90,6 +90,11 @@ def test_two_nodes_equal_one_process(runs):
 def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
     one, two, _ = runs
     assert two["compression_ratio"] == 0.5
+    # claim C02's count: per step, the hook saw every parameter's gradient once, in fp16
+    from chapter20.models import BagOfEmbeddingsEncoder, count_parameters
+
+    assert two["allreduce_bytes_per_step"] == 2 * count_parameters(BagOfEmbeddingsEncoder(2000, 32))
+    assert one["allreduce_bytes_per_step"] is None  # one process: no all-reduce
     assert two["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-3)
     assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-3)
 

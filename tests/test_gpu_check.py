@@ -155,3 +155,44 @@ def test_a_file_with_other_columns_is_rejected(tmp_path):
     path.write_text("date,device,value\n2026-01-01,x,1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="columns"):
         gpu_log.read_gpu_measurements(path)
+
+
+# --- reading figures back (issue 18: GPU evidence as data) ----------------------------------------
+
+
+def test_the_record_holds_the_gpu_figures_measured_so_far():
+    frame = gpu_log.read_gpu_measurements()
+    commands = " ".join(frame["command"])
+    for needed in ("EMBEDDING_WORKLOAD", "bench precision", "bench step-memory", "ddp_demo",
+                   "bench word2vec-gpu"):  # fmt: skip
+        assert needed in commands, needed
+    assert (frame["device"] == "NVIDIA H200").all() and (frame["date"] != "").all()
+
+
+def test_gpu_figure_takes_the_newest_gpu_row_and_names_a_missing_quantity(tmp_path):
+    path = tmp_path / "record.csv"
+    row = {"command": "chapter20 bench precision", "quantity": "q", "value": 1.5, "unit": "×"}
+    old = {"date": "2026-01-01", "device": "NVIDIA A100", "driver": "1", "torch": "2.9"}
+    gpu_log.append_gpu_measurements([row], provenance=old, path=path)
+    gpu_log.append_gpu_measurements([{**row, "value": 2.5}], provenance={**old, "date": "2026-06-01"},
+                                    path=path)  # fmt: skip
+    cpu = {**old, "date": "2027-01-01", "device": "cpu (no CUDA)"}
+    gpu_log.append_gpu_measurements([{**row, "value": 0.1}], provenance=cpu, path=path)
+    figure = gpu_log.gpu_figure("q", path=path)
+    assert (figure.value, figure.date) == (2.5, "2026-06-01")  # newest on a GPU, not the CPU row
+    assert figure.provenance.startswith("NVIDIA A100, 2026-06-01, torch 2.9: chapter20 bench")
+    with pytest.raises(ValueError, match="'nope'"):
+        gpu_log.gpu_figure("nope", path=path)
+    assert len(gpu_log.gpu_figures("bench precision", path=path)) == 3
+
+
+def test_the_cost_models_h200_measurement_is_read_from_the_record():
+    from chapter20 import cost
+
+    frame = gpu_log.read_gpu_measurements()
+    steps = frame[frame["quantity"].str.startswith("step seconds, ")]
+    assert len(steps) == 10
+    for row in steps.itertuples():
+        _, precision, pairs = (part.strip() for part in row.quantity.split(","))
+        assert cost.H200_MEASUREMENT.step_seconds[precision][int(pairs.split()[0])] == row.value
+    assert cost.H200_MEASUREMENT.date == "2026-11-29"

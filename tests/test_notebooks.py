@@ -96,7 +96,63 @@ def test_ends_with_a_claims_check(path):
     after = [line for i, line in headings if i > checks[-1]]
     assert all("Further reading" in line for line in after), f"{path.name}: {after} after the check"
     section = "".join("".join(c["source"]) for c in cells[checks[-1] :])
-    assert "ClaimsLog" in section, f"{path.name}: the claims check section builds no ClaimsLog"
+    assert "ClaimsLog" in section or "judged_in" in section, (
+        f"{path.name}: the claims check section neither logs a claim (ClaimsLog) nor points to the "
+        "notebook that judges one (claims.judged_in)"
+    )
+
+
+# A verdict is computed by chapter20.claims from a measured value and the claim's criterion,
+# never typed (issue 18): no verdict keyword, no verdict string, no literal True/False in a check.
+_TYPED = re.compile(r"\b(holds|needs_gpu|verdict)\s*=|[\"'](holds|does not hold( here)?|needs a GPU|"
+                    r"not measurable here|consistent with the model)[\"']")
+_CHECK_CALL = re.compile(r"\.check\(")
+
+
+def _call_text(src: str, start: int) -> str:
+    depth = 0
+    for i in range(start, len(src)):
+        depth += {"(": 1, ")": -1}.get(src[i], 0)
+        if depth == 0 and src[i] == ")":
+            return src[start : i + 1]
+    return src[start:]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_types_a_verdict(path):
+    for cell in _code_cells(_load(path)):
+        src = "".join(cell["source"])
+        typed = _TYPED.search(src)
+        assert typed is None, f"{path.name}: a typed verdict {typed.group(0)!r}"
+        for call in _CHECK_CALL.finditer(src):
+            text = _call_text(src, call.end() - 1)
+            literal = re.search(r"\b(True|False)\b", text)
+            assert literal is None, f"{path.name}: a literal {literal.group(0)} in {text[:80]!r}"
+
+
+_VERDICT_LINE = re.compile(r"^(C\d\d) \[", re.M)
+
+
+def test_each_claim_is_judged_by_its_owner_notebook_only():
+    """The executed notebooks print each claim's verdict once, in the notebook that owns it
+    (data/claims.csv), so that the audit has one row per claim."""
+    from chapter20.claims import load_claims
+
+    claims = load_claims()
+    printed: dict[str, set[str]] = {}
+    for path in NOTEBOOKS:
+        for cell in _code_cells(_load(path)):
+            src = "".join(cell["source"])
+            for claim_id in re.findall(r"\.check\(\s*[\"'](C\d\d)[\"']", src):
+                assert claims[claim_id].notebook == path.stem, (
+                    f"{path.name} logs {claim_id}, owned by {claims[claim_id].notebook}"
+                )
+            for out in cell["outputs"]:
+                for claim_id in _VERDICT_LINE.findall("".join(out.get("text", ""))):
+                    printed.setdefault(claim_id, set()).add(path.stem)
+    for claim_id, claim in claims.items():
+        if (ROOT / "notebooks" / f"{claim.notebook}.ipynb").exists():
+            assert printed.get(claim_id) == {claim.notebook}, (claim_id, printed.get(claim_id))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -164,6 +164,9 @@ def train(args: argparse.Namespace, ctx) -> dict:
         "seconds": seconds,
         "parameter_abs_sum": float(checksum),
         "compression_ratio": stats.ratio if stats else None,
+        # what this rank handed to gradient all-reduces per step, as counted by the DDP
+        # communication hook (claim C02); the ring moves 2(W-1)/W of it over each link
+        "allreduce_bytes_per_step": stats.sent_bytes / args.steps if stats else None,
     }
     main_print(
         f"done: {args.steps} steps x {args.batch_size} pairs on {ctx.world_size} process(es) "
