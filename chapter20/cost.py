@@ -28,14 +28,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
 from chapter20.checks import check_int, check_optional_positive, check_positive, check_real
 from chapter20.distributed import ring_allreduce_seconds
 from chapter20.paths import data_file
-from chapter20.plotting import new_figure, new_panels
 from chapter20.spot import preemption_overhead, young_daly_interval
 
 __all__ = [
@@ -972,12 +970,16 @@ def _plain_log_axis(axis, values) -> None:
     """Log scale with the given values as plain-number ticks (1, 8, 64 rather than 2^3)."""
     ticks = sorted({float(v) for v in values})
     axis.set_ticks(ticks, [f"{t:g}" for t in ticks])
+    import matplotlib.ticker  # the plots import matplotlib; the cost model does not need it
+
     axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     """Two panels over GPU count (§20.5): wall time in hours (log) and cost in USD, one line
     per instance type. ``caption`` (the price snapshot) goes under the figure."""
+    from chapter20.plotting import new_panels
+
     fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
     for instance, group in options.groupby("instance", sort=False):
         label = f"{instance} ({group['gpu_model'].iloc[0]})"
@@ -1005,6 +1007,8 @@ def plot_pareto(
     """Every option as a point of (wall time, cost) coloured by GPU model, the Pareto frontier
     as a line labelled with its GPU counts, and ``highlight`` points (label: (hours, cost))
     as stars (§20.5)."""
+    from chapter20.plotting import new_figure
+
     fig, ax = new_figure(
         "Time vs cost: every option and the Pareto frontier",
         "wall time (hours, log scale)",
@@ -1031,6 +1035,8 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
     """Preemption overhead (%) against the checkpoint interval (minutes), one curve per mean
     time between preemptions; ``optima[label]`` = (Young/Daly interval in seconds, its
     overhead) is marked with a dot (§20.5.2). The y axis stops at 10x the largest optimum."""
+    from chapter20.plotting import new_figure
+
     fig, ax = new_figure(
         "Spot: expected overhead vs checkpoint interval",
         "checkpoint interval (minutes)",

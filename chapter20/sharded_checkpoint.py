@@ -36,14 +36,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
 
 from chapter20.distributed import any_rank, group_rank_and_size
 from chapter20.paths import check_weights_only
@@ -65,7 +58,26 @@ __all__ = [
 #: DCP's metadata file; the coordinator writes it after every rank's data: the commit marker.
 METADATA_FILE = ".metadata"
 _OBJECTS = "chapter20_objects"
-_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def _dcp():
+    """``torch.distributed.checkpoint``, imported on first use: it costs about a second at
+    start-up, which every process that imports ``chapter20.spot`` (every training launch, every
+    restart after a preemption) would otherwise pay without a sharded table to save."""
+    import torch.distributed.checkpoint as dcp
+
+    return dcp
+
+
+def _state_dict_api():
+    """``torch.distributed.checkpoint.state_dict`` (get/set_state_dict), imported on first use."""
+    from torch.distributed.checkpoint import state_dict
+
+    return state_dict
+
+
+def _options():
+    return _state_dict_api().StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 def sharded_tables(model: nn.Module) -> dict[str, ShardedEmbedding]:
@@ -158,7 +170,7 @@ def _dcp_options(group: dist.ProcessGroup | None) -> dict[str, Any]:
     """DCP's keyword arguments: the group, or ``no_dist`` in a world of one without one."""
     if dist.is_available() and dist.is_initialized():
         return {"process_group": group}
-    return {"no_dist": True} if "no_dist" in inspect.signature(dcp.load).parameters else {}
+    return {"no_dist": True} if "no_dist" in inspect.signature(_dcp().load).parameters else {}
 
 
 @contextlib.contextmanager
@@ -232,8 +244,8 @@ def _split_tensors(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 def _model_and_optimizer_state(model: nn.Module, optimizer, with_optimizer: bool):
     if with_optimizer:
-        return get_state_dict(model, optimizer, options=_OPTIONS)
-    return get_model_state_dict(model, options=_OPTIONS), {}
+        return _state_dict_api().get_state_dict(model, optimizer, options=_options())
+    return _state_dict_api().get_model_state_dict(model, options=_options()), {}
 
 
 def sharded_state_dict(
@@ -322,7 +334,7 @@ def write_sharded_state(
         raise OSError(f"could not prepare the checkpoint directory {directory}")
     payload = {**state.tensors, _OBJECTS: _objects_tensor(state.objects)}
     with _dcp_call(f"saving the sharded checkpoint {directory}"):
-        dcp.save(payload, checkpoint_id=str(directory), **_dcp_options(group))
+        _dcp().save(payload, checkpoint_id=str(directory), **_dcp_options(group))
     return directory
 
 
@@ -346,7 +358,7 @@ def _saved_objects(directory: Path, metadata, group) -> dict[str, Any]:
         raise ValueError(f"{directory} is a DCP checkpoint, but not one of chapter20's")
     buffer = torch.empty(entry.size, dtype=torch.uint8)
     with _dcp_call(f"loading the sharded checkpoint {directory}"):
-        dcp.load({_OBJECTS: buffer}, checkpoint_id=str(directory), **_dcp_options(group))
+        _dcp().load({_OBJECTS: buffer}, checkpoint_id=str(directory), **_dcp_options(group))
     return torch.load(io.BytesIO(buffer.numpy().tobytes()), weights_only=True)
 
 
@@ -396,7 +408,7 @@ def load_sharded_state(
             "did not complete, or this is not a checkpoint directory)"
         )
     tables = sharded_tables(model)
-    metadata = dcp.FileSystemReader(str(directory)).read_metadata()
+    metadata = _dcp().FileSystemReader(str(directory)).read_metadata()
     objects = _saved_objects(directory, metadata, group)
     _check_tables(tables, objects["tables"])
     if optimizer is not None and not objects["optimizer_saved"]:
@@ -425,7 +437,7 @@ def load_sharded_state(
         )
         targets[part][key] = _as_global(block.detach(), table, mesh)
     with _dcp_call(f"loading the sharded checkpoint {directory}"):
-        dcp.load(targets, checkpoint_id=str(directory), **_dcp_options(group))
+        _dcp().load(targets, checkpoint_id=str(directory), **_dcp_options(group))
     for (part, key), table in rows.items():
         block = targets[part][key]
         block = block.to_local() if hasattr(block, "to_local") else block
@@ -439,8 +451,12 @@ def load_sharded_state(
     model_sd = {**model_sd, **parts["model"], **objects["model"], **extra}
     if stepped:
         optim_sd = {**optim_sd, **parts["optimizer"], **objects["optimizer"]}
-        set_state_dict(
-            model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=_OPTIONS
+        _state_dict_api().set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=model_sd,
+            optim_state_dict=optim_sd,
+            options=_options(),
         )
     else:
         model.load_state_dict(model_sd)

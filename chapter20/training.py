@@ -44,7 +44,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from chapter20.accumulation import num_examples, split_batch
 from chapter20.checkpointing import POLICIES, apply_checkpointing
@@ -322,6 +321,9 @@ class Trainer:
         if self.sharded and self.world_size > 1:
             # Each rank holds other table rows, so one rank may see an inf the others do not:
             # this scaler agrees on "found inf" across the group, so all ranks skip together.
+            # (Imported here: torch.distributed.fsdp costs seconds at every process start.)
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
             return ShardedGradScaler(
                 self.device.type, init_scale=self.config.init_scale, process_group=self.group
             )

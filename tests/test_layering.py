@@ -47,3 +47,18 @@ def test_the_check_sees_every_import_form(tmp_path):
         "import chapter20.a_lab\nfrom chapter20.b_lab import x\nfrom chapter20 import c_lab, data\n"
     )
     assert _imported_modules(sample) == {"a_lab", "b_lab", "c_lab", "data"}
+
+
+def test_a_training_launch_does_not_import_what_it_does_not_use():
+    """Every torchrun launch and every restart after a preemption imports the spot loop: the
+    plotting library, DCP and FSDP (seconds of start-up) are imported only when used."""
+    import subprocess
+    import sys
+
+    heavy = ("matplotlib", "torch.distributed.checkpoint", "torch.distributed.fsdp")
+    code = (
+        "import sys, chapter20.spot_training, chapter20.scripts.spot_demo, chapter20.training\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
