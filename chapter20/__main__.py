@@ -143,8 +143,10 @@ def cmd_audit(width: int) -> int:
     frame = audit()
     print(audit_text(frame, width))
     counts = frame["verdict"].value_counts()
-    print(f"\n{len(frame)} claims, each judged by its owner notebook (data/claims.csv): "
-          + ", ".join(f"{v}: {n}" for v, n in counts.items()))
+    print(
+        f"\n{len(frame)} claims, each judged by its owner notebook (data/claims.csv): "
+        + ", ".join(f"{v}: {n}" for v, n in counts.items())
+    )
     measured = (frame["verdict"] != NOT_YET_MEASURED).sum()
     print(f"{measured} row(s) measured, read from {results_dir()}")
     return 0

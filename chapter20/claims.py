@@ -202,11 +202,15 @@ def _checked_conditions(conditions: Mapping[str, object] | None) -> dict[str, bo
     if conditions is None:
         return {}
     if not isinstance(conditions, Mapping):
-        raise TypeError(f"conditions must be a mapping of name -> bool, got {type(conditions).__name__}")
+        raise TypeError(
+            f"conditions must be a mapping of name -> bool, got {type(conditions).__name__}"
+        )
     out = {}
     for name, value in conditions.items():
         if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"conditions[{name!r}] must be a computed bool, got {type(value).__name__}")
+            raise TypeError(
+                f"conditions[{name!r}] must be a computed bool, got {type(value).__name__}"
+            )
         out[str(name)] = bool(value)
     return out
 

@@ -80,9 +80,9 @@ def _human_pairs() -> np.ndarray:
     return _upper(lee_human_similarity())
 
 
-def cosine_matrix(vectors: torch.Tensor | np.ndarray) -> np.ndarray:
-    """Cosine similarity of every pair of rows, float64 ``[n, n]``; a zero row raises (its
-    cosine is undefined, and a made-up 0 would bias the correlation)."""
+def _unit_rows(vectors: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1, float64; a zero row raises (its cosine is undefined, and a
+    made-up 0 would bias the correlation)."""
     x = np.asarray(vectors.detach().cpu() if isinstance(vectors, torch.Tensor) else vectors)
     if x.ndim != 2:
         raise ValueError(f"vectors must be 2-D [n, d], got shape {x.shape}")
@@ -90,8 +90,16 @@ def cosine_matrix(vectors: torch.Tensor | np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     if not np.all(norms > 0):
         raise ValueError(f"rows {np.flatnonzero(norms[:, 0] == 0).tolist()} of vectors are zero")
-    x = x / norms
-    return x @ x.T
+    return x / norms
+
+
+def cosine_matrix(
+    vectors: torch.Tensor | np.ndarray, others: torch.Tensor | np.ndarray | None = None
+) -> np.ndarray:
+    """Cosine similarity of every row of ``vectors`` with every row of ``others`` (default: of
+    ``vectors`` itself), float64 ``[n, m]``; a zero row raises."""
+    x = _unit_rows(vectors)
+    return x @ (x if others is None else _unit_rows(others)).T
 
 
 def lee_score(similarity: np.ndarray) -> LeeScore:
@@ -250,9 +258,8 @@ def retrieval_recall(
         raise ValueError(f"{len(anchors)} anchors but {len(positives)} positives")
     if len(anchors) < 2:
         raise ValueError("retrieval needs at least 2 pairs")
-    scores = cosine_matrix(np.concatenate([_numpy(encode(anchors)), _numpy(encode(positives))]))
+    scores = cosine_matrix(_numpy(encode(anchors)), _numpy(encode(positives)))  # [n, n]
     n = len(anchors)
-    scores = scores[:n, n:]
     own = scores.diagonal()[:, None]
     beaten_or_tied = (scores >= own).sum(axis=1) - 1  # candidates other than the true one
     result = {}

@@ -157,7 +157,8 @@ def gpu_figure(
     quantity: str, *, command: str | None = None, path: str | os.PathLike | None = None
 ) -> GpuFigure:
     """The newest row of the record measured on a GPU whose ``quantity`` is ``quantity`` (and
-    whose ``command`` contains ``command``, if given); ``ValueError`` naming the quantity when there is none.
+    whose ``command`` contains ``command``, if given); ``ValueError`` naming the quantity when
+    there is none.
     A newer run appends rows, so the newest one is the figure to cite."""
     frame = read_gpu_measurements(path)
     on_gpu = ~frame["device"].str.lower().str.startswith(("cpu", "none", "unknown"))

@@ -704,8 +704,10 @@ def claim_evidence(
     c24 = {
         "measured": min(ratio5, ratio10),
         "unit": "× less time per pair",
-        "conditions": {"ours ≈ gensim (ρ within 0.05)": bool(faithful),
-                       "beats the full softmax": bool(better)},  # fmt: skip
+        "conditions": {
+            "ours ≈ gensim (ρ within 0.05)": bool(faithful),
+            "beats the full softmax": bool(better),
+        },  # fmt: skip
         "note": f"k=5: x{ratio5:,.0f}, k=10: x{ratio10:,.0f}; WordSim ρ on the real corpus: ours "
         f"{ns.wordsim353:.3f}, gensim {gns.wordsim353:.3f}, full softmax given {seen} "
         f"{sm.wordsim353:.3f}",

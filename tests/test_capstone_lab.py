@@ -50,4 +50,3 @@ def test_committed_recipe_study_reads_and_is_relative_to_the_final_recipe():
     from chapter20.capstone import RECIPE_STUDY
 
     assert set(table["variant"]) <= set(RECIPE_STUDY)
-

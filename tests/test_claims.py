@@ -63,7 +63,9 @@ def test_bounds_are_ordered():
 
 
 def test_every_claim_has_a_written_criterion_a_basis_and_an_existing_owner():
-    notebooks = {p.stem for p in (claims.data_file("claims.csv").parents[2] / "notebooks").glob("*.ipynb")}
+    notebooks = {
+        p.stem for p in (claims.data_file("claims.csv").parents[2] / "notebooks").glob("*.ipynb")
+    }
     for claim in load_claims().values():
         assert len(claim.criterion) > 30, claim.id
         assert claim.basis in BASES, claim.id
@@ -78,7 +80,9 @@ def test_basis_of_the_rejudged_claims():
     basis = {c.id: c.basis for c in load_claims().values()}
     assert {k for k, v in basis.items() if v == "gpu"} == {"C06", "C07", "C21", "C26"}
     assert {k for k, v in basis.items() if v == "missing"} == {"C01", "C15"}
-    assert {"C14", "C16", "C17", "C20", "C22", "C23"} <= {k for k, v in basis.items() if v == "model"}
+    assert {"C14", "C16", "C17", "C20", "C22", "C23"} <= {
+        k for k, v in basis.items() if v == "model"
+    }
     assert owner("C23") == "05_memory_efficient_optimizers"
     assert judged_in("C10") == "C10 is judged in notebook 04_gradient_checkpointing"
 

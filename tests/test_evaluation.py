@@ -35,6 +35,7 @@ def test_cosine_matrix_matches_torch_and_refuses_zero_rows():
     x = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
     expected = torch.nn.functional.cosine_similarity(x[:, None], x[None], dim=-1)
     np.testing.assert_allclose(evaluation.cosine_matrix(x), expected.numpy(), atol=1e-6)
+    np.testing.assert_allclose(evaluation.cosine_matrix(x[:2], x[3:]), expected[:2, 3:], atol=1e-6)
     x[2] = 0
     with pytest.raises(ValueError, match=r"rows \[2\]"):
         evaluation.cosine_matrix(x)
@@ -109,4 +110,3 @@ def test_correlations_match_scipy():
     assert evaluation._pearson(x, y) == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
     rho = evaluation._pearson(evaluation._ranks(x), evaluation._ranks(y))
     assert rho == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
-

@@ -174,8 +174,8 @@ def test_gpu_figure_takes_the_newest_gpu_row_and_names_a_missing_quantity(tmp_pa
     row = {"command": "chapter20 bench precision", "quantity": "q", "value": 1.5, "unit": "×"}
     old = {"date": "2026-01-01", "device": "NVIDIA A100", "driver": "1", "torch": "2.9"}
     gpu_log.append_gpu_measurements([row], provenance=old, path=path)
-    gpu_log.append_gpu_measurements([{**row, "value": 2.5}], provenance={**old, "date": "2026-06-01"},
-                                    path=path)  # fmt: skip
+    newer = {**old, "date": "2026-06-01"}
+    gpu_log.append_gpu_measurements([{**row, "value": 2.5}], provenance=newer, path=path)
     cpu = {**old, "date": "2027-01-01", "device": "cpu (no CUDA)"}
     gpu_log.append_gpu_measurements([{**row, "value": 0.1}], provenance=cpu, path=path)
     figure = gpu_log.gpu_figure("q", path=path)

@@ -104,8 +104,10 @@ def test_ends_with_a_claims_check(path):
 
 # A verdict is computed by chapter20.claims from a measured value and the claim's criterion,
 # never typed (issue 18): no verdict keyword, no verdict string, no literal True/False in a check.
-_TYPED = re.compile(r"\b(holds|needs_gpu|verdict)\s*=|[\"'](holds|does not hold( here)?|needs a GPU|"
-                    r"not measurable here|consistent with the model)[\"']")
+_TYPED = re.compile(
+    r"\b(holds|needs_gpu|verdict)\s*=|[\"'](holds|does not hold( here)?|needs a GPU|"
+    r"not measurable here|consistent with the model)[\"']"
+)
 _CHECK_CALL = re.compile(r"\.check\(")
 
 
