@@ -109,4 +109,3 @@ def test_correlations_match_scipy():
     assert evaluation._pearson(x, y) == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
     rho = evaluation._pearson(evaluation._ranks(x), evaluation._ranks(y))
     assert rho == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
-

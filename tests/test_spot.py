@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20.training import Trainer
 from chapter20.distributed import run_local_group
 from chapter20.paths import repo_root
 from chapter20.spot import (
