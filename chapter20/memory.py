@@ -109,6 +109,25 @@ class EncoderShape:
             output_dim=projection.out_features if isinstance(projection, nn.Linear) else None,
         )
 
+    def build(self, *, seed: int | None = None, dropout: float = 0.0):
+        """A ``TransformerEncoder`` of this shape (no dropout by default, as the memory and
+        speed experiments measure it), its weights drawn after ``set_seed(seed)`` if given."""
+        from chapter20.device import set_seed
+        from chapter20.models import TransformerEncoder
+
+        if seed is not None:
+            set_seed(seed)
+        return TransformerEncoder(
+            self.vocab_size,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            d_ff=self.d_ff,
+            max_len=self.max_len,
+            dropout=dropout,
+            output_dim=self.output_dim,
+        )
+
     def parameter_sizes(self) -> list[int]:
         """Element count of every parameter tensor, in ``model.parameters()`` order."""
         d, f = self.d_model, self.d_ff

@@ -9,10 +9,8 @@ import pandas as pd
 import torch
 
 from chapter20.data import PairData
-from chapter20.device import set_seed
 from chapter20.measure import format_bytes, time_interleaved
 from chapter20.memory import EncoderShape, plan
-from chapter20.models import TransformerEncoder
 from chapter20.optimizers import make_optimizer, optimizer_state_bytes
 from chapter20.plotting import new_figure
 from chapter20.training import TrainConfig, Trainer, step_peak_memory, train_on_pairs
@@ -67,18 +65,6 @@ def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_
     return pd.DataFrame(records)
 
 
-def _encoder(shape: EncoderShape, seed: int = 0) -> TransformerEncoder:
-    set_seed(seed)
-    return TransformerEncoder(
-        shape.vocab_size,
-        d_model=shape.d_model,
-        n_heads=shape.n_heads,
-        n_layers=shape.n_layers,
-        max_len=shape.max_len,
-        dropout=0.0,
-    )
-
-
 def convergence(
     data: PairData,
     kinds=("adamw", "adamw8bit", "sgd_nesterov"),
@@ -97,7 +83,7 @@ def convergence(
     for kind in kinds:
         rate = sgd_lr if "sgd" in kind else lr
         config = TrainConfig(optimizer=kind, lr=rate, state_32bit_tables=False)
-        trainer = _quiet_trainer(_encoder(shape, seed), config)
+        trainer = _quiet_trainer(shape.build(seed=seed), config)
         results = train_on_pairs(
             trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
         )
@@ -136,7 +122,7 @@ def measure_step(
         lr=1e-4,
         state_32bit_tables=False,
     )
-    trainer = _quiet_trainer(_encoder(shape), config)
+    trainer = _quiet_trainer(shape.build(seed=0), config)
     ids = torch.randint(
         1,
         shape.vocab_size,

@@ -16,10 +16,9 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from chapter20.device import get_device, set_seed
+from chapter20.device import get_device
 from chapter20.measure import format_bytes, time_interleaved
 from chapter20.memory import EncoderShape, plan
-from chapter20.models import TransformerEncoder
 from chapter20.training import TrainConfig, Trainer, step_peak_memory
 
 __all__ = [
@@ -45,22 +44,10 @@ COMPOSED = TrainConfig(
 )
 
 
-def _encoder(shape: EncoderShape, seed: int = 0) -> TransformerEncoder:
-    set_seed(seed)
-    return TransformerEncoder(
-        shape.vocab_size,
-        d_model=shape.d_model,
-        n_heads=shape.n_heads,
-        n_layers=shape.n_layers,
-        max_len=shape.max_len,
-        dropout=0.0,
-    )
-
-
 def _trainer(shape: EncoderShape, config: TrainConfig, device: torch.device) -> Trainer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # bitsandbytes' notices about optional kernels
-        return Trainer(_encoder(shape).to(device), config)
+        return Trainer(shape.build(seed=0).to(device), config)
 
 
 def _pairs(shape: EncoderShape, batch: int, seq_len: int, device: torch.device):

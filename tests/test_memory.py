@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from chapter20.measure import gradients_of, tensor_bytes
-from chapter20.memory import OPTIMIZER_STATE_ELEMENTS, training_state_bytes
+from chapter20.memory import OPTIMIZER_STATE_ELEMENTS, EncoderShape, training_state_bytes
 
 
 def test_adam_float32_is_16_bytes_per_parameter_plus_step_counters():
@@ -254,3 +254,16 @@ def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
         assert whole.components[name] - sharded.components[name] == table - table // 4
     with pytest.raises(ValueError, match="BagShape only"):
         plan(EncoderShape(100, 16, 2, 1), batch=2, seq_len=8, sharded_table=True)
+
+
+def test_a_shape_builds_the_encoder_it_describes():
+    from chapter20.device import set_seed
+    from chapter20.models import TransformerEncoder
+
+    shape = EncoderShape(500, 32, 4, 2, max_len=16)
+    built = shape.build(seed=3)
+    set_seed(3)
+    plain = TransformerEncoder(500, d_model=32, n_heads=4, n_layers=2, max_len=16, dropout=0.0)
+    assert EncoderShape.of(built) == shape
+    for a, b in zip(built.state_dict().values(), plain.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
