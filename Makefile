@@ -2,6 +2,7 @@
 #
 #   make run         set up, execute every notebook into build/ (+ HTML), print the claims audit
 #   make test        set up, unit tests, then every notebook under nbval
+#   make test-all    the same plus the tests marked slow (end-to-end repeats of proofs made elsewhere)
 #   make test-slurm  install and start a one-node SLURM (Debian packages, root), run the sbatch test
 #   make lab         JupyterLab on notebooks/
 #   make notebooks   re-execute the committed notebooks in place, in order
@@ -51,7 +52,7 @@ PIP_LOG := $(VENV)/pip-install.log
 PIP := quiet_pip() { $(BIN)/python -m pip install --disable-pip-version-check "$$@" >>$(PIP_LOG) 2>&1 \
 	|| { tail -n 40 $(PIP_LOG); echo "pip install failed; whole log: $(PIP_LOG)"; exit 1; }; }; quiet_pip
 
-.PHONY: run test test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check
+.PHONY: run test test-all test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check
 
 venv: $(STAMP)
 
@@ -74,16 +75,21 @@ run: $(STAMP)
 
 test: test-unit test-notebooks
 
+# Also the tests marked slow: end-to-end repeats of proofs that notebooks or faster tests make.
+test-all: $(STAMP)
+	@$(MAKE) --no-print-directory test UNIT_MARKERS="not slurm"
+
 # Runs a command, then says how long it took and the load average (other work on the machine
 # slows every phase); keeps the command's exit status.
 TIMED := timed() { local name=$$1 start=$$SECONDS status=0; shift; "$$@" || status=$$?; \
 	echo "== $$name took $$((SECONDS - start)) s (load average: $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
 	return $$status; }; timed
 
+UNIT_MARKERS ?= not slurm and not slow
 test-unit: $(STAMP)
-	@echo "== unit tests"
+	@echo "== unit tests ($(UNIT_MARKERS))"
 	@$(TIMED) "unit tests" env CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
-		$(BIN)/python -m pytest tests -q -m "not slurm" --durations=15
+		$(BIN)/python -m pytest tests -q -m "$(UNIT_MARKERS)" --durations=15
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"

@@ -293,7 +293,6 @@ def plot_ablation(frame: pd.DataFrame):
     axes[2].scatter(frame["planned_MB"], list(y), marker="|", s=300, color="black",
                     label="plan", zorder=3)  # fmt: skip
     axes[2].legend(loc="lower right")
-    fig.tight_layout()
     return fig
 
 

@@ -21,8 +21,6 @@ import pytest
 
 from chapter20.paths import repo_root
 
-pytestmark = pytest.mark.slow
-
 
 def _run(command: list[str], cwd: Path, env: dict | None = None) -> str:
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)

@@ -7,11 +7,8 @@ from __future__ import annotations
 import re
 
 import nbformat
-import pytest
 
 from chapter20.scripts import run_notebooks
-
-pytestmark = pytest.mark.slow
 
 FIGURE = """import subprocess
 import matplotlib.pyplot as plt

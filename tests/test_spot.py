@@ -561,6 +561,7 @@ def _fingerprint(result: subprocess.CompletedProcess) -> str:
     return result.stdout.split("fingerprint ")[-1].strip()
 
 
+@pytest.mark.slow  # notebook 07 proves the same (2 ranks, 3 kills, bitwise equal) under nbval
 def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
     """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group: the
     composed trainer ends with the parameters of the uninterrupted 2-rank run (one thread per
@@ -573,6 +574,7 @@ def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
     assert sum("kill" in r for r in read_progress(tmp_path)) == 3
 
 
+@pytest.mark.slow  # the torchrun-restart test and notebook 07 cover resuming after a kill
 def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
     script = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--chaos", "1"]
     script += ["--checkpoint-dir", str(tmp_path)]
