@@ -47,7 +47,6 @@ from chapter20.checks import (
     check_optional_int,
     check_optional_positive,
     check_positive,
-    check_real,
 )
 from chapter20.cost import (
     EMBEDDING_WORKLOAD,
@@ -67,7 +66,7 @@ from chapter20.models import WeightedBagEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS
 from chapter20.sharding import ShardedEmbedding
 from chapter20.spot import parameter_fingerprint
-from chapter20.spot_training import resumable_loop
+from chapter20.spot_training import check_loop_settings, resumable_loop
 from chapter20.training import TrainConfig, Trainer, step_peak_memory
 
 __all__ = [
@@ -151,28 +150,17 @@ class RunConfig:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling must be one of {LR_SCALING}, got {self.lr_scaling!r}")
-        for name in ("dim", "steps", "base_batch", "keep_last", "eval_pairs"):
+        check_loop_settings(self)
+        for name in ("dim", "base_batch", "eval_pairs"):
             check_int(name, getattr(self, name), 1)
         check_int("batch", self.batch, 2)
-        for name in ("seed", "warmup", "chaos_kills", "chaos_seed"):
+        for name in ("seed", "warmup"):
             check_int(name, getattr(self, name), 0)
         check_optional_positive("lr", self.lr)
         check_positive("temperature", self.temperature)
         check_positive("plan_gpu_gb", self.plan_gpu_gb)
-        for name in ("eval_every", "checkpoint_every", "stop_after"):
-            check_optional_int(name, getattr(self, name), 1)
-        check_optional_positive("checkpoint_seconds", self.checkpoint_seconds)
-        if check_real("step_delay", self.step_delay, finite=True) < 0:
-            raise ValueError(f"step_delay must be >= 0 seconds, got {self.step_delay}")
-        if self.checkpoint_every is None and self.checkpoint_seconds is None:
-            raise ValueError("give checkpoint_every (steps), checkpoint_seconds, or both")
-        for name in (
-            "cross_rank_negatives",
-            "state_32bit_tables",
-            "sharded_table",
-            "deterministic",
-            "progress",
-        ):
+        check_optional_int("eval_every", self.eval_every, 1)
+        for name in ("cross_rank_negatives", "state_32bit_tables", "sharded_table", "progress"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.sharded_table and self.model != "bag":

@@ -61,6 +61,7 @@ from chapter20.training import StepResult, TrainConfig, Trainer
 __all__ = [
     "LoopResult",
     "LoopSettings",
+    "check_loop_settings",
     "SpotConfig",
     "launch_spot_demo",
     "read_progress",
@@ -108,20 +109,13 @@ class SpotConfig:
     deterministic: bool = True
 
     def __post_init__(self):
-        for name in ("steps", "global_batch", "vocab", "dim", "warmup", "keep_last"):
+        check_loop_settings(self)
+        for name in ("global_batch", "vocab", "dim", "warmup"):
             check_int(name, getattr(self, name), 1)
-        for name in ("chaos_kills", "seed", "chaos_seed"):
-            check_int(name, getattr(self, name), 0)
+        check_int("seed", self.seed, 0)
         check_positive("lr", self.lr)
-        check_optional_int("checkpoint_every", self.checkpoint_every, 1)
-        check_optional_int("stop_after", self.stop_after, 1)
-        check_optional_positive("checkpoint_seconds", self.checkpoint_seconds)
         if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
-        if check_real("step_delay", self.step_delay, finite=True) < 0:
-            raise ValueError(f"step_delay must be >= 0 seconds, got {self.step_delay}")
-        if self.checkpoint_every is None and self.checkpoint_seconds is None:
-            raise ValueError("give checkpoint_every (steps), checkpoint_seconds, or both")
         self.train_config()  # checks the training switches
 
     def train_config(self) -> TrainConfig:
@@ -201,6 +195,24 @@ class LoopSettings(Protocol):
     notice_file: str | None
     stop_after: int | None
     deterministic: bool
+
+
+def check_loop_settings(settings: LoopSettings) -> None:
+    """Checks the fields of :class:`LoopSettings` (§20.5.2) that every run's config shares:
+    ValueError/TypeError naming the field and what is allowed."""
+    for name in ("steps", "keep_last"):
+        check_int(name, getattr(settings, name), 1)
+    for name in ("chaos_kills", "chaos_seed"):
+        check_int(name, getattr(settings, name), 0)
+    for name in ("checkpoint_every", "stop_after"):
+        check_optional_int(name, getattr(settings, name), 1)
+    check_optional_positive("checkpoint_seconds", settings.checkpoint_seconds)
+    if check_real("step_delay", settings.step_delay, finite=True) < 0:
+        raise ValueError(f"step_delay must be >= 0 seconds, got {settings.step_delay}")
+    if settings.checkpoint_every is None and settings.checkpoint_seconds is None:
+        raise ValueError("give checkpoint_every (steps), checkpoint_seconds, or both")
+    if not isinstance(settings.deterministic, bool):
+        raise TypeError(f"deterministic must be True or False, got {settings.deterministic!r}")
 
 
 @dataclass
