@@ -67,7 +67,7 @@ from chapter20.optimizers import OPTIMIZER_KINDS
 from chapter20.sharding import ShardedEmbedding
 from chapter20.spot import parameter_fingerprint
 from chapter20.spot_training import check_loop_settings, resumable_loop
-from chapter20.training import TrainConfig, Trainer, step_peak_memory
+from chapter20.training import TrainConfig, Trainer, planned_step, step_peak_memory
 
 __all__ = [
     "LR_SCALING",
@@ -229,18 +229,11 @@ def memory_plan(config: RunConfig, model: nn.Module, world_size: int = 1) -> Mem
     world_size = check_int("world_size", world_size, 1)
     if config.batch % world_size:
         raise ValueError(f"world_size ({world_size}) must divide the batch ({config.batch})")
-    train = config.train_config()
-    precision = "fp32" if train.precision == "auto" else train.precision
-    return plan(
+    return planned_step(
         _shape(model),
+        config.train_config(),
         batch=config.batch // world_size,
         seq_len=config.recipe().max_span,
-        precision=precision,
-        optimizer=train.optimizer,
-        checkpointing=train.checkpointing,
-        k=train.checkpointing_k,
-        chunk_size=train.chunk_size,
-        table_state_32bit=train.state_32bit_tables and "8bit" in train.optimizer,
         world_size=world_size,
         sharded_table=config.sharded_table,
         gpu_bytes=config.plan_gpu_gb * 1e9,

@@ -55,6 +55,7 @@ from chapter20.device import get_device, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
 from chapter20.encoder_io import load_encoder
 from chapter20.measure import peak_memory, time_fn
+from chapter20.memory import plan
 from chapter20.models import TransformerEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
@@ -67,6 +68,7 @@ __all__ = [
     "TrainedModule",
     "Trainer",
     "load_encoder",
+    "planned_step",
     "step_peak_memory",
     "measure_throughput",
     "train_on_pairs",
@@ -619,6 +621,29 @@ def step_peak_memory(trainer: Trainer, batch: Any, device: torch.device | str | 
         optimizer=trainer.optimizer,
         inputs=batch,
         device=device,
+    )
+
+
+def planned_step(
+    shape, config: TrainConfig, *, batch: int, seq_len: int,
+    device: torch.device | str | None = None, **options,
+):  # fmt: skip
+    """``chapter20.memory.plan`` of one step of ``config`` on a model of ``shape`` (§20.3): the
+    config's precision ("auto" resolved for ``device``), optimizer, checkpointing policy,
+    gradient-caching chunk and 32-bit table state; ``options`` are further ``plan`` arguments
+    (``world_size``, ``sharded_table``, ``gpu_bytes``). What :func:`step_peak_memory` measures."""
+    dtype = resolve_precision(config.precision, device)
+    return plan(
+        shape,
+        batch=batch,
+        seq_len=seq_len,
+        precision=next(name for name, d in PRECISIONS.items() if d == dtype),
+        optimizer=config.optimizer,
+        checkpointing=config.checkpointing,
+        k=config.checkpointing_k,
+        chunk_size=config.chunk_size,
+        table_state_32bit=config.state_32bit_tables and "8bit" in config.optimizer,
+        **options,
     )
 
 

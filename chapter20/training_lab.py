@@ -18,8 +18,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from chapter20.device import get_device
 from chapter20.measure import format_bytes, time_interleaved
-from chapter20.memory import EncoderShape, plan
-from chapter20.training import TrainConfig, Trainer, step_peak_memory
+from chapter20.memory import EncoderShape
+from chapter20.training import TrainConfig, Trainer, planned_step, step_peak_memory
 
 __all__ = [
     "BENCH_SHAPE",
@@ -56,19 +56,6 @@ def _pairs(shape: EncoderShape, batch: int, seq_len: int, device: torch.device):
     return tuple(ids.to(device))
 
 
-def _planned(shape: EncoderShape, config: TrainConfig, batch: int, seq_len: int):
-    return plan(
-        shape,
-        batch=batch,
-        seq_len=seq_len,
-        precision=config.precision,
-        optimizer=config.optimizer,
-        checkpointing=config.checkpointing,
-        chunk_size=config.chunk_size,
-        table_state_32bit=config.state_32bit_tables and "8bit" in config.optimizer,
-    )
-
-
 #: Each technique alone, then all of them: what ``composed_vs_plain`` measures.
 TECHNIQUES = {
     "plain fp32 AdamW": {},
@@ -99,7 +86,7 @@ def composed_vs_plain(
     records = []
     for name, config in configs.items():
         report = step_peak_memory(_trainer(shape, config, device), pairs, device)
-        planned = _planned(shape, config, batch, seq_len)
+        planned = planned_step(shape, config, batch=batch, seq_len=seq_len, device=device)
         records.append(
             {
                 "step": name,
