@@ -160,6 +160,10 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "checkpointing": "every_k",
         "checkpointing_k": 2,
     },
+    "training.planned_step": lambda: {
+        "shape": memory.EncoderShape(1000), "config": chapter20.training.TrainConfig(chunk_size=4),
+        "batch": 8, "seq_len": 16, "device": "cpu",
+    },
     "training.TrainedModule": lambda: {"encoder": _linear(), "learned_temperature": 0.05},
     "training.train_on_pairs": lambda: {
         "trainer": __import__("chapter20.training", fromlist=["Trainer"]).Trainer(_bag()),
