@@ -263,9 +263,9 @@ def plan(
     ``precision`` of autocast; under bf16/fp16 autocast also caches 16-bit copies of the
     matmul weights. ZeRO stage 1 shards optimizer state over ``world_size``, stage 2 also the
     gradients, stage 3 also the parameters, each as an even split (``total // world_size``):
-    an ideal that only splitting inside tensors reaches. PyTorch's
-    ``ZeroRedundancyOptimizer`` deals out whole tensors, so the rank that holds the embedding
-    table's state holds more than 1/W (notebook 12 measures both). The peak is weights + state + the largest of four
+    an ideal that only splitting inside tensors reaches. PyTorch's ``ZeroRedundancyOptimizer``
+    deals out whole tensors, so the rank that holds the embedding table's state holds more than
+    1/W (notebook 12 measures both). The peak is weights + state + the largest of four
     phases (``settings["peak_phase"]``): the end of the forward pass, the first recomputed
     segment of a checkpointed backward, the embedding backward (dense table-sized gradients),
     the optimizer step. Calibrated against ``chapter20.measure.peak_memory`` on CPU; the
