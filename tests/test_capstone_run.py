@@ -142,7 +142,7 @@ def _launch(args: list[str], **kwargs) -> subprocess.Popen:
                             **kwargs)  # fmt: skip
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the resumable loop's kill and SIGTERM paths are proven in test_spot
 def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, tmp_path):
     """Launch 1 SIGKILLs itself (--chaos 1); launch 2 gets SIGTERM mid-run, checkpoints and
     exits 143; the last launch (in this process) finishes: bitwise the uninterrupted run."""
@@ -164,7 +164,6 @@ def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, t
     assert last["fingerprint"] == clean[0]["fingerprint"]
 
 
-@pytest.mark.slow
 def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
     """torchrun, 2 processes (gloo), one elastic restart after rank 0's SIGKILL: cross-rank
     negatives, gradient caching and the table's rows split over the ranks (saved through DCP);

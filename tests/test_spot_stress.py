@@ -20,7 +20,7 @@ FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
 DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # test_spot SIGKILLs each phase of a save; notebook 07 kills ranks in torchrun
 def test_killed_from_outside_equals_uninterrupted(tmp_path):
     reference = run_spot_training(SpotConfig(str(tmp_path / "reference"), **FAST))
     # One kill, a random fraction of a step after a random step was logged: mid-step or
