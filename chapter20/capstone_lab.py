@@ -8,20 +8,23 @@
   :func:`quality_table`, :func:`plot_quality`;
 - §20.8's further reading as references: :data:`FURTHER_READING`;
 - the ablation of the composed run (§20.6: each technique switched off in turn, one model,
-  one task): :func:`ablation`, :func:`plot_ablation`, and its heavier version
-  ``python -m chapter20 bench ablation`` (:func:`ablation_benchmark`, with 2 ranks for the
-  cross-rank negatives).
+  one task): :func:`ablation`, :func:`plot_ablation`, the cross-rank negatives on 2 ranks
+  (:func:`cross_rank_ablation`), and the heavier version ``python -m chapter20 bench ablation``
+  (:func:`ablation_benchmark`).
 """
 
 from __future__ import annotations
 
 import copy
+import tempfile
+from dataclasses import replace
 
 import pandas as pd
 
 from chapter20.capstone import EncoderRecipe, build_encoder, recipe_study, train_encoder
-from chapter20.capstone_run import RunConfig, memory_plan
+from chapter20.capstone_run import RunConfig, memory_plan, run_capstone
 from chapter20.claims import NOT_YET_MEASURED, VERDICTS, audit
+from chapter20.distributed import group_rank_and_size, run_local_group
 from chapter20.evaluation import (
     LEE_INTER_RATER,
     baseline_scores,
@@ -40,6 +43,7 @@ __all__ = [
     "FURTHER_READING",
     "ablation",
     "ablation_benchmark",
+    "cross_rank_ablation",
     "composed_run",
     "plot_ablation",
     "saved_and_loaded_difference",
@@ -276,6 +280,44 @@ def ablation(
     return pd.DataFrame(rows)
 
 
+def _rank_of_a_run(config: RunConfig) -> dict | None:
+    """One rank of :func:`cross_rank_ablation`'s runs (``run_local_group`` calls it): the
+    composed run's summary on rank 0."""
+    summary = run_capstone(config, log=lambda *_: None)
+    return summary if group_rank_and_size()[0] == 0 else None
+
+
+def cross_rank_ablation(
+    steps: int = 10, batch: int = 128, chunk: int = 32, dim: int = 256, seed: int = 0,
+    ranks: int = 2,
+) -> pd.DataFrame:  # fmt: skip
+    """The composed configuration of :func:`ablation` on ``ranks`` processes (gloo), with and
+    without cross-rank negatives (§20.2.1, §20.6): the same global batch of ``batch``
+    documents, so each query is scored against ``batch`` candidates with them and against its
+    rank's ``batch / ranks`` without. Each variant is a whole ``run_capstone`` (the composed
+    step inside the resumable loop, DDP over the ranks); same columns as :func:`ablation`, step
+    time from rank 0's training seconds, peak memory measured and planned per rank."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="chapter20-ablation-") as tmp:
+        for name, cross in ((f"all techniques, {ranks} ranks", True),
+                            (f"no cross-rank negatives, {ranks} ranks", False)):  # fmt: skip
+            config = replace(
+                _composed(batch, chunk, dim, seed, {"cross_rank_negatives": cross}),
+                output_dir=f"{tmp}/{cross}", steps=steps, eval_every=None,
+                checkpoint_every=steps, progress=False,
+            )  # fmt: skip
+            summary = run_local_group(_rank_of_a_run, ranks, (config,), timeout_s=900)[0]
+            final, measured = summary["final"], summary["measured_peak_bytes"]
+            rows.append({
+                "variant": name, "batch": batch, "lee_pearson": final["lee_pearson"],
+                "recall@1": final["recall@1"],
+                "step_ms": 1e3 * summary["train_seconds_this_launch"] / steps,
+                "peak_MB": float("nan") if measured is None else measured / 1e6,
+                "planned_MB": summary["planned_peak_bytes"] / 1e6,
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def plot_ablation(frame: pd.DataFrame):
     """Three panels, one bar per variant: Lee Pearson, step time, peak memory (measured, with
     the plan as a tick)."""
@@ -301,6 +343,9 @@ def ablation_benchmark(steps: int = 200, batch: int = 512, chunk: int = 128, dim
     """``python -m chapter20 bench ablation``: :func:`ablation` at a larger size, printed."""
     frame = ablation(steps=steps, batch=batch, chunk=chunk, dim=dim, seed=seed)
     print(frame.round(3).to_string(index=False))
+    print("\ncross-rank negatives (2 ranks, the same global batch):")
+    ranked = cross_rank_ablation(steps=steps, batch=batch, chunk=chunk, dim=dim, seed=seed)
+    print(ranked.round(3).to_string(index=False))
 
 
 def saved_and_loaded_difference(setup, texts: list[str]) -> float:
