@@ -375,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``chapter20`` with ``argv`` (default: the process's arguments); the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:  # every flag after it, --help too, is scripts/train.py's
+        return cmd_train(argv[1:])
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command].run(args)
 

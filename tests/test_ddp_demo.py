@@ -163,3 +163,37 @@ def test_sbatch_template_under_slurm_equals_one_process(tmp_path):
     assert (job["world_size"], job["backend"]) == (2, "gloo")
     assert job["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-6)
     assert job["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)
+
+
+@pytest.mark.slurm
+def test_sbatch_template_runs_the_capstone_under_slurm(tmp_path):
+    """JOB=train: the same template runs ``chapter20 train`` (§20.6) as two SLURM tasks, and the
+    run ends bitwise where the same run under plain torchrun ends (deterministic mode)."""
+    reason = _slurm_missing()
+    if reason:
+        pytest.skip(reason)
+    tiny = ["--dim", "32", "--steps", "6", "--batch-size", "32", "--eval-every", "3",
+            "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup", "2", "--no-progress",
+            "--no-baselines"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    plain = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+             "--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{free_port()}",
+             str(repo_root() / "chapter20" / "scripts" / "train.py"), *tiny,
+             "--output-dir", str(tmp_path / "torchrun")]  # fmt: skip
+    done = subprocess.run(plain, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = tmp_path / "job.log"
+    command = ["sbatch", "--wait", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2",
+               f"--output={log}", "--time=00:10:00", str(repo_root() / SBATCH), *tiny,
+               "--output-dir", str(tmp_path / "slurm")]  # fmt: skip
+    env = {**env, "PYTHON": sys.executable, "JOB": "train"}
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    output = log.read_text() if log.exists() else ""
+    assert result.returncode == 0, result.stderr + output[-3000:]
+    assert "2 torchrun task(s) x 1 process(es)" in output
+    job = json.loads((tmp_path / "slurm" / "summary.json").read_text())
+    reference = json.loads((tmp_path / "torchrun" / "summary.json").read_text())
+    assert (job["world_size"], job["steps"]) == (2, 6)
+    assert job["fingerprint"] == reference["fingerprint"]
