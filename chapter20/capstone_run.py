@@ -26,7 +26,7 @@ import gc
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ from chapter20.models import WeightedBagEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS
 from chapter20.sharding import ShardedEmbedding
 from chapter20.spot import parameter_fingerprint
-from chapter20.spot_training import check_loop_settings, resumable_loop
+from chapter20.spot_training import LoopFields, check_loop_settings, resumable_loop
 from chapter20.training import TrainConfig, Trainer, planned_step, step_peak_memory
 
 __all__ = [
@@ -94,7 +94,7 @@ SUMMARY_FILE = "summary.json"
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(LoopFields):
     """The capstone run (§20.6); every field is checked on creation.
 
     Model: ``model`` ("bag": the recipe's weighted bag; "transformer": 2 blocks, random start),
@@ -106,9 +106,8 @@ class RunConfig:
     ``state_32bit_tables``, ``sharded_table`` (the bag's rows split over the ranks).
     Evaluation: every ``eval_every`` steps on ``eval_pairs`` held-out pairs and Lee.
     Spot loop: ``output_dir`` (checkpoints under ``checkpoints/``, the encoder file and the
-    summary next to them), ``checkpoint_every``/``checkpoint_seconds``, ``keep_last``,
-    ``chaos_kills``/``chaos_seed``, ``step_delay``, ``notice_file``, ``stop_after``,
-    ``deterministic``. ``plan_gpu_gb``: the GPU the memory plan is checked against.
+    summary next to them) and ``chapter20.spot_training.LoopFields``' settings (keyword-only;
+    checkpoints every 50 steps here). ``plan_gpu_gb``: the GPU the memory plan is checked against.
     """
 
     output_dir: str
@@ -131,15 +130,7 @@ class RunConfig:
     sharded_table: bool = False
     eval_every: int | None = 100
     eval_pairs: int = 1_000
-    checkpoint_every: int | None = 50
-    checkpoint_seconds: float | None = None
-    keep_last: int = 3
-    chaos_kills: int = 0
-    chaos_seed: int = 0
-    step_delay: float = 0.0
-    notice_file: str | None = None
-    stop_after: int | None = None
-    deterministic: bool = True
+    checkpoint_every: int | None = field(default=50, kw_only=True)  # the others: LoopFields'
     plan_gpu_gb: float = 80.0
     progress: bool = True
 

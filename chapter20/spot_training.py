@@ -60,6 +60,7 @@ from chapter20.training import StepResult, TrainConfig, Trainer
 
 __all__ = [
     "LoopResult",
+    "LoopFields",
     "LoopSettings",
     "check_loop_settings",
     "SpotConfig",
@@ -73,14 +74,36 @@ CHAOS_FILE = "chaos.json"
 PROGRESS_FILE = "progress.jsonl"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoopFields:
+    """The resumable loop's settings (§20.5.2) that every run's config carries, keyword-only:
+    :class:`SpotConfig` and the capstone's ``chapter20.capstone_run.RunConfig`` inherit them
+    and check them with :func:`check_loop_settings`. Checkpoints every ``checkpoint_every``
+    steps and/or ``checkpoint_seconds``, the newest ``keep_last`` kept; ``chaos_kills``
+    SIGKILLs (placed by ``chaos_seed``); ``step_delay`` seconds slept per step (to give a
+    killer time); ``notice_file``: a preemption notice to watch; ``stop_after``: end the launch
+    after that many steps as if killed; ``deterministic``: train under
+    :func:`chapter20.device.deterministic_mode`."""
+
+    checkpoint_every: int | None = 5
+    checkpoint_seconds: float | None = None
+    keep_last: int = 3
+    chaos_kills: int = 0
+    chaos_seed: int = 0
+    step_delay: float = 0.0
+    notice_file: str | None = None
+    stop_after: int | None = None
+    deterministic: bool = True
+
+
 @dataclass(frozen=True)
-class SpotConfig:
+class SpotConfig(LoopFields):
     """The settings of one spot training run (§20.5.2); the defaults finish in seconds on a CPU.
 
-    ``stop_after`` ends the process after that many steps as if it had been killed, without
-    saving (for in-process tests); ``chaos_kills`` injects that many SIGKILLs over the run.
-    ``precision``, ``chunk_size``, ``learn_temperature`` and ``optimizer`` switch on the
-    composed step's techniques (see ``chapter20.training.TrainConfig``).
+    The loop's settings (checkpoints, chaos, ``stop_after``, ``deterministic``) are
+    :class:`LoopFields`' (keyword-only). ``precision``, ``chunk_size``, ``learn_temperature``
+    and ``optimizer`` switch on the composed step's techniques (see
+    ``chapter20.training.TrainConfig``).
     ``deterministic`` trains under :func:`chapter20.device.deterministic_mode` (one intra-op
     thread, MKL CNR, deterministic algorithms), without which bitwise resume is not guaranteed.
     """
@@ -94,19 +117,10 @@ class SpotConfig:
     warmup: int = 5
     token_dropout: float = 0.1
     seed: int = 0
-    checkpoint_every: int | None = 5
-    checkpoint_seconds: float | None = None
-    keep_last: int = 3
-    chaos_kills: int = 0
-    chaos_seed: int = 0
-    step_delay: float = 0.0
-    notice_file: str | None = None
-    stop_after: int | None = None
     precision: str = "fp32"
     chunk_size: int | None = None
     learn_temperature: bool = False
     optimizer: str = "adamw"
-    deterministic: bool = True
 
     def __post_init__(self):
         check_loop_settings(self)
