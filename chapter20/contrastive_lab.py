@@ -7,7 +7,6 @@ Functions named ``*_on_rank`` run inside a process group (see
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -23,7 +22,6 @@ from chapter20.contrastive import (
     gather_with_grad,
     grad_cache_backward,
     info_nce,
-    recall_at_k,
 )
 from chapter20.data import PairData
 from chapter20.device import set_seed
@@ -31,7 +29,7 @@ from chapter20.distributed import group_rank_and_size, run_local_group
 from chapter20.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.plotting import new_figure, new_panels
-from chapter20.training import TrainConfig, Trainer, train_on_pairs
+from chapter20.training import TrainConfig, Trainer, heldout_run
 
 __all__ = [
     "max_grad_diff",
@@ -249,13 +247,14 @@ def _proof_cases_on_rank(cases: list[tuple[tuple[int, ...], int]]) -> list[dict]
 @dataclass(frozen=True)
 class TrainingRun:
     """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
-    negatives per query, steps, seconds, held-out recalls, loss per step, final weights."""
+    negatives per query, steps, seed, seconds, held-out recalls, loss per step, final weights."""
 
     method: str
     effective_batch: int
     micro: int
     negatives: int
     steps: int
+    seed: int
     seconds: float
     recall: dict[int, float]
     losses: list[float]
@@ -270,7 +269,7 @@ def train_pairs(
     method: str,
     *,
     batch: int = 256,
-    micro: int = 16,
+    micro: int = 32,
     steps: int = 150,
     lr: float = 3e-3,
     dim: int = 128,
@@ -286,41 +285,51 @@ def train_pairs(
     gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
     if method not in STRATEGIES:
         raise ValueError(f"method must be one of {STRATEGIES}, got {method!r}")
-    set_seed(seed)
-    model = BagOfEmbeddingsEncoder(data.vocab_size, dim)
     config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
+    loss = None
     if method == "naive accumulation":
-        trainer = Trainer(model, replace(config, micro_batches=batch // micro), loss=_pair_loss)
-    else:
-        chunk = micro if method == "gradient caching" else None
-        trainer = Trainer(model, replace(config, chunk_size=chunk))
+        config, loss = replace(config, micro_batches=batch // micro), _pair_loss
+    elif method == "gradient caching":
+        config = replace(config, chunk_size=micro)
     step_size = micro if method == "small batch" else batch
-    start = time.perf_counter()
-    results = train_on_pairs(
-        trainer, data.train_anchors, data.train_positives, steps=steps, batch=step_size, seed=seed
-    )
-    seconds = time.perf_counter() - start
+    run = heldout_run(data, config, steps=steps, batch=step_size, seed=seed, dim=dim, loss=loss)
     negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
     return TrainingRun(
         method,
         step_size,
         micro,
         negatives,
-        len(results),
-        seconds,
-        recall_at_k(model, data.test_anchors, data.test_positives),
-        [r.loss for r in results],
-        {k: v.detach().clone() for k, v in model.state_dict().items()},
+        len(run.losses),
+        seed,
+        run.seconds,
+        run.recall,
+        run.losses,
+        run.state,
     )
 
 
-def compare_batch_strategies(data: PairData, **kwargs) -> tuple[pd.DataFrame, list[TrainingRun]]:
-    """Train all ``STRATEGIES`` (same settings) and tabulate recall@1 and recall@10."""
-    runs = [train_pairs(data, method, **kwargs) for method in STRATEGIES]
+def compare_batch_strategies(
+    data: PairData,
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    caching_seeds: tuple[int, ...] = (0,),
+    **kwargs,
+) -> tuple[pd.DataFrame, list[TrainingRun]]:
+    """Train the ``STRATEGIES`` (same settings) once per seed and tabulate recall@1 and
+    recall@10, a row per run. Gradient caching computes the large batch's loss and gradients
+    (proved in notebook 02), so it is trained only for ``caching_seeds``, where its weights are
+    compared with the large batch's; the other strategies run every seed."""
+    runs = [
+        train_pairs(data, method, seed=seed, **kwargs)
+        for seed in seeds
+        for method in STRATEGIES
+        if method != "gradient caching" or seed in caching_seeds
+    ]
     frame = pd.DataFrame(
         [
             {
                 "method": r.method,
+                "seed": r.seed,
                 "effective batch": r.effective_batch
                 if r.method != "naive accumulation"
                 else f"{r.effective_batch} (micro {r.micro})",
@@ -421,28 +430,33 @@ def plot_memory_vs_batch(frame: pd.DataFrame):
 
 
 def plot_recalls(runs: list[TrainingRun]):
-    """Held-out recall@1 and @10 per strategy (left) and training loss per step (right)."""
+    """Held-out recall@1 and @10 per strategy, mean over the seeds with ± one standard
+    deviation (left), and the training loss per step of the first seed (right)."""
     fig, (left, right) = new_panels(
         2, "Next-sentence retrieval on held-out Wikipedia articles", figsize=(10, 4)
     )
-    names = [r.method.replace(" ", "\n") for r in runs]
+    methods = list(dict.fromkeys(r.method for r in runs))
     for offset, k in zip((-0.2, 0.2), (1, 10)):
+        recalls = [torch.tensor([r.recall[k] for r in runs if r.method == m]) for m in methods]
         left.bar(
-            [i + offset for i in range(len(runs))],
-            [r.recall[k] for r in runs],
+            [i + offset for i in range(len(methods))],
+            [float(v.mean()) for v in recalls],
+            yerr=[float(v.std()) if len(v) > 1 else 0.0 for v in recalls],
+            capsize=3,
             width=0.4,
             label=f"recall@{k}",
         )
-    left.set_xticks(range(len(runs)), labels=names)
-    left.set(ylabel="share of test anchors", title="held-out recall")
+    left.set_xticks(range(len(methods)), labels=[m.replace(" ", "\n") for m in methods])
+    left.set(ylabel="share of test anchors", title="held-out recall (mean ± std over seeds)")
     left.legend()
-    for run in runs:
+    first_seed = runs[0].seed
+    for run in (r for r in runs if r.seed == first_seed):
         steps = torch.linspace(0, 1, len(run.losses))
         right.plot(steps, run.losses, label=run.method, linewidth=1)
     right.set(
         xlabel="fraction of training",
         ylabel="training loss (per step)",
-        title="InfoNCE loss (each with its own negatives)",
+        title=f"InfoNCE loss, seed {first_seed} (each with its own negatives)",
     )
     right.legend()
     return fig

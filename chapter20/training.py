@@ -29,7 +29,9 @@ returns one :class:`StepResult` — for every combination of:
 
 :meth:`Trainer.capture_state` / :meth:`Trainer.restore_state` hand the whole training state to
 ``chapter20.spot.CheckpointManager`` (§20.5.2). :func:`train_on_pairs` is the one loop the labs
-share. :func:`load_encoder` (from ``chapter20.encoder_io``) reads a trained encoder file back
+share; :func:`heldout_run` trains the bag-of-embeddings encoder through it on the
+next-sentence pairs and scores held-out recall, the quality check of notebooks 02, 03 and 05.
+:func:`load_encoder` (from ``chapter20.encoder_io``) reads a trained encoder file back
 without any training state: ``load_encoder(path).encode(texts)``.
 """
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,15 +51,20 @@ from torch import nn
 from chapter20.accumulation import num_examples, split_batch
 from chapter20.checkpointing import POLICIES, apply_checkpointing
 from chapter20.checks import check_int, check_optional_positive, check_positive
-from chapter20.contrastive import distributed_info_nce, grad_cache_backward, info_nce
+from chapter20.contrastive import (
+    distributed_info_nce,
+    grad_cache_backward,
+    info_nce,
+    recall_at_k,
+)
 from chapter20.cost import EMBEDDING_WORKLOAD, Workload
-from chapter20.data import shuffled_batches
+from chapter20.data import PairData, shuffled_batches
 from chapter20.device import get_device, set_seed
 from chapter20.distributed import group_rank_and_size, warmup_schedule
 from chapter20.encoder_io import load_encoder
 from chapter20.measure import peak_memory, time_fn
 from chapter20.memory import plan
-from chapter20.models import TransformerEncoder
+from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.optimizers import OPTIMIZER_KINDS, make_optimizer
 from chapter20.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.sharding import ShardedEmbedding, data_parallel_ignored_names
@@ -72,6 +80,8 @@ __all__ = [
     "step_peak_memory",
     "measure_throughput",
     "train_on_pairs",
+    "HeldoutRun",
+    "heldout_run",
 ]
 
 SCHEDULES = ("constant", "cosine")
@@ -669,3 +679,58 @@ def train_on_pairs(
         chosen = anchors[ids] if transform is None else transform(anchors[ids])
         results.append(trainer.step((chosen.to(trainer.device), positives[ids].to(trainer.device))))
     return results
+
+
+@dataclass(frozen=True)
+class HeldoutRun:
+    """One :func:`heldout_run`: the loss of every step, held-out recall@k (k = 1, 10), the
+    steps skipped for non-finite gradients, the training seconds and the final weights."""
+
+    losses: list[float]
+    recall: dict[int, float]
+    skipped_steps: int
+    seconds: float
+    state: dict[str, torch.Tensor]
+
+    @property
+    def final_loss(self) -> float:
+        """Mean loss of the last 10 steps (fewer if the run was shorter)."""
+        return float(sum(self.losses[-10:]) / len(self.losses[-10:]))
+
+
+def heldout_run(
+    data: PairData,
+    config: TrainConfig,
+    *,
+    steps: int,
+    batch: int,
+    seed: int = 0,
+    dim: int = 128,
+    loss: Callable | None = None,
+) -> HeldoutRun:
+    """Train the bag-of-embeddings encoder (``dim`` wide, seeded with ``seed``) on ``data``'s
+    training pairs for ``steps`` steps of ``batch`` pairs through the composed trainer with
+    ``config`` (and a per-example ``loss`` where the config accumulates), then score recall@1
+    and @10 on the held-out pairs (chance: k / number of held-out pairs). The quality runs of
+    §20.2.1 (batch strategies), §20.2.2 (precisions) and §20.3.2 (optimizers) are this run with
+    one option changed.
+
+    Recall is scored in float32 whatever precision trained the weights: the question is what
+    training did to the model. (Scored under 16-bit autocast, the coarser similarities tie
+    more often, and a tie with the true positive counts as a hit.)"""
+    steps, batch = check_int("steps", steps, 1), check_int("batch", batch, 1)
+    set_seed(check_int("seed", seed, 0))
+    model = BagOfEmbeddingsEncoder(data.vocab_size, check_int("dim", dim, 1))
+    trainer = Trainer(model, config, loss=loss)
+    start = time.perf_counter()
+    results = train_on_pairs(
+        trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
+    )
+    seconds = time.perf_counter() - start
+    return HeldoutRun(
+        [r.loss for r in results],
+        recall_at_k(model, data.test_anchors, data.test_positives),
+        trainer.skipped_steps,
+        seconds,
+        {k: v.detach().clone() for k, v in model.state_dict().items()},
+    )

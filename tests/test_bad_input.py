@@ -47,6 +47,13 @@ def _linear():
     return torch.nn.Linear(4, 2)
 
 
+def _pair_data():
+    from chapter20.data import PairData
+
+    ids = torch.randint(1, 20, (4, 8, 3), generator=torch.Generator().manual_seed(0))
+    return PairData(*ids, vocab_size=20)
+
+
 def _sgd():
     return torch.optim.SGD(_linear().parameters(), lr=0.1)
 
@@ -172,6 +179,10 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "steps": 1,
         "batch": 4,
         "seed": 0,
+    },
+    "training.heldout_run": lambda: {
+        "data": _pair_data(), "config": chapter20.training.TrainConfig(), "steps": 1, "batch": 4,
+        "seed": 0, "dim": 4,
     },
     "checkpointing.segment_size": lambda: {"policy": "every_k", "num_layers": 4, "k": 2},
     "checkpointing.apply_checkpointing": lambda: {"model": _encoder(), "policy": "every_k", "k": 1},
@@ -572,6 +583,10 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "evaluation.baseline_scores": lambda: {"seeds": (0,)},
     "evaluation.heldout_sentence_pairs": lambda: {"limit": 10, "test_fraction": 0.1, "seed": 0},
+    "evaluation.versus_reference": lambda: {
+        "frame": __import__("pandas").DataFrame({"m": ["a", "b"], "r": [0.1, 0.2]}), "by": "m",
+        "reference": "a", "column": "r", "chance": 0.01,
+    },
     "evaluation.lee_baseline": lambda: {"method": "tfidf", "seed": 0, "lsi_topics": 20},
     "evaluation.retrieval_recall": lambda: {
         "encode": _count_encode, "anchors": ["a", "b"], "positives": ["c", "d"], "ks": (1,),
@@ -642,6 +657,7 @@ ACCEPTS: dict[str, set[str]] = {
             "training.TrainConfig.weight_decay",
             "training.TrainConfig.warmup_steps",
             "training.train_on_pairs.seed",
+            "training.heldout_run.seed",
             "checkpointing.predicted_activation_bytes.boundary_bytes",
             "checkpointing.predicted_activation_bytes.selective_layer_bytes",
             "checkpointing.predicted_activation_bytes.other_bytes",
