@@ -17,6 +17,7 @@ import math
 import pkgutil
 import random
 import signal
+import tempfile
 import typing
 import warnings
 
@@ -782,10 +783,13 @@ WRAP = {
 }
 
 
-def _tmp() -> str:
-    import tempfile
+# One directory for every case's files, removed when the test process ends (a directory per
+# case under it, so no case sees another's checkpoints).
+_TMP_ROOT = tempfile.TemporaryDirectory(prefix="chapter20-bad-input-")
 
-    return tempfile.mkdtemp(prefix="chapter20-bad-input-")
+
+def _tmp() -> str:
+    return tempfile.mkdtemp(dir=_TMP_ROOT.name)
 
 
 def _public_callables() -> dict[str, typing.Callable]:
