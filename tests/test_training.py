@@ -454,7 +454,7 @@ def test_train_on_pairs_lowers_the_loss_and_returns_every_step():
 # --- heldout_run: the quality run of notebooks 02, 03 and 05 ----------------------------------
 
 
-def _pairs(vocab: int = 30, n: int = 64, test: int = 16):
+def _identical_pairs(vocab: int = 30, n: int = 64, test: int = 16):
     from chapter20.data import PairData
 
     g = torch.Generator().manual_seed(0)
@@ -466,7 +466,7 @@ def _pairs(vocab: int = 30, n: int = 64, test: int = 16):
 def test_heldout_run_is_the_seeded_loop_it_describes():
     from chapter20.training import heldout_run
 
-    data = _pairs()
+    data = _identical_pairs()
     config = TrainConfig(lr=0.05, weight_decay=0.0)
     first = heldout_run(data, config, steps=12, batch=16, seed=3, dim=8)
     again = heldout_run(data, config, steps=12, batch=16, seed=3, dim=8)
@@ -490,7 +490,7 @@ def test_heldout_run_scores_recall_in_float32_whatever_trained_it():
     from chapter20.contrastive import recall_at_k
     from chapter20.training import heldout_run
 
-    data = _pairs()
+    data = _identical_pairs()
     run = heldout_run(data, TrainConfig(precision="bf16"), steps=3, batch=16, seed=0, dim=8)
     model = BagOfEmbeddingsEncoder(30, 8)
     model.load_state_dict(run.state)
