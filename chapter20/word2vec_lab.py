@@ -625,9 +625,7 @@ def quality_verdicts(summary: pd.DataFrame) -> pd.DataFrame:
         source, _, objective = trainer.partition(" ")
         reference = f"gensim {objective.partition('-')[0]}"
         if source == "ours" and reference in summary.index:
-            gap = max(
-                abs(row[c] - summary.at[reference, c]) for c in ("wordsim353", "simlex999")
-            )
+            gap = max(abs(row[c] - summary.at[reference, c]) for c in ("wordsim353", "simlex999"))
             record["largest_gap_to_gensim"] = round(gap, 3)
             record["matches_gensim"] = bool(gap <= MATCH_TOLERANCE)
         rows.append(record)
