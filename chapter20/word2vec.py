@@ -25,7 +25,6 @@ WordSim-353 / SimLex-999 the way gensim does).
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 import threading
 import time
@@ -333,7 +332,7 @@ def _check_counts(counts: Sequence[int] | np.ndarray) -> np.ndarray:
 def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     """The Huffman tree of word ``counts`` (note, topic 1); see :class:`HuffmanTree`.
 
-    Built like gensim's: a heap of ``(count, index)`` items, the two smallest merged into an
+    Built like gensim's: of the ``(count, index)`` items, the two smallest merged into an
     inner node (ids ``n, n+1, ...`` in merge order; node ``n + i`` is point ``i``), the first
     popped on the left. Ties break by index, so the tree is deterministic; gensim's heap
     compares counts only and may break ties differently, which changes codes but not the
@@ -345,14 +344,30 @@ def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     n = len(counts)
     parent = np.full(2 * n - 1, -1, dtype=np.int64)
     bit = np.zeros(2 * n - 1, dtype=np.int8)
-    heap = [(int(c), i) for i, c in enumerate(counts)]
-    heapq.heapify(heap)
+    # The heap's pops without a heap (van Leeuwen's two queues): the leaves sorted by
+    # (count, index), and the inner nodes, which are made in that same order (each merged count
+    # is at least the last one). The smaller front goes first, a leaf on a tie (its index is
+    # smaller than any inner node's): the same pops, in the same order, as a heap of
+    # (count, index) items (tested), in a tenth of the time for a million words.
+    leaves = np.lexsort((np.arange(n), counts)).tolist()
+    leaf_counts = [int(counts[i]) for i in leaves]
+    node_counts: list[int] = []
+    i = j = 0
+
+    def pop() -> tuple[int, int]:
+        nonlocal i, j
+        if i < n and (j >= len(node_counts) or leaf_counts[i] <= node_counts[j]):
+            i += 1
+            return leaf_counts[i - 1], leaves[i - 1]
+        j += 1
+        return node_counts[j - 1], n + j - 1
+
     for node in range(n, 2 * n - 1):
-        count_a, a = heapq.heappop(heap)
-        count_b, b = heapq.heappop(heap)
+        count_a, a = pop()
+        count_b, b = pop()
         parent[a] = parent[b] = node
         bit[b] = 1
-        heapq.heappush(heap, (count_a + count_b, node))
+        node_counts.append(count_a + count_b)
     # Walk every leaf up to the root at once: first to measure the depths, then to fill rows.
     lengths = np.zeros(n, dtype=np.int64)
     node = np.arange(n)

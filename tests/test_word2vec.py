@@ -111,6 +111,30 @@ def test_huffman_tree_of_a_million_words_is_quick_and_compact():
     assert tree.codes.nbytes + tree.points.nbytes < 10**6 * 5 * 64
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 500])
+def test_huffman_tree_equals_the_heap_built_tree(n):
+    """The two-queue build pops what a heap of (count, index) items pops (gensim's way, ties by
+    index): the same codes for every word, bitwise; small counts make many ties."""
+    import heapq
+
+    rng = np.random.default_rng(n)
+    for counts in (rng.integers(1, 4, n), rng.integers(1, 10**6, n)):
+        parent, bit = np.full(2 * n - 1, -1), np.zeros(2 * n - 1, dtype=int)
+        heap = [(int(c), i) for i, c in enumerate(counts)]
+        heapq.heapify(heap)
+        for node in range(n, 2 * n - 1):
+            (count_a, a), (count_b, b) = heapq.heappop(heap), heapq.heappop(heap)
+            parent[a] = parent[b] = node
+            bit[b] = 1
+            heapq.heappush(heap, (count_a + count_b, node))
+        tree = build_huffman_tree(counts)
+        for word in range(n):
+            code, node = "", word
+            while parent[node] >= 0:
+                code, node = str(bit[node]) + code, parent[node]
+            assert tree.code(word) == code
+
+
 def test_huffman_rejects_bad_counts():
     with pytest.raises(ValueError, match="counts"):
         build_huffman_tree([])
