@@ -37,7 +37,13 @@ from chapter20.spot import (
     young_daly_interval,
 )
 from chapter20.spot_stress import demo_fingerprint
-from chapter20.spot_training import SpotConfig, launch_spot_demo, read_progress, run_spot_training
+from chapter20.spot_training import (
+    SpotConfig,
+    read_progress,
+    run_spot_training,
+    start_spot_demo,
+    wait_for_spot_demos,
+)
 
 __all__ = [
     "fresh_directory",
@@ -70,15 +76,23 @@ def fresh_directory(name: str) -> Path:
 
 def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: int = 3) -> dict:
     """The same spot_demo run twice under torchrun: once clean, once with ``kills`` SIGKILLs and
-    ``--max-restarts`` to recover. Returns both fingerprints, exit codes and the chaotic run's
-    progress records (launch, step, wall time, kills)."""
+    ``--max-restarts`` to recover. The two launches run at the same time: the clean run goes on
+    while the chaotic one waits out its restarts, and neither's result depends on the other's
+    (each rank's arithmetic is deterministic). Returns both fingerprints and both runs' progress
+    records (launch, step, wall time, kills)."""
     directory = Path(directory)
-    clean = launch_spot_demo([*args, "--checkpoint-dir", str(directory / "clean")], nproc=nproc)
     chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos", str(kills)]
-    chaotic = launch_spot_demo(chaos_args, nproc=nproc, max_restarts=kills + 1)
-    for name, result in (("clean", clean), ("chaos", chaotic)):
+    clean_args = [*args, "--checkpoint-dir", str(directory / "clean")]
+    results = wait_for_spot_demos(
+        {
+            "chaos": start_spot_demo(chaos_args, nproc=nproc, max_restarts=kills + 1),
+            "clean": start_spot_demo(clean_args, nproc=nproc),
+        }
+    )
+    for name, result in results.items():
         if result.returncode != 0:
             raise RuntimeError(f"the {name} run failed:\n{result.stderr[-3000:]}")
+    clean, chaotic = results["clean"], results["chaos"]
     return {
         "clean": demo_fingerprint(clean.stdout),
         "chaos": demo_fingerprint(chaotic.stdout),

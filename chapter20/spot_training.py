@@ -65,6 +65,8 @@ __all__ = [
     "check_loop_settings",
     "SpotConfig",
     "launch_spot_demo",
+    "start_spot_demo",
+    "wait_for_spot_demos",
     "read_progress",
     "resumable_loop",
     "run_spot_training",
@@ -363,19 +365,14 @@ def read_progress(directory: str | os.PathLike) -> list[dict]:
     return sorted(records, key=lambda r: r["time"])
 
 
-def launch_spot_demo(
-    args: list[str],
-    *,
-    nproc: int = 1,
-    max_restarts: int = 0,
-    timeout: float = 600.0,
-) -> subprocess.CompletedProcess:
-    """Run ``scripts/spot_demo.py`` under ``torchrun`` with ``nproc`` processes and
-    ``--max-restarts`` (§20.5.2): torchrun's elastic agent restarts the whole group after a
-    failure, which is what the demo's SIGKILLs are. Returns the finished process."""
+def start_spot_demo(args: list[str], *, nproc: int = 1, max_restarts: int = 0) -> subprocess.Popen:
+    """Start ``scripts/spot_demo.py`` under ``torchrun`` with ``nproc`` processes and
+    ``--max-restarts`` (§20.5.2) without waiting for it: torchrun's elastic agent restarts the
+    whole group after a failure, which is what the demo's SIGKILLs are. Each launch rendezvouses
+    on its own free port (``--standalone``), so several can run at once. Returns the process,
+    its output captured as text."""
     nproc = check_int("nproc", nproc, 1)
     max_restarts = check_int("max_restarts", max_restarts, 0)
-    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
     command = [
         sys.executable,
         "-m",
@@ -387,11 +384,47 @@ def launch_spot_demo(
         *args,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
-    return subprocess.run(
+    return subprocess.Popen(
         command,
         cwd=repo_root() or Path.cwd(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env=env,
     )
+
+
+def wait_for_spot_demos(
+    launches: dict[str, subprocess.Popen], *, timeout: float = 600.0
+) -> dict[str, subprocess.CompletedProcess]:
+    """Wait up to ``timeout`` seconds for each of the named :func:`start_spot_demo` launches
+    (they run at the same time). If one times out, or anything else goes wrong, the launches
+    still running are killed before the error is raised. Returns each finished process by name."""
+    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
+    finished = {}
+    try:
+        for name, process in launches.items():
+            stdout, stderr = process.communicate(timeout=timeout)
+            finished[name] = subprocess.CompletedProcess(
+                process.args, process.returncode, stdout, stderr
+            )
+    finally:
+        for process in launches.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return finished
+
+
+def launch_spot_demo(
+    args: list[str],
+    *,
+    nproc: int = 1,
+    max_restarts: int = 0,
+    timeout: float = 600.0,
+) -> subprocess.CompletedProcess:
+    """Run ``scripts/spot_demo.py`` under ``torchrun`` (:func:`start_spot_demo`) and wait for
+    it (:func:`wait_for_spot_demos`). Returns the finished process."""
+    timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
+    launch = start_spot_demo(args, nproc=nproc, max_restarts=max_restarts)
+    return wait_for_spot_demos({"demo": launch}, timeout=timeout)["demo"]

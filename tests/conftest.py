@@ -13,6 +13,12 @@ from chapter20.device import MKL_CNR_MODE
 # the tests must use the same mode, so it is set here, before any test computes anything.
 os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
 
+# Under pytest-xdist (make test runs two workers), each worker computes on one thread: two
+# workers with two threads each would make four on a 2-core machine, and a thread that waits for
+# a descheduled partner spins.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
 
 def pytest_collection_modifyitems(config, items):
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

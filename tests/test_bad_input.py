@@ -477,6 +477,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "max_restarts": 0,
         "timeout": 60.0,
     },
+    "spot_training.start_spot_demo": lambda: {
+        "args": ["--help"],
+        "nproc": 1,
+        "max_restarts": 0,
+    },
+    "spot_training.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
     "vocab.bpe_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
@@ -733,6 +739,7 @@ ACCEPTS: dict[str, set[str]] = {
             "spot_training.SpotConfig.chaos_seed",
             "spot_training.SpotConfig.step_delay",
             "spot_training.launch_spot_demo.max_restarts",
+            "spot_training.start_spot_demo.max_restarts",
             "vocab.bpe_table.min_frequency",
             "vocab.pca_compress.seed",
             "vocab.pca_compress.niter",

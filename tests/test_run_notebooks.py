@@ -16,7 +16,12 @@ from chapter20.plotting import new_figure
 fig, ax = new_figure("Loss", "step", "loss")
 ax.plot([3, 2, 1])
 plt.show()
-subprocess.run(["echo", "from a child process"], check=True)"""
+subprocess.run(["echo", "from a child process"], check=True)
+# The kernel forwards what its children write from a thread that reads their pipe: give that
+# thread a moment before the cell ends, or a busy machine (two test workers) can end the cell
+# before the line reaches it.
+import time
+time.sleep(1.0)"""
 
 
 def _notebook(path, *sources):
