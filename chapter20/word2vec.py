@@ -11,11 +11,14 @@ vocabulary costs O(n) per (word, context) pair; word2vec avoids it in two ways:
   frequent words, with short codes, are the cheapest.
 
 The three objectives share one vocabulary (``chapter20.vocab.build_vocab``), one pair generator
-(gensim's dynamic window and frequent-word subsampling) and one training loop: hand-written,
-vectorised SGD like word2vec's (a batch's scores as row-wise dot products, the sigmoid
-coefficients, row updates scattered with ``index_add_``), linear learning-rate decay from
-``alpha`` to ``min_alpha``, on CPU or CUDA, with no autograd and no Python loop over pairs.
-The per-objective gradient functions are public so that the tests compare them with autograd.
+(gensim's dynamic window and frequent-word subsampling) and one training loop with linear
+learning-rate decay from ``alpha`` to ``min_alpha``. The loop steps by one of two paths, with
+no autograd: the plain path is hand-written, vectorised SGD in PyTorch (a batch's scores as
+row-wise dot products, the sigmoid coefficients, row updates scattered with ``index_add_``) on
+CPU or CUDA; on a CPU, the fused path (``chapter20.word2vec_fused``) applies the same update
+one pair at a time in a small C loop, as word2vec does, tested equal to the plain step on one
+pair at a time. The per-objective gradient functions are public so that the tests compare
+them with autograd.
 
 Public API for other sections: :func:`corpus_sentences` (the real corpus), :func:`train_word2vec`
 (-> :class:`WordVectors`) and :func:`evaluate_word_pairs` (scores any words + vectors on
@@ -41,7 +44,7 @@ from chapter20.checks import INT_MAX, check_int, check_real
 from chapter20.data import lee_background, wiki_sentences, word_similarity_path
 from chapter20.device import get_device, synchronize
 from chapter20.vocab import Vocabulary, build_vocab
-from chapter20.word2vec_fused import MAX_EXP, fused_step
+from chapter20.word2vec_fused import MAX_EXP, load_kernels
 
 __all__ = [
     "CORPORA",
@@ -58,6 +61,7 @@ __all__ = [
     "WordVectors",
     "build_huffman_tree",
     "corpus_sentences",
+    "FUSED_CHUNK",
     "default_batch_size",
     "encode_corpus",
     "evaluate_word_pairs",
@@ -329,6 +333,21 @@ def _check_counts(counts: Sequence[int] | np.ndarray) -> np.ndarray:
     return array
 
 
+def _check_tree(tree: HuffmanTree, words: int) -> HuffmanTree:
+    """A tree given in place of :func:`build_huffman_tree`'s: one path per word, inner nodes
+    ``0..words-2``, codes 0 or 1."""
+    if not isinstance(tree, HuffmanTree):
+        raise TypeError(f"tree must be a chapter20.word2vec.HuffmanTree, got {type(tree).__name__}")
+    if len(tree.lengths) != words or tree.codes.shape != tree.points.shape:
+        raise ValueError(f"tree must hold one path per word ({words}), got {len(tree.lengths)}")
+    mask = tree.mask
+    if (tree.points[mask] >= max(words - 1, 1)).any() or (tree.points[mask] < 0).any():
+        raise ValueError(f"tree's points must be inner nodes 0..{words - 2}")
+    if not np.isin(tree.codes[mask], (0, 1)).all():
+        raise ValueError("tree's codes must be 0 or 1")
+    return tree
+
+
 def build_huffman_tree(counts: Sequence[int] | np.ndarray) -> HuffmanTree:
     """The Huffman tree of word ``counts`` (note, topic 1); see :class:`HuffmanTree`.
 
@@ -523,7 +542,7 @@ class TrainStats:
     ``effective_words``: in-vocabulary words kept by subsampling (gensim's "effective words");
     ``seconds``: wall time of training (pair generation included, vocabulary building and
     corpus encoding excluded); ``epoch_loss``: mean loss per pair of each epoch; ``fused``:
-    whether the compiled fused kernels ran (``chapter20.word2vec_fused``), not the plain path.
+    whether the fused per-pair kernels ran (``chapter20.word2vec_fused``), not the plain path.
     """
 
     objective: str
@@ -609,13 +628,26 @@ class WordVectors:
         return kv
 
 
+#: Pairs per call of the fused kernels: each pair is its own SGD step there, so the size only
+#: sets how often Python hands out work and updates the learning rate, as gensim's jobs of
+#: 10,000 words do (about 36,000 pairs on the real corpus).
+FUSED_CHUNK = 16384
+
+
 def default_batch_size(
-    objective: str, device: torch.device | str = "cpu", share_negatives: bool = False
+    objective: str,
+    device: torch.device | str = "cpu",
+    share_negatives: bool = False,
+    *,
+    fused: bool = False,
 ) -> int:
     """Pairs per SGD step (note, topic 1). On a CPU, a batch whose temporaries stay in cache
     (a thousand or two pairs); on a GPU, large batches to fill it. The full softmax's
-    ``[B, n]`` scores grow with the vocabulary, so it takes fewer."""
+    ``[B, n]`` scores grow with the vocabulary, so it takes fewer. With ``fused`` (the fused
+    kernels, one SGD step per pair), the pairs per kernel call, :data:`FUSED_CHUNK`."""
     _check_objective(objective)
+    if fused:
+        return FUSED_CHUNK
     cuda = torch.device(device).type == "cuda"
     if objective == "negative" and share_negatives:
         return 16384 if cuda else 2048
@@ -693,6 +725,9 @@ class SkipGram:
       vectors for an input row): the learning rate times the loss's curvature along that
       row, summed over the batch. A row updated a few times per batch at word2vec's learning
       rate gets the plain sum.
+
+    ``tree``: the hierarchical softmax's Huffman tree, instead of :func:`build_huffman_tree`
+    of ``counts`` (e.g. gensim's, to compare with gensim on the same tree).
     """
 
     def __init__(
@@ -704,6 +739,7 @@ class SkipGram:
         negative: int = 5,
         device: torch.device | str = "cpu",
         seed: int = 1,
+        tree: HuffmanTree | None = None,
     ):
         self.objective = _check_objective(objective)
         self.dim = check_int("dim", dim, 1)
@@ -724,7 +760,7 @@ class SkipGram:
         if objective == "negative":
             self.sampler = NoiseSampler(noise_distribution(counts), self.device)
         if objective == "hierarchical":
-            self.tree = build_huffman_tree(counts)
+            self.tree = build_huffman_tree(counts) if tree is None else _check_tree(tree, n)
             self._points = torch.as_tensor(self.tree.points, device=self.device)
             self._codes = torch.as_tensor(self.tree.codes, device=self.device)
             self._mask = torch.as_tensor(self.tree.mask, device=self.device)
@@ -758,55 +794,36 @@ class SkipGram:
         weight[:, 0] = 1.0
         return targets, weight
 
-    def fused_kernel(self, size: int, slots: int = 10):
-        """``kernel(outputs, inputs, lr, generator)``: one step through the compiled fused
-        kernel of ``chapter20.word2vec_fused``, or None where it cannot run (see
-        ``fused_step``). Negative sampling: ``size`` pairs at most, noise words drawn from
-        ``generator`` exactly as :meth:`noise_targets` draws them; hierarchical softmax:
-        ``size`` windows of ``slots`` context slots (``inputs`` = contexts). A shorter batch
-        is padded with the sink rows, whose steps are zero, so that the kernel compiles once.
-        Equal to :meth:`step` and :meth:`step_windows` (tested)."""
-        size = check_int("size", size, 1)
-        if self.objective not in ("negative", "hierarchical") or self.device.type != "cpu":
-            return None  # GPUs train on the plain path (see ``fused_step``)
-        gen = torch.Generator(device=self.device).manual_seed(0)
-        w_in, w_out, device = self._w_in, self._w_out, self.device
-
-        def ids(high, *shape):
-            return torch.randint(0, high, shape, generator=gen, device=device)
-
-        if self.objective == "negative":
-            k, sampler = self.negative, self.sampler
-            example = (ids(self.input_pad, size), ids(self.output_pad, size),
-                       ids(sampler.size, size, k), torch.rand(size, k, generator=gen,
-                       dtype=torch.float64), sampler.prob, sampler.alias)  # fmt: skip
-        else:
-            words = ids(self.input_pad, size)
-            example = (ids(self.input_pad + 1, size, slots), self._points_padded[words],
-                       self._labels[words])  # fmt: skip
-        step = fused_step(self.objective, w_in, w_out, *example, torch.tensor(0.025))
-        if step is None:
+    def fused_kernel(self):
+        """``kernel(outputs, inputs, lr, generator) -> loss``: the pairs ``(inputs[p],
+        outputs[p])`` stepped one after another by the fused C loop of
+        ``chapter20.word2vec_fused`` (negative sampling with noise per pair, or the
+        hierarchical softmax), or None where it cannot run: the full softmax, a GPU (whose
+        large batches the plain path keeps busy), no C compiler (with a warning). Each call
+        draws one seed from ``generator`` for its noise words. Equal, pair after pair, to
+        :meth:`step` on one pair at a time (tested)."""
+        if self.objective == "softmax" or self.device.type != "cpu":
             return None
+        kernels = load_kernels()  # warns if there is no compiler
+        if kernels is None:
+            return None
+        w_in, w_out = self._w_in, self._w_out
+        if self.objective == "negative":
+            k, prob, alias = self.negative, self.sampler.prob, self.sampler.alias
 
-        def pad(rows: torch.Tensor, value) -> torch.Tensor:
-            if len(rows) == size:
-                return rows
-            shape = (size - len(rows), *rows.shape[1:])
-            return torch.cat([rows, torch.full(shape, value, dtype=rows.dtype, device=device)])
+            def kernel(outputs, inputs, lr, generator):
+                seed = int(torch.randint(0, 2**63 - 1, (), generator=generator))
+                return kernels.negative_pairs(
+                    w_in, w_out, inputs, outputs, k, prob, alias, seed, lr
+                )
+
+            return kernel
+        points, labels, lengths = self._points_padded, self._labels, self._lengths
 
         def kernel(outputs, inputs, lr, generator):
-            lr = torch.tensor(lr, device=device)
-            if self.objective == "hierarchical":
-                targets = self._points_padded.index_select(0, outputs)
-                labels = self._labels.index_select(0, outputs)
-                args = pad(inputs, self.input_pad), pad(targets, self.output_pad), pad(labels, 0)
-                return step(w_in, w_out, *args, lr)
-            shape = (len(outputs), self.negative)  # the draws of NoiseSampler.sample, in order
-            slot = torch.randint(0, self.sampler.size, shape, generator=generator, device=device)
-            coin = torch.rand(shape, generator=generator, device=device, dtype=torch.float64)
-            args = (pad(inputs, self.input_pad), pad(outputs, self.output_pad), pad(slot, 0),
-                    pad(coin, 0.0), self.sampler.prob, self.sampler.alias)  # fmt: skip
-            return step(w_in, w_out, *args, lr)
+            return kernels.hierarchical_pairs(
+                w_in, w_out, inputs, outputs, points, labels, lengths, lr
+            )
 
         return kernel
 
@@ -986,6 +1003,7 @@ def train_word2vec(
     vocab: Vocabulary | None = None,
     share_negatives: bool = False,
     fused: bool | None = None,
+    tree: HuffmanTree | None = None,
     progress: bool = True,
 ) -> WordVectors:
     """Train skip-gram word vectors on ``sentences`` (note, topic 1).
@@ -995,27 +1013,33 @@ def train_word2vec(
     settings mean what gensim's ``Word2Vec(sg=1, ...)`` arguments of the same name mean; the
     vocabulary is ``build_vocab(sentences, min_count=min_count)`` unless ``vocab`` is given
     (then ``min_count`` is not used). Each epoch draws subsampled, dynamic-window pairs
-    (:func:`skipgram_pairs`) in corpus order; SGD steps of ``batch_size`` pairs
-    (:func:`default_batch_size`) apply word2vec's updates (:class:`SkipGram`) with the
-    learning rate decaying linearly from ``alpha`` to ``min_alpha`` over the run. The
-    hierarchical softmax steps whole windows (:meth:`SkipGram.step_windows`: the same updates,
-    computed once per window); so does negative sampling with ``share_negatives=True``, which
-    draws the ``k`` noise words once per window instead of once per pair (faster, and no
-    longer gensim's sampling: off by default). Unlike gensim, sentences longer than 10,000
-    words are not truncated.
+    (:func:`skipgram_pairs`) in corpus order, and the learning rate decays linearly from
+    ``alpha`` to ``min_alpha`` over the run. Unlike gensim, sentences longer than 10,000 words
+    are not truncated. ``tree``: the hierarchical softmax's tree (see :class:`SkipGram`).
 
-    ``fused``: on the CPU, step through the compiled fused kernels of
-    ``chapter20.word2vec_fused`` (negative sampling with noise per pair, and the hierarchical
-    softmax): the same updates as the plain path, about twice as fast. ``None`` (default): when
-    a C++ compiler is there (else the plain path, with a warning); ``False``: the plain path;
-    ``True``: the same as None, plus a warning if the kernel cannot run. The first run in a
-    process compiles (seconds with inductor's on-disk cache; a minute or more on a cold one),
-    before the clock starts. ``stats.fused`` says which path ran.
+    Two paths apply word2vec's updates (:class:`SkipGram`):
+
+    - **fused** (on the CPU, by default): the C loop of ``chapter20.word2vec_fused``, one SGD
+      step per pair as in word2vec and gensim, for negative sampling with noise per pair and
+      the hierarchical softmax; ``batch_size`` pairs per call (:data:`FUSED_CHUNK`);
+    - **plain**: batched tensor ops, ``batch_size`` pairs per SGD step
+      (:func:`default_batch_size`), on any device. The hierarchical softmax steps whole
+      windows there (:meth:`SkipGram.step_windows`: the same updates, computed once per
+      window); so does negative sampling with ``share_negatives=True``, which draws the ``k``
+      noise words once per window instead of once per pair (no longer gensim's sampling: off
+      by default, and plain only).
+
+    ``fused``: ``None`` (default): the fused path where it can run (a CPU, a C compiler: else
+    the plain path, with a warning if the compiler is missing); ``False``: the plain path;
+    ``True``: the same as None, plus a warning if the fused path cannot run. The kernels
+    compile in well under a second, once per process, before the clock starts.
+    ``stats.fused`` says which path ran.
 
     ``device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads during
     training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python threads
-    on alternate batches of shared weights without locks, as gensim's workers do ("Hogwild");
-    each then computes with one torch thread unless ``threads`` says otherwise.
+    on shared weights without locks, as gensim's workers do ("Hogwild"), each on its own
+    contiguous share of every epoch; each then computes with one torch thread unless
+    ``threads`` says otherwise.
 
     Guarantees: with ``workers=1`` the run is deterministic for ``seed`` (bitwise on CPU for a
     fixed ``threads``); with more workers, like gensim's, it is not. Raises ``ValueError``
@@ -1050,10 +1074,8 @@ def train_word2vec(
     device = torch.device("cpu") if device is None else get_device(str(device))
     if workers > 1 and device.type != "cpu":
         raise ValueError(f"workers > 1 runs on CPU only; got workers={workers} on {device}")
-    if batch_size is None:
-        batch_size = default_batch_size(objective, device, share_negatives)
-    batch = batch_size
-    batch = check_int("batch_size", batch, 1)
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size, 1)
     keep = torch.as_tensor(keep_probabilities(vocab.counts, sample), device=device)
     corpus = encode_corpus(sentences, vocab).to(device)
     if len(corpus.ids) < 2:
@@ -1061,17 +1083,17 @@ def train_word2vec(
 
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(3)]
     model = SkipGram(
-        objective, vocab.counts, dim=dim, negative=negative, device=device, seed=seeds[0]
-    )
+        objective, vocab.counts, dim=dim, negative=negative, device=device, seed=seeds[0],
+        tree=tree,
+    )  # fmt: skip
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(
         threads if threads is not None else (1 if workers > 1 else previous_threads)
     )
     try:
-        windows = objective == "hierarchical" or (objective == "negative" and share_negatives)
         stats = _train(
-            model, corpus, keep, window, epochs, alpha, min_alpha, batch, seeds, workers,
-            progress, windows, fused,
+            model, corpus, keep, window, epochs, alpha, min_alpha, batch_size, seeds, workers,
+            progress, share_negatives, fused,
         )  # fmt: skip
     finally:
         torch.set_num_threads(previous_threads)
@@ -1080,8 +1102,8 @@ def train_word2vec(
 
 
 def _train(
-    model, corpus, keep, window, epochs, alpha, min_alpha, batch, seeds, workers, progress,
-    windows, fused,
+    model, corpus, keep, window, epochs, alpha, min_alpha, batch_size, seeds, workers, progress,
+    share_negatives, fused,
 ) -> TrainStats:  # fmt: skip
     if progress:
         from tqdm.auto import tqdm
@@ -1089,6 +1111,13 @@ def _train(
         from tqdm import tqdm
 
     device = model.device
+    # Compiling the fused kernel (if any) happens here, before the clock starts.
+    kernel = _fused_kernel(model, share_negatives, fused)
+    # The plain path steps the hierarchical softmax (and shared noise) by whole windows.
+    windows = kernel is None and (model.objective == "hierarchical" or share_negatives)
+    batch = batch_size or default_batch_size(
+        model.objective, device, share_negatives, fused=kernel is not None
+    )
     pair_generator = torch.Generator(device=device)
     pair_generator.manual_seed(seeds[1])
     # Noise words are drawn batch by batch, each worker from its own generator: a batch's
@@ -1112,10 +1141,28 @@ def _train(
         inputs, outputs, kept = skipgram_pairs(corpus, window, keep, pair_generator)
         return _Epoch(outputs, inputs, len(inputs), kept)
 
-    def run(step, epoch, data, batch_ids, worker):
+    def plain(outputs, inputs, lr, worker):
+        generator, workspace = noise_generators[worker], workspaces[worker]
+        if windows:
+            noise = None
+            if model.objective == "negative":
+                noise = model.sampler.sample(len(outputs) * model.negative, generator)
+                noise = noise.view(len(outputs), -1)
+            return model.step_windows(outputs, inputs, lr, noise, workspace)
+        targets = None
+        if model.objective == "negative":
+            targets = model.noise_targets(outputs, generator)
+        return model.step(inputs, outputs, lr, targets, workspace)
+
+    def fused_step(outputs, inputs, lr, worker):
+        return kernel(outputs, inputs, lr, noise_generators[worker])
+
+    step = plain if kernel is None else fused_step
+
+    def run(epoch, data, batch_ids, worker):
         n = len(data.outputs)
         total = torch.zeros((), dtype=torch.float64, device=device)
-        for i in batch_ids:
+        while (i := _next_of(batch_ids, lock)) is not None:
             lo, hi = i * per_step, min((i + 1) * per_step, n)
             lr = alpha - (alpha - min_alpha) * (epoch + lo / n) / epochs
             total += step(data.outputs[lo:hi], data.inputs[lo:hi], lr, worker)
@@ -1125,8 +1172,6 @@ def _train(
 
     # Whole windows per step: about `batch` pairs (a window holds window + 1 pairs on average).
     per_step = max(1, round(batch / (window + 1))) if windows else batch
-    # Compiling the fused kernel (if any) happens here, before the clock starts.
-    step = _stepper(model, windows, fused, per_step, 2 * window, noise_generators, workspaces)
     effective = pairs = 0
     losses = []
     synchronize(device)
@@ -1140,10 +1185,11 @@ def _train(
             if epoch + 1 < epochs:
                 upcoming = prefetch.submit(draw)
             n_batches = -(-len(data.outputs) // per_step)
-            jobs = [
-                pool.submit(run, step, epoch, data, range(w, n_batches, workers), w)
-                for w in range(workers)
-            ]
+            # The workers take the epoch's batches in order, each the next one not yet taken
+            # when it is free (gensim's job queue): a worker slowed down by other programs
+            # takes fewer, and none waits long for the other at the end of the epoch.
+            batch_ids = iter(range(n_batches))
+            jobs = [pool.submit(run, epoch, data, batch_ids, w) for w in range(workers)]
             totals = [job.result() for job in jobs]
             effective += data.kept
             pairs += data.pairs
@@ -1161,49 +1207,33 @@ def _train(
         batch_size=batch,
         workers=workers,
         epoch_loss=tuple(losses),
-        fused=step.fused,
+        fused=kernel is not None,
     )
 
 
-def _stepper(model, windows, fused, per_step, slots, noise_generators, workspaces):
-    """``step(outputs, inputs, lr, worker)`` for one batch of the epoch (pairs, or windows
-    when ``windows``): the compiled fused kernel when ``fused`` allows it and it compiles, else
-    the plain path. Its ``fused`` attribute says which one runs."""
-    kernel = None
-    if fused is not False:
-        # Fused kernels: negative sampling with noise per pair, hierarchical softmax (CPU).
-        supported = model.objective == "hierarchical" or (
-            model.objective == "negative" and not windows
+def _fused_kernel(model: SkipGram, share_negatives: bool, fused: bool | None):
+    """The model's fused kernel (:meth:`SkipGram.fused_kernel`) when ``fused`` allows it and
+    it can run, else None (the plain path). Noise shared by a window has no fused kernel."""
+    if fused is False:
+        return None
+    supported = model.objective == "hierarchical" or (
+        model.objective == "negative" and not share_negatives
+    )
+    kernel = model.fused_kernel() if supported else None  # warns if there is no compiler
+    if fused and kernel is None and (not supported or model.device.type != "cpu"):
+        warnings.warn(
+            f"fused=True: no fused kernel for {model.objective!r} "
+            f"{'with shared noise ' if share_negatives else ''}on {model.device}; plain path",
+            RuntimeWarning,
+            stacklevel=4,
         )
-        if supported:
-            kernel = model.fused_kernel(per_step, slots)  # warns if it cannot compile
-        if fused and kernel is None and (not supported or model.device.type != "cpu"):
-            warnings.warn(
-                f"fused=True: no fused kernel for {model.objective!r} "
-                f"{'with shared noise ' if windows else ''}on {model.device}; plain path",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+    return kernel
 
-    def plain(outputs, inputs, lr, worker):
-        generator, workspace = noise_generators[worker], workspaces[worker]
-        if windows:
-            noise = None
-            if model.objective == "negative":
-                noise = model.sampler.sample(len(outputs) * model.negative, generator)
-                noise = noise.view(len(outputs), -1)
-            return model.step_windows(outputs, inputs, lr, noise, workspace)
-        targets = None
-        if model.objective == "negative":
-            targets = model.noise_targets(outputs, generator)
-        return model.step(inputs, outputs, lr, targets, workspace)
 
-    def fast(outputs, inputs, lr, worker):
-        return kernel(outputs, inputs, lr, noise_generators[worker])
-
-    step = plain if kernel is None else fast
-    step.fused = kernel is not None
-    return step
+def _next_of(iterator, lock: threading.Lock):
+    """The next item of an iterator that several threads share, or None when it is done."""
+    with lock:
+        return next(iterator, None)
 
 
 @dataclass(frozen=True)

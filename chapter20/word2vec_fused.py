@@ -1,243 +1,195 @@
-"""word2vec's SGD steps as single fused kernels: the fast path of ``chapter20.word2vec``.
+"""word2vec's SGD step fused into one loop per pair, in C: the fast path of ``chapter20.word2vec``.
 
 The note on efficient embedding training, topic 1. ``SkipGram.step`` (the plain path) computes
 a batch's update op by op: gather the output rows into a ``[B, 1 + k, D]`` tensor, multiply,
-sum, take sigmoids, multiply again, scatter. Each op is one pass over memory, and each writes
-a large temporary that the next op reads back. Where the time goes (``word2vec_lab.
-profile_step``, notebook 09): the scatter, the element-wise products and the gathers — moving
-rows, not arithmetic. word2vec's C loop never has that problem: it keeps one pair's few rows in
-the first-level cache and does all the work on them at once.
+sum, take sigmoids, multiply again, scatter. Each op is one pass over memory and writes a
+temporary of megabytes that the next op reads back; where the time goes is
+``word2vec_lab.profile_step`` (notebook 09): moving rows, not arithmetic. word2vec's C loop
+never has that problem. It takes one pair at a time and keeps its few rows (1 + k of them, or
+one per node on a Huffman path) in the first-level cache from the first dot product to the last
+update, fused into one pass.
 
-The functions here state the same update as one expression each, so that ``torch.compile``'s
-CPU backend turns each into a few C++ loops. Negative sampling is written with broadcasts and
-sums (``(u * h).sum(-1)``, not ``torch.bmm``): the compiled loops read every output row
-straight from the weight table, compute its score, sigmoid, step and step cap in registers,
-and add the step back — no ``[B, 1 + k, D]`` temporary, two passes over the rows per pair
-instead of eight. The hierarchical softmax steps whole windows, whose scores are small matrix
-products: those stay batched GEMMs (``bmm``, which beats any loop the compiler writes for
-them, measured) and the compiler fuses everything around them. Run eagerly the functions are
-slower than the plain path, but they compute the same numbers (tested), which is what makes
-the compiled kernels trustworthy.
+``word2vec_kernels.c`` (next to this file, about a hundred lines) is that loop, written to do
+for each pair exactly what ``SkipGram.step`` does for a batch of that one pair: the same
+scores, the same steps, the same per-row step cap (tested equal, to float32 rounding, pair
+after pair). So the fast path is word2vec's sequential SGD, the algorithm of word2vec and
+gensim, and the plain path is its batched form for GPUs, where a batch of one pair would leave
+the device idle. This module compiles the file and calls it:
 
-Practicalities, each measured or tested:
-
-- the CPU backend needs a C++ compiler; :func:`fused_step` returns ``None`` (and the trainer
-  falls back to the plain path, with a warning) when there is none or compiling fails;
-- the kernels are compiled with ``cpp_wrapper``: the generated C++ entry point releases
-  Python's GIL, so Hogwild worker threads run them in parallel, as gensim's workers run its C.
-  Each kernel runs on one thread (``workers`` brings the parallelism): a kernel split over
-  threads waits for the slowest at every step, and on a shared machine that is often one
-  that was descheduled;
-- shapes are fixed (the trainer pads a short last batch with the all-zero sink rows, whose
-  steps are zero), so each objective compiles once per process; the vocabulary size (of the
-  tables and of the noise sampler) and the depth of the Huffman tree are dynamic, so another
-  corpus does not recompile (another ``dim``, ``negative`` or batch size does). The first
-  compile takes a minute or more on 2 cores; later processes load it from inductor's on-disk
-  cache in seconds.
+- the C compiler of the machine (``cc``, ``gcc`` or ``clang``) builds it in well under a
+  second, once per process, into a temporary directory (no cache to go stale); ``-O3`` and
+  ``-march=native`` (dropped if the compiler refuses it). Without a compiler, or if compiling
+  fails, :func:`load_kernels` warns and returns ``None`` and the trainer takes the plain path;
+- the functions are called through ``ctypes`` on the tensors' memory (``data_ptr``), which
+  releases Python's lock for the call: Hogwild worker threads run the loop in parallel, as
+  gensim's workers run its Cython;
+- noise words are drawn inside the loop (Walker's alias method on ``NoiseSampler``'s tables,
+  from a SplitMix64 stream seeded by the caller): :func:`draw_noise` returns the same draws,
+  which is how the tests feed the plain path the noise the kernel used.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
 import shutil
+import subprocess
 import sysconfig
+import tempfile
 import warnings
+from pathlib import Path
 
 import torch
 
 __all__ = [
     "MAX_EXP",
+    "FusedKernels",
     "compiler_available",
-    "fused_step",
-    "hierarchical_window_step",
-    "negative_pair_step",
+    "load_kernels",
 ]
 
 #: Hierarchical-softmax steps whose score is this large are skipped, as in word2vec and gensim
 #: (their ``MAX_EXP``): the sigmoid is saturated there.
 MAX_EXP = 6.0
 
-
-def _row_cap(rows: torch.Tensor, curvature: torch.Tensor, lr: torch.Tensor, size) -> torch.Tensor:
-    """``1 / max(1, lr * Σ curvature)``, the sum over all entries of the batch that update the
-    same row (``SkipGram``'s step cap), for each entry."""
-    total = torch.zeros(size, dtype=curvature.dtype, device=curvature.device)
-    total = total.index_add(0, rows, curvature)
-    return 1.0 / torch.clamp(total[rows] * lr, min=1.0)
+SOURCE = Path(__file__).with_name("word2vec_kernels.c")
+_FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp-simd")
+_NATIVE = "-march=native"  # the machine's vector width; some compilers refuse it
 
 
-def negative_pair_step(
-    w_in: torch.Tensor,
-    w_out: torch.Tensor,
-    inputs: torch.Tensor,
-    outputs: torch.Tensor,
-    slot: torch.Tensor,
-    coin: torch.Tensor,
-    prob: torch.Tensor,
-    alias: torch.Tensor,
-    lr: torch.Tensor,
-) -> torch.Tensor:
-    """Negative sampling's step on ``B`` pairs, in place, as one expression (note, topic 1).
-
-    ``inputs [B]``, ``outputs [B]``: the pairs' input and true output words (the sink rows
-    ``len(w_in) - 1`` and ``len(w_out) - 1`` in padding); ``slot``, ``coin`` ``[B, k]``: the
-    uniform draws of Walker's alias method (``NoiseSampler``: a slot, then a number in
-    [0, 1)), turned into ``k`` noise words per pair with the sampler's ``prob`` and ``alias``
-    tables here, so that the draw is fused too; ``lr``: 0-d tensor. The same update as
-    ``SkipGram.step`` with ``noise_targets`` from the same draws (tested equal): the scores
-    ``u·h``, the coefficients ``(σ(u·h) - label) · lr``, a noise word equal to the true word
-    skipped, both tables' steps divided by the per-row cap. Returns the summed loss.
-    """
-    noise = torch.where(coin < prob[slot], slot, alias[slot])
-    targets = torch.cat([outputs.unsqueeze(1), noise], dim=1)  # [B, 1 + k]
-    live = (inputs != len(w_in) - 1).to(w_in.dtype).unsqueeze(1)  # 0 for padding
-    weight = (targets != outputs.unsqueeze(1)).to(w_in.dtype)
-    weight[:, 0] = 1.0
-    weight = weight * live
-    label = torch.zeros_like(weight)
-    label[:, 0] = 1.0
-    h = w_in[inputs]  # [B, D]
-    u = w_out[targets]  # [B, 1 + k, D]: compiled, these rows are read, never stored
-    scores = (u * h.unsqueeze(1)).sum(-1)
-    sig = torch.sigmoid(scores)
-    loss = -(torch.nn.functional.logsigmoid(scores * (2.0 * label - 1.0)) * weight).sum()
-    coef = (sig - label) * weight * -lr
-    curvature = sig * (1.0 - sig) * weight
-    flat = targets.reshape(-1)
-    out_curvature = curvature * (h * h).sum(-1, keepdim=True)
-    out_cap = _row_cap(flat, out_curvature.reshape(-1), lr, len(w_out))
-    in_cap = _row_cap(inputs, (curvature * (u * u).sum(-1)).sum(1), lr, len(w_in))
-    step_in = (coef.unsqueeze(2) * u).sum(1) * in_cap.unsqueeze(1)
-    step_out = (coef.reshape(-1) * out_cap).reshape(coef.shape).unsqueeze(2) * h.unsqueeze(1)
-    # The input rows first: their step is the last use of the gathered output rows, which the
-    # output update then overwrites (the other order makes the compiler keep a copy of them).
-    w_in.index_put_((inputs,), step_in, accumulate=True)
-    w_out.index_put_((flat,), step_out.reshape(len(flat), -1), accumulate=True)
-    return loss
-
-
-def hierarchical_window_step(
-    w_in: torch.Tensor,
-    w_out: torch.Tensor,
-    contexts: torch.Tensor,
-    targets: torch.Tensor,
-    labels: torch.Tensor,
-    lr: torch.Tensor,
-) -> torch.Tensor:
-    """The hierarchical softmax's step on ``G`` whole windows, in place (note, topic 1).
-
-    ``contexts [G, S]``: each window's input words (the sink row ``len(w_in) - 1`` in unused
-    slots); ``targets [G, L]``: the inner nodes on the path of the window's output word (the
-    sink row ``len(w_out) - 1`` past its end); ``labels [G, L]``: 1 - code. Every (context,
-    node) pair of a window is one score; steps beyond ``±MAX_EXP`` are skipped. The same update
-    as ``SkipGram.step_windows`` (tested equal). Returns the summed loss.
-    """
-    live_slot = (contexts != len(w_in) - 1).to(labels.dtype)
-    live_node = (targets != len(w_out) - 1).to(labels.dtype)
-    h = w_in[contexts]  # [G, S, D]
-    u = w_out[targets]  # [G, L, D]
-    # A window's scores are a small matrix product: left to a batched GEMM, which beats any
-    # loop the compiler writes for them; the compiler fuses everything around the products.
-    scores = torch.bmm(h, u.transpose(1, 2))  # [G, S, L]
-    weight = live_slot.unsqueeze(2) * live_node.unsqueeze(1) * (scores.abs() < MAX_EXP)
-    sig = torch.sigmoid(scores)
-    label = labels.unsqueeze(1)
-    loss = -(torch.nn.functional.logsigmoid(scores * (2.0 * label - 1.0)) * weight).sum()
-    coef = (sig - label) * weight * -lr
-    curvature = sig * (1.0 - sig) * weight
-    in_curvature = (curvature * (u * u).sum(-1).unsqueeze(1)).sum(2)  # [G, S]
-    out_curvature = (curvature * (h * h).sum(-1).unsqueeze(2)).sum(1)  # [G, L]
-    in_cap = _row_cap(contexts.reshape(-1), in_curvature.reshape(-1), lr, len(w_in))
-    out_cap = _row_cap(targets.reshape(-1), out_curvature.reshape(-1), lr, len(w_out))
-    step_in = torch.bmm(coef, u)  # [G, S, D]
-    step_out = torch.bmm(coef.transpose(1, 2), h)  # [G, L, D]
-    dim = w_in.shape[1]
-    # Input rows first, as in negative_pair_step: the compiler then keeps a copy of the
-    # windows' input rows for the output step, the smaller of the two.
-    w_in.index_put_(
-        (contexts.reshape(-1),), step_in.reshape(-1, dim) * in_cap.unsqueeze(1), accumulate=True
-    )
-    w_out.index_put_(
-        (targets.reshape(-1),), step_out.reshape(-1, dim) * out_cap.unsqueeze(1), accumulate=True
-    )
-    return loss
-
-
-_STEPS = {"negative": negative_pair_step, "hierarchical": hierarchical_window_step}
-#: Argument dims that may change from run to run without recompiling: the tables' rows (the
-#: vocabulary size) and the length of the longest Huffman path (it depends on the counts).
-_DYNAMIC_DIMS = {
-    "negative": {0: 0, 1: 0, 6: 0, 7: 0},
-    "hierarchical": {0: 0, 1: 0, 3: 1, 4: 1},
-}
+def _compiler() -> str | None:
+    """The first C compiler found: ``$CC``, Python's own, ``cc``, ``gcc``, ``clang``."""
+    names = [os.environ.get("CC", ""), sysconfig.get_config_var("CC") or "", "cc", "gcc", "clang"]
+    for name in names:
+        if name and (path := shutil.which(name.split()[0])):
+            return path
+    return None
 
 
 def compiler_available() -> bool:
-    """Whether a C++ compiler that ``torch.compile``'s CPU backend can call is on the PATH."""
-    names = [sysconfig.get_config_var("CXX") or "", "c++", "g++", "clang++"]
-    return any(name and shutil.which(name.split()[0]) for name in names)
+    """Whether a C compiler for the fused kernels is on the PATH."""
+    return _compiler() is not None
+
+
+def _build(compiler: str, directory: str) -> Path:
+    """Compile ``SOURCE`` into a shared library in ``directory``; the error output on failure."""
+    target = Path(directory) / "word2vec_kernels.so"
+    errors = ""
+    for flags in ((*_FLAGS, _NATIVE), _FLAGS):
+        result = subprocess.run(
+            [compiler, *flags, str(SOURCE), "-o", str(target), "-lm"],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode == 0:
+            return target
+        errors = result.stderr.strip()
+    raise RuntimeError(errors.splitlines()[0] if errors else "the compiler failed")
+
+
+_I64, _F32, _F64, _PTR = ctypes.c_int64, ctypes.c_float, ctypes.c_double, ctypes.c_void_p
+_SIGNATURES = {
+    "draw_noise": (None, [_PTR, _PTR, _I64, ctypes.c_uint64, _PTR, _I64]),
+    "negative_pairs": (
+        _F64,
+        [_PTR, _PTR, _I64, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _I64, ctypes.c_uint64, _F32],
+    ),
+    "hierarchical_pairs": (
+        _F64,
+        [_PTR, _PTR, _I64, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _I64, _F32, _F32],
+    ),
+}
+
+
+def _pointer(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> int:
+    """The address of ``tensor``'s memory, after checking what the C code assumes of it."""
+    if tensor.device.type != "cpu" or tensor.dtype != dtype or not tensor.is_contiguous():
+        raise ValueError(
+            f"{name} must be a contiguous {dtype} tensor on the CPU, got {tensor.dtype} on "
+            f"{tensor.device}{'' if tensor.is_contiguous() else ', not contiguous'}"
+        )
+    return tensor.data_ptr()
+
+
+class FusedKernels:
+    """The compiled loops of ``word2vec_kernels.c`` (note, topic 1), made by :func:`load_kernels`.
+
+    Every method works in place on the tables and checks the dtype, device and layout of what
+    it is given, since the C code reads raw memory. Ids must be in range: the trainer draws
+    them, and the C code does not check them again on every access.
+    """
+
+    def __init__(self, library: ctypes.CDLL):
+        self._lib = library
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.restype, function.argtypes = restype, argtypes
+
+    def draw_noise(self, prob: torch.Tensor, alias: torch.Tensor, seed: int, count: int):
+        """``count`` noise words (int64), the stream :meth:`negative_pairs` draws for ``seed``
+        (``k`` per pair, pair after pair), from ``NoiseSampler``'s ``prob`` and ``alias``."""
+        out = torch.empty(count, dtype=torch.int64)
+        self._lib.draw_noise(
+            _pointer(prob, torch.float64, "prob"), _pointer(alias, torch.int64, "alias"),
+            len(prob), seed, out.data_ptr(), count,
+        )  # fmt: skip
+        return out
+
+    def negative_pairs(self, w_in, w_out, inputs, outputs, k, prob, alias, seed, lr) -> float:
+        """Negative sampling on the pairs ``(inputs[p], outputs[p])``, one after another, ``k``
+        noise words each (drawn from ``seed``'s stream); returns the summed loss."""
+        if not len(inputs) == len(outputs):
+            raise ValueError(f"inputs and outputs differ in length: {len(inputs)}, {len(outputs)}")
+        return self._lib.negative_pairs(
+            _pointer(w_in, torch.float32, "w_in"), _pointer(w_out, torch.float32, "w_out"),
+            w_in.shape[1], _pointer(inputs, torch.int64, "inputs"),
+            _pointer(outputs, torch.int64, "outputs"), len(inputs), k,
+            _pointer(prob, torch.float64, "prob"), _pointer(alias, torch.int64, "alias"),
+            len(prob), seed, lr,
+        )  # fmt: skip
+
+    def hierarchical_pairs(self, w_in, w_out, inputs, outputs, points, labels, lengths, lr):
+        """The hierarchical softmax on the pairs, one after another: word ``o``'s path is
+        ``points[o, :lengths[o]]`` (int64), ``labels[o]`` = 1 - code (float32); steps beyond
+        ``±MAX_EXP`` skipped. Returns the summed loss."""
+        if not len(inputs) == len(outputs):
+            raise ValueError(f"inputs and outputs differ in length: {len(inputs)}, {len(outputs)}")
+        if points.shape != labels.shape or len(lengths) != len(points):
+            raise ValueError("points, labels and lengths must describe the same paths")
+        return self._lib.hierarchical_pairs(
+            _pointer(w_in, torch.float32, "w_in"), _pointer(w_out, torch.float32, "w_out"),
+            w_in.shape[1], _pointer(inputs, torch.int64, "inputs"),
+            _pointer(outputs, torch.int64, "outputs"), len(inputs),
+            _pointer(points, torch.int64, "points"), _pointer(labels, torch.float32, "labels"),
+            _pointer(lengths, torch.int64, "lengths"), points.shape[1], MAX_EXP, lr,
+        )  # fmt: skip
 
 
 @functools.cache
-def _compiled(objective: str):
-    # One thread per kernel: the trainer's Hogwild workers bring the parallelism, and a kernel
-    # that never waits for a second thread keeps going when other programs share the cores.
-    # Ids are in range by construction (the trainer draws them), so the compiled loops skip
-    # the per-element index checks.
-    options = {"cpp_wrapper": True, "cpp.threads": 1, "assert_indirect_indexing": False}
-    # Not fullgraph=True (the functions have no graph break; the tests compile them whole):
-    # its check counts compiled frames in a process-wide counter, which two Hogwild threads
-    # calling at once reset under each other, raising for a step that did run compiled.
-    return torch.compile(_STEPS[objective], options=options)
-
-
-def fused_step(objective: str, *example_args: torch.Tensor):
-    """The compiled fused step of ``objective`` (``"negative"`` or ``"hierarchical"``), ready
-    to call, or ``None`` when it cannot be used: with a warning saying why for no C++ compiler
-    or a compile error; silently on a device other than the CPU (GPUs train on the plain path,
-    whose large batches already keep them busy).
-
-    ``example_args``: arguments of the shapes training will use; the step is compiled and run
-    once on copies of them (so the weights are not touched), then checked against the eager
-    fused step on the same input: a mismatch beyond float32 rounding also returns ``None``.
-    """
-    if objective not in _STEPS:
-        raise ValueError(f"objective must be one of {tuple(_STEPS)}, got {objective!r}")
-    if example_args[0].device.type != "cpu":
-        return None
-    if not compiler_available():
+def load_kernels() -> FusedKernels | None:
+    """The fused kernels, compiled on first use in this process; ``None``, with a warning
+    saying why, when there is no C compiler or compiling fails (the trainer then takes the
+    plain path)."""
+    compiler = _compiler()
+    if compiler is None:
         warnings.warn(
-            "no C++ compiler found: word2vec trains on the plain (unfused) path, about half "
-            "as fast; install one (e.g. g++) for the fused kernels",
+            "no C compiler found: word2vec trains on the plain (batched) path, several times "
+            "slower on a CPU; install one (e.g. gcc) for the fused per-pair kernels",
             RuntimeWarning,
             stacklevel=2,
         )
         return None
-    step = _compiled(objective)
-    args = [arg.clone() for arg in example_args]  # the step writes into the tables
-    for index, dim in _DYNAMIC_DIMS[objective].items():
-        torch._dynamo.mark_dynamic(args[index], dim)
-    reference = [arg.clone() for arg in example_args[:2]]
-    try:
-        loss = step(*args)
-    except Exception as error:  # compile failures come in many types; all mean "fall back"
-        warnings.warn(
-            f"torch.compile failed for the fused {objective} step ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}); training on the plain path",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    expected = _STEPS[objective](*reference, *example_args[2:])
-    same = torch.allclose(loss, expected, rtol=1e-4, atol=1e-4) and all(
-        torch.allclose(a, b, atol=1e-5) for a, b in zip(args, reference)
-    )
-    if not same:
-        warnings.warn(
-            f"the compiled {objective} step disagrees with its eager form; training on the "
-            "plain path",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return step
+    scratch = tempfile.TemporaryDirectory(prefix="chapter20-w2v-", ignore_cleanup_errors=True)
+    with scratch as directory:
+        try:
+            # Loaded before the directory goes: the library stays mapped once opened.
+            return FusedKernels(ctypes.CDLL(str(_build(compiler, directory))))
+        except (RuntimeError, OSError) as error:
+            warnings.warn(
+                f"compiling the fused word2vec kernels failed ({error}); training on the plain "
+                "path",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None

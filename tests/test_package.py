@@ -66,11 +66,12 @@ def installed(wheel, tmp_path_factory) -> tuple[Path, dict]:
     return outside, env
 
 
-def test_the_wheel_holds_every_data_file_and_the_sbatch_template(wheel):
+def test_the_wheel_holds_every_data_file_the_sbatch_template_and_the_c_kernels(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     package = repo_root() / "chapter20"
     shipped = [p for p in (package / "data").iterdir() if p.is_file()]
     shipped += list((package / "scripts").glob("*.sbatch"))
+    shipped += list(package.glob("*.c"))  # word2vec's fused kernels, compiled where they run
     assert shipped
     for path in shipped:
         assert path.relative_to(package.parent).as_posix() in names
@@ -94,9 +95,11 @@ def test_installed_package_reads_its_data_from_the_wheel(installed):
         "import chapter20, chapter20.paths as p; from chapter20.cost import load_catalog; "
         "from chapter20.claims import load_claims; "
         "print(chapter20.__file__); print(p.repo_root()); print(len(load_catalog())); "
-        "print(len(load_claims()))"
+        "print(len(load_claims())); from chapter20.word2vec_fused import load_kernels; "
+        "print(load_kernels() is not None or not __import__('shutil').which('cc'))"
     )
-    where, root, prices, claims = _run(["python", "-c", code], cwd, env).split()
+    where, root, prices, claims, kernels = _run(["python", "-c", code], cwd, env).split()
+    assert kernels == "True"  # the C source ships in the wheel and compiles there
     assert str(repo_root()) not in where and "site-packages" in where
     assert root == "None"  # not a checkout: results go to the cache, data come from the wheel
     assert int(prices) >= 3 and int(claims) == 30

@@ -12,6 +12,7 @@ import torch
 from chapter20.data import word_similarity_path, zipf_probabilities
 from chapter20.vocab import build_vocab
 from chapter20.word2vec import (
+    FUSED_CHUNK,
     MAX_EXP,
     NoiseSampler,
     SkipGram,
@@ -30,11 +31,7 @@ from chapter20.word2vec import (
     skipgram_windows,
     train_word2vec,
 )
-from chapter20.word2vec_fused import (
-    compiler_available,
-    hierarchical_window_step,
-    negative_pair_step,
-)
+from chapter20.word2vec_fused import compiler_available, load_kernels
 
 
 @pytest.fixture(scope="module")
@@ -385,119 +382,140 @@ def test_window_step_with_shared_noise_equals_pair_steps_with_that_noise():
 
 # --- the fused path equals the plain path -----------------------------------------------------
 
-
-@pytest.mark.parametrize("lr", [1e-3, 5.0])  # 5.0: the step caps are active
-def test_fused_negative_step_equals_the_plain_step(lr):
-    model, inputs, outputs = _small_model("negative")
-    outputs[:4] = 0  # frequent: some noise words equal the true word and are skipped
-    targets = model.noise_targets(outputs, torch.Generator().manual_seed(5))
-    assert (targets[1][:, 1:] == 0).any()
-    gen = torch.Generator().manual_seed(5)  # the same draws, as the alias method takes them
-    slot = torch.randint(0, 60, (32, model.negative), generator=gen)
-    coin = torch.rand((32, model.negative), generator=gen, dtype=torch.float64)
-    sampler = model.sampler
-    w_in, w_out = model._w_in.clone(), model._w_out.clone()
-    loss = negative_pair_step(
-        w_in, w_out, inputs, outputs, slot, coin, sampler.prob, sampler.alias, torch.tensor(lr)
-    )
-    plain = model.step(inputs, outputs, lr, targets)
-    # The same sums in another order: float32 rounding.
-    assert torch.allclose(loss, plain, rtol=1e-5)
-    assert torch.allclose(w_in, model._w_in, atol=1e-5)
-    assert torch.allclose(w_out, model._w_out, atol=1e-5)
-    assert not torch.equal(w_out, _small_model("negative")[0]._w_out)
+needs_compiler = pytest.mark.skipif(not compiler_available(), reason="needs a C compiler")
 
 
-@pytest.mark.parametrize("lr", [1e-3, 5.0])
-def test_fused_hierarchical_step_equals_the_plain_window_step(lr):
-    model, _, _ = _small_model("hierarchical")
-    outputs, contexts, _, _ = _windows_and_pairs(model)
-    w_in, w_out = model._w_in.clone(), model._w_out.clone()
-    targets, labels = model._points_padded[outputs], model._labels[outputs]
-    loss = hierarchical_window_step(w_in, w_out, contexts, targets, labels, torch.tensor(lr))
-    plain = model.step_windows(outputs, contexts, lr)
-    assert torch.allclose(loss, plain, rtol=1e-5)
-    assert torch.allclose(w_in, model._w_in, atol=1e-5)
-    assert torch.allclose(w_out, model._w_out, atol=1e-5)
-    assert w_in[-1].abs().max() == 0 and w_out[-1].abs().max() == 0  # sink rows stay zero
-
-
-needs_compiler = pytest.mark.skipif(not compiler_available(), reason="needs a C++ compiler")
+def _pair_by_pair(model, inputs, outputs, lr, noise=None):
+    """The plain step on one pair at a time: what the fused kernels must equal."""
+    total = 0.0
+    for p in range(len(inputs)):
+        targets = None
+        if noise is not None:
+            ids = torch.cat([outputs[p : p + 1], noise[p]]).unsqueeze(0)
+            weight = (ids != outputs[p]).float()
+            weight[:, 0] = 1.0
+            targets = (ids, weight)
+        total += float(model.step(inputs[p : p + 1], outputs[p : p + 1], lr, targets))
+    return total
 
 
 @needs_compiler
 @pytest.mark.parametrize("objective", ["negative", "hierarchical"])
-def test_compiled_kernel_equals_the_plain_step_and_pads_short_batches(objective):
-    # dim 100, k = 5, the training's batch shapes: the same compiled kernel as training, so
-    # the on-disk cache serves both. 32 pairs (12 windows) are padded up to the batch.
-    model = SkipGram(objective, zipf_counts(60), dim=100, negative=5, seed=0)
-    twin = SkipGram(objective, zipf_counts(60), dim=100, negative=5, seed=0)
-    gen = torch.Generator().manual_seed(0)
-    for m in (model, twin):
-        m._w_out[:-1] = torch.randn(m._w_out[:-1].shape, generator=gen.manual_seed(1)) * 0.1
-    kernel = model.fused_kernel(1024 if objective == "negative" else 171, slots=10)
-    assert kernel is not None
-    graph_breaks = dict(torch._dynamo.utils.counters["graph_break"])
-    assert not graph_breaks  # one graph: the whole step is one compiled program
+# 0.5: rows of norm ~1.8 (dim 37, N(0, 0.3²) entries) make lr · Σ σ'·|x|² exceed 1, so the
+# step caps are active; a much larger rate diverges, and diverging runs amplify rounding.
+@pytest.mark.parametrize("lr", [1e-3, 0.5])
+def test_fused_kernel_equals_the_plain_step_pair_after_pair(objective, lr):
+    # 300 pairs in a row: every pair's update starts from the rows the previous ones left,
+    # so any difference in a single step would grow from pair to pair.
+    kernels = load_kernels()
+    model, _, _ = _small_model(objective, dim=37)
+    twin, _, _ = _small_model(objective, dim=37)
+    gen = torch.Generator().manual_seed(7)
+    inputs = torch.randint(0, 60, (300,), generator=gen)
+    outputs = torch.randint(0, 6, (300,), generator=gen)  # frequent words: repeats in a row
     if objective == "negative":
-        inputs, outputs = torch.randint(0, 60, (2, 32), generator=gen)
-        loss = kernel(outputs, inputs, 0.05, torch.Generator().manual_seed(3))
-        targets = twin.noise_targets(outputs, torch.Generator().manual_seed(3))
-        plain = twin.step(inputs, outputs, 0.05, targets)
+        noise = kernels.draw_noise(model.sampler.prob, model.sampler.alias, 11, 300 * 4)
+        noise = noise.view(300, 4)
+        assert (noise == outputs.unsqueeze(1)).any()  # some noise words are the true word
+        assert any(len(set(row.tolist())) < 4 for row in noise)  # some are drawn twice
+        args = (4, model.sampler.prob, model.sampler.alias, 11)
+        loss = kernels.negative_pairs(model._w_in, model._w_out, inputs, outputs, *args, lr)
     else:
-        outputs, contexts, _, _ = _windows_and_pairs(model, slots=10)
-        loss = kernel(outputs, contexts, 0.05, None)
-        plain = twin.step_windows(outputs, contexts, 0.05)
-    assert torch.allclose(loss, plain, rtol=1e-5)
-    assert torch.allclose(model._w_in, twin._w_in, atol=1e-6)
-    assert torch.allclose(model._w_out, twin._w_out, atol=1e-6)
-    assert model._w_in[-1].abs().max() == 0 and model._w_out[-1].abs().max() == 0
+        noise = None
+        paths = (model._points_padded, model._labels, model._lengths)
+        loss = kernels.hierarchical_pairs(model._w_in, model._w_out, inputs, outputs, *paths, lr)
+    plain = _pair_by_pair(twin, inputs, outputs, lr, noise)
+    # The same sums in another order, 300 times over: float32 rounding.
+    assert loss == pytest.approx(plain, rel=1e-5)
+    assert torch.allclose(model._w_in, twin._w_in, atol=1e-5)
+    assert torch.allclose(model._w_out, twin._w_out, atol=1e-5)
+    assert not torch.equal(model._w_out, _small_model(objective, dim=37)[0]._w_out)
+    assert model._w_in[-1].abs().max() == 0 and model._w_out[-1].abs().max() == 0  # sinks
 
 
 @needs_compiler
-def test_fused_training_is_deterministic_and_follows_the_plain_path(lee):
-    # One worker: the same pairs and noise words on both paths; the vectors differ only by
-    # float32 rounding, which SGD carries along but does not blow up.
+def test_fused_noise_words_follow_the_noise_distribution():
+    counts = zipf_counts(50)
+    sampler = NoiseSampler(noise_distribution(counts))
+    draws = load_kernels().draw_noise(sampler.prob, sampler.alias, 3, 400_000)
+    assert int(draws.min()) >= 0 and int(draws.max()) < 50
+    share = np.bincount(draws.numpy(), minlength=50) / len(draws)
+    # Binomial noise of 400,000 draws: within 5 standard deviations per word.
+    p = sampler.probabilities
+    assert np.all(np.abs(share - p) <= 5 * np.sqrt(p * (1 - p) / len(draws)) + 1e-12)
+    again = load_kernels().draw_noise(sampler.prob, sampler.alias, 3, 1000)
+    assert torch.equal(again, draws[:1000])  # a seed gives one stream
+
+
+@needs_compiler
+def test_fused_kernels_refuse_what_the_c_code_cannot_read():
+    kernels = load_kernels()
+    model, inputs, outputs = _small_model("negative")
+    sampler = model.sampler
+    with pytest.raises(ValueError, match="inputs must be a contiguous torch.int64"):
+        kernels.negative_pairs(
+            model._w_in, model._w_out, inputs.int(), outputs, 4, sampler.prob, sampler.alias, 0,
+            0.1,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="w_out must be a contiguous torch.float32"):
+        kernels.negative_pairs(
+            model._w_in, model._w_out.T, inputs, outputs, 4, sampler.prob, sampler.alias, 0, 0.1
+        )
+    with pytest.raises(ValueError, match="differ in length"):
+        kernels.negative_pairs(
+            model._w_in, model._w_out, inputs, outputs[:3], 4, sampler.prob, sampler.alias, 0,
+            0.1,
+        )  # fmt: skip
+
+
+@needs_compiler
+def test_fused_training_is_deterministic_and_learns_what_the_plain_path_learns(lee):
+    # The fused path steps one pair at a time, the plain path a batch at a time: the same
+    # pairs, but a batch computes every pair's step from the same (staler) weights. One epoch
+    # on the Lee corpus: the sequential steps reach a loss at least as low, and not far from
+    # the batched one (measured: 3.44 vs 3.59 for negative sampling, 6.85 vs 6.87 for the
+    # hierarchical softmax).
     options = dict(epochs=1, seed=3, progress=False, threads=1)
-    runs = {}
     for objective in ("negative", "hierarchical"):
         fused = train_word2vec(lee, objective, fused=True, **options)
-        assert fused.stats.fused
+        assert fused.stats.fused and fused.stats.batch_size == FUSED_CHUNK
         again = train_word2vec(lee, objective, fused=True, **options)
         assert np.array_equal(fused.vectors, again.vectors)
         plain = train_word2vec(lee, objective, fused=False, **options)
         assert not plain.stats.fused
-        assert fused.stats.epoch_loss[0] == pytest.approx(plain.stats.epoch_loss[0], rel=1e-4)
-        assert np.abs(fused.vectors - plain.vectors).max() < 1e-3
-        runs[objective] = fused
+        assert plain.stats.epoch_loss[0] * 0.9 < fused.stats.epoch_loss[0]
+        assert fused.stats.epoch_loss[0] <= plain.stats.epoch_loss[0] * 1.001
     hogwild = train_word2vec(lee, "negative", fused=True, workers=2, **options)
     assert hogwild.stats.fused and np.isfinite(hogwild.vectors).all()
-    single = runs["negative"].stats.epoch_loss[0]
+    single = train_word2vec(lee, "negative", fused=True, **options).stats.epoch_loss[0]
     assert hogwild.stats.epoch_loss[0] == pytest.approx(single, rel=0.05)
 
 
 def test_fused_path_falls_back_without_a_compiler(lee, monkeypatch):
     from chapter20 import word2vec_fused
 
-    monkeypatch.setattr(word2vec_fused, "compiler_available", lambda: False)
-    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
-        wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
+    monkeypatch.setattr(word2vec_fused, "_compiler", lambda: None)
+    word2vec_fused.load_kernels.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="no C compiler"):
+            wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
+    finally:
+        word2vec_fused.load_kernels.cache_clear()
     assert not wv.stats.fused and np.isfinite(wv.vectors).all()
 
 
-def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch):
+def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch, tmp_path):
     from chapter20 import word2vec_fused
 
-    def broken(objective):
-        def step(*args):
-            raise RuntimeError("C++ compile error: no such header")
-
-        return step
-
-    monkeypatch.setattr(word2vec_fused, "compiler_available", lambda: True)
-    monkeypatch.setattr(word2vec_fused, "_compiled", broken)
-    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
-        wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.setattr(word2vec_fused, "SOURCE", broken)
+    word2vec_fused.load_kernels.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="compiling the fused word2vec kernels failed"):
+            wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
+    finally:
+        word2vec_fused.load_kernels.cache_clear()
     assert not wv.stats.fused
     with pytest.warns(RuntimeWarning, match="no fused kernel"):
         shared = train_word2vec(
@@ -506,7 +524,21 @@ def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch):
     assert not shared.stats.fused
     with pytest.raises(TypeError, match="fused"):
         train_word2vec(lee[:50], fused="yes")
-    assert SkipGram("softmax", zipf_counts(60), dim=8).fused_kernel(32) is None
+    assert SkipGram("softmax", zipf_counts(60), dim=8).fused_kernel() is None
+
+
+def test_a_given_tree_replaces_the_built_one_and_is_checked():
+    counts = zipf_counts(30)
+    tree = build_huffman_tree(counts[::-1].copy())  # another valid tree over 30 words
+    model = SkipGram("hierarchical", counts, dim=4, tree=tree)
+    assert model.tree is tree
+    with pytest.raises(ValueError, match="one path per word"):
+        SkipGram("hierarchical", zipf_counts(31), dim=4, tree=tree)
+    with pytest.raises(TypeError, match="HuffmanTree"):
+        SkipGram("hierarchical", counts, dim=4, tree="gensim")
+    bad = type(tree)(codes=tree.codes * 2, points=tree.points, lengths=tree.lengths)
+    with pytest.raises(ValueError, match="codes must be 0 or 1"):
+        SkipGram("hierarchical", counts, dim=4, tree=bad)
 
 
 # --- sampling -------------------------------------------------------------------------------
