@@ -9,7 +9,8 @@ efficient embedding training, topic 3; claims C28–C30).
   step time), :func:`projection_accuracy` (does the compressed input keep the signal?);
 - PCA of word vectors against a word-similarity score (C28 applied to embeddings):
   :func:`pca_quality_curve`, which takes any ``(words, vectors)`` and a scoring function;
-- subword vectors composed into word vectors (C30's quality side): :func:`compose_word_vectors`;
+- subword vectors composed into word vectors (C30's quality side): :func:`compose_word_vectors`,
+  trained and scored over seeds by :func:`subword_quality` and :func:`subword_summary`;
 - the figures of notebook 10 and ``benchmark()`` for the command line.
 
 The package side (pruning, BPE, ``pca_compress``) is ``chapter20.vocab``.
@@ -32,6 +33,7 @@ from torch import nn
 from chapter20.checks import check_int, check_real
 from chapter20.data import wiki_sentences
 from chapter20.device import get_device, set_seed, synchronize
+from chapter20.evaluation import summarize_seeds
 from chapter20.measure import (
     format_bytes,
     gradients_of,
@@ -60,6 +62,9 @@ __all__ = [
     "projection_accuracy",
     "projection_equivalence",
     "sparse_projection_benchmark",
+    "SubwordRuns",
+    "subword_quality",
+    "subword_summary",
 ]
 
 VARIANTS = (
@@ -697,6 +702,91 @@ def compose_word_vectors(
 # --------------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubwordRuns:
+    """C30's runs (:func:`subword_quality`): ``frame``, one row per seed and model (``"words"``
+    or ``"bpe <size>"``): ``rows`` of the embedding matrix, ``rho_same_pairs`` (WordSim-353
+    Spearman ρ on the pairs the word model knows), ``same_pairs``, ``rho_all_pairs`` and
+    ``oov_pairs`` (pairs left out), ``seconds`` of training; ``word_model``: the first seed's
+    word-level vectors (``chapter20.word2vec.WordVectors``), for later sections."""
+
+    frame: pd.DataFrame
+    word_model: Any
+
+
+def subword_quality(
+    train_articles: Sequence[Sequence[str]],
+    sentences: Sequence[Sequence[str]],
+    sizes: Sequence[int] = (4_000, 8_000),
+    seeds: Sequence[int] = (1, 2, 3),
+    *,
+    min_count: int = 5,
+    **w2v: Any,
+) -> SubwordRuns:
+    """Word vectors vs composed BPE subword vectors, seed after seed (note, topic 3; C30).
+
+    For each seed: word2vec (``chapter20.word2vec.train_word2vec`` with ``w2v``'s settings) on
+    ``sentences`` pruned at ``min_count``, then for each BPE size (trained once on
+    ``train_articles``) on the subwords of the same sentences; a word's subword vector is the
+    mean of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the
+    same pairs (those the word model knows), the subword vectors also on every pair."""
+    from chapter20.vocab import train_bpe
+    from chapter20.word2vec import evaluate_word_pairs, train_word2vec
+
+    if not len(seeds):
+        raise ValueError("seeds must name at least one seed")
+    sizes = [check_int("sizes[i]", size, 257) for size in sizes]
+    pair_words = sorted(set(_similarity_words("wordsim353")))
+    bpes = {size: train_bpe(train_articles, size) for size in sizes}
+    corpora = {size: bpe.tokenize_corpus(sentences) for size, bpe in bpes.items()}
+    records, first = [], None
+
+    def record(seed, model, rows, same, every, seconds):
+        records.append({
+            "seed": seed, "model": model, "rows": rows, "rho_same_pairs": same.spearman,
+            "same_pairs": same.pairs - same.oov_pairs, "rho_all_pairs": every.spearman,
+            "oov_pairs": every.oov_pairs, "seconds": seconds,
+        })  # fmt: skip
+
+    for seed in seeds:
+        words = train_word2vec(sentences, min_count=min_count, seed=seed, **w2v)
+        first = first or words
+        score = evaluate_word_pairs(words.words, words.vectors)
+        record(seed, "words", len(words), score, score, words.stats.seconds)
+        for size, bpe in bpes.items():
+            model = train_word2vec(corpora[size], min_count=1, seed=seed, **w2v)
+            vectors = (model.words, model.vectors)
+            same = evaluate_word_pairs(*compose_word_vectors(bpe, words.words, *vectors))
+            every = evaluate_word_pairs(*compose_word_vectors(bpe, pair_words, *vectors))
+            record(seed, f"bpe {size}", bpe.vocab_size, same, every, model.stats.seconds)
+    return SubwordRuns(pd.DataFrame(records), first)
+
+
+def _similarity_words(name: str) -> list[str]:
+    from chapter20.data import word_similarity
+
+    table = word_similarity(name)
+    return list(table["word1"]) + list(table["word2"])
+
+
+def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model of :func:`subword_quality`: ρ on the same pairs as mean ± standard deviation
+    over seeds, ``delta`` (its ρ minus the word model's, seed by seed) as mean ± std, chance
+    (the standard deviation of a chance ρ over the scored pairs, ``1 / sqrt(pairs - 1)``, mean
+    0) and the weakest run in those standard deviations, rows and pairs left out."""
+    words = frame[frame.model == "words"].set_index("seed")["rho_same_pairs"]
+    frame = frame.assign(delta=frame.rho_same_pairs - frame.seed.map(words))
+    stats = summarize_seeds(frame, by="model", columns=("rho_same_pairs", "delta", "rho_all_pairs"))
+    grouped = frame.groupby("model", sort=False)
+    chance_sd = 1.0 / np.sqrt(grouped["same_pairs"].min() - 1.0)
+    out = stats.set_index("model")
+    out["chance_sd"] = chance_sd
+    out["weakest_in_chance_sds"] = grouped["rho_same_pairs"].min() / chance_sd
+    out["rows"] = grouped["rows"].first()
+    out["oov_pairs"] = grouped["oov_pairs"].max()
+    return out
 
 
 def plot_pruning(table: pd.DataFrame):

@@ -408,6 +408,32 @@ def test_compose_word_vectors_averages_subwords(bpe_small):
     np.testing.assert_allclose(out[0], expected, rtol=1e-6)
 
 
+def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
+    train, _ = lee_split
+    sentences = list(train)
+    options = dict(dim=16, epochs=1, progress=False, threads=1)
+    runs = vocab_lab.subword_quality(train, sentences, (300, 600), seeds=(1, 2), **options)
+    frame = runs.frame
+    assert list(frame.model) == ["words", "bpe 300", "bpe 600"] * 2
+    assert list(frame.seed) == [1, 1, 1, 2, 2, 2]
+    words = frame[frame.model == "words"]
+    # Scored on the pairs the word model knows: the same count for every model of a seed.
+    for seed in (1, 2):
+        assert frame[frame.seed == seed].same_pairs.nunique() == 1
+    assert (frame[frame.model != "words"].oov_pairs <= words.oov_pairs.iloc[0]).all()
+    assert len(runs.word_model) == words.rows.iloc[0]
+    summary = vocab_lab.subword_summary(frame)
+    assert list(summary.index) == ["words", "bpe 300", "bpe 600"]
+    assert summary.loc["words", "delta_mean"] == 0 and summary.loc["words", "delta_std"] == 0
+    by_seed = frame.set_index(["model", "seed"]).rho_same_pairs
+    expected = np.mean([by_seed["bpe 300", s] - by_seed["words", s] for s in (1, 2)])
+    assert summary.loc["bpe 300", "delta_mean"] == pytest.approx(expected)
+    pairs = frame.same_pairs.min()
+    assert summary.loc["words", "chance_sd"] == pytest.approx(1 / np.sqrt(pairs - 1))
+    with pytest.raises(ValueError, match="seeds"):
+        vocab_lab.subword_quality(train, sentences, (300,), seeds=(), **options)
+
+
 @pytest.fixture(scope="module")
 def bow(cache):
     with pytest.warns(UserWarning, match="distinct words"):
