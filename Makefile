@@ -86,10 +86,15 @@ TIMED := timed() { local name=$$1 start=$$SECONDS status=0; shift; "$$@" || stat
 	return $$status; }; timed
 
 UNIT_MARKERS ?= not slurm and not slow
+# Unit tests on two pytest-xdist workers, one torch thread each (tests/conftest.py): many tests
+# wait on process start-up (torchrun, spawned ranks), which the other worker fills; UNIT_JOBS=0
+# runs them in one process. The notebooks stay serial: each sets its own threads, and two at
+# once on two cores oversubscribe them (measured: twice as long).
+UNIT_JOBS ?= 2
 test-unit: $(STAMP)
-	@echo "== unit tests ($(UNIT_MARKERS))"
+	@echo "== unit tests ($(UNIT_MARKERS); $(UNIT_JOBS) workers)"
 	@$(TIMED) "unit tests" env CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
-		$(BIN)/python -m pytest tests -q -m "$(UNIT_MARKERS)" --durations=15
+		$(BIN)/python -m pytest tests -q -m "$(UNIT_MARKERS)" -n $(UNIT_JOBS) --durations=15
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"

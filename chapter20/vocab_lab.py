@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -723,45 +724,58 @@ def subword_quality(
     seeds: Sequence[int] = (1, 2, 3),
     *,
     min_count: int = 5,
+    jobs: int = 1,
     **w2v: Any,
 ) -> SubwordRuns:
     """Word vectors vs composed BPE subword vectors, seed after seed (note, topic 3; C30).
 
     For each seed: word2vec (``chapter20.word2vec.train_word2vec`` with ``w2v``'s settings) on
-    ``sentences`` pruned at ``min_count``, then for each BPE size (trained once on
+    ``sentences`` pruned at ``min_count``, and for each BPE size (trained once on
     ``train_articles``) on the subwords of the same sentences; a word's subword vector is the
     mean of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the
-    same pairs (those the word model knows), the subword vectors also on every pair."""
+    same pairs (those the word model knows), the subword vectors also on every pair.
+
+    ``jobs``: trainings run at once, in threads. On a CPU, two single-worker trainings of
+    different models use two cores far better than one training with two Hogwild workers,
+    whose threads fight over the same rows (the small BPE tables most of all); each run is
+    deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``w2v``."""
     from chapter20.vocab import train_bpe
     from chapter20.word2vec import evaluate_word_pairs, train_word2vec
 
     if not len(seeds):
         raise ValueError("seeds must name at least one seed")
     sizes = [check_int("sizes[i]", size, 257) for size in sizes]
+    jobs = check_int("jobs", jobs, 1)
     pair_words = sorted(set(_similarity_words("wordsim353")))
     bpes = {size: train_bpe(train_articles, size) for size in sizes}
-    corpora = {size: bpe.tokenize_corpus(sentences) for size, bpe in bpes.items()}
-    records, first = [], None
-
-    def record(seed, model, rows, same, every, seconds):
-        records.append({
-            "seed": seed, "model": model, "rows": rows, "rho_same_pairs": same.spearman,
-            "same_pairs": same.pairs - same.oov_pairs, "rho_all_pairs": every.spearman,
-            "oov_pairs": every.oov_pairs, "seconds": seconds,
-        })  # fmt: skip
-
-    for seed in seeds:
-        words = train_word2vec(sentences, min_count=min_count, seed=seed, **w2v)
-        first = first or words
-        score = evaluate_word_pairs(words.words, words.vectors)
-        record(seed, "words", len(words), score, score, words.stats.seconds)
-        for size, bpe in bpes.items():
-            model = train_word2vec(corpora[size], min_count=1, seed=seed, **w2v)
-            vectors = (model.words, model.vectors)
-            same = evaluate_word_pairs(*compose_word_vectors(bpe, words.words, *vectors))
+    corpora = {"words": (sentences, min_count)}
+    corpora.update(
+        {f"bpe {size}": (bpe.tokenize_corpus(sentences), 1) for size, bpe in bpes.items()}
+    )
+    with ThreadPoolExecutor(jobs) as pool:
+        runs = {
+            (seed, name): pool.submit(train_word2vec, text, min_count=count, seed=seed, **w2v)
+            for seed in seeds
+            for name, (text, count) in corpora.items()
+        }
+        trained = {key: run.result() for key, run in runs.items()}
+    records = []
+    for (seed, name), model in trained.items():
+        if name == "words":
+            rows, same = len(model), evaluate_word_pairs(model.words, model.vectors)
+            every = same
+        else:
+            bpe, vectors = bpes[int(name.split()[1])], (model.words, model.vectors)
+            words = trained[seed, "words"].words
+            rows = bpe.vocab_size
+            same = evaluate_word_pairs(*compose_word_vectors(bpe, words, *vectors))
             every = evaluate_word_pairs(*compose_word_vectors(bpe, pair_words, *vectors))
-            record(seed, f"bpe {size}", bpe.vocab_size, same, every, model.stats.seconds)
-    return SubwordRuns(pd.DataFrame(records), first)
+        records.append({
+            "seed": seed, "model": name, "rows": rows, "rho_same_pairs": same.spearman,
+            "same_pairs": same.pairs - same.oov_pairs, "rho_all_pairs": every.spearman,
+            "oov_pairs": every.oov_pairs, "seconds": model.stats.seconds,
+        })  # fmt: skip
+    return SubwordRuns(pd.DataFrame(records), trained[seeds[0], "words"])
 
 
 def _similarity_words(name: str) -> list[str]:

@@ -1037,9 +1037,9 @@ def train_word2vec(
 
     ``device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads during
     training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python threads
-    on shared weights without locks, as gensim's workers do ("Hogwild"), each on its own
-    contiguous share of every epoch; each then computes with one torch thread unless
-    ``threads`` says otherwise.
+    on shared weights without locks, as gensim's workers do ("Hogwild"), each taking the
+    epoch's next batch from a shared queue when it is free; each then computes with one torch
+    thread unless ``threads`` says otherwise.
 
     Guarantees: with ``workers=1`` the run is deterministic for ``seed`` (bitwise on CPU for a
     fixed ``threads``); with more workers, like gensim's, it is not. Raises ``ValueError``

@@ -5,6 +5,7 @@ from collections import Counter
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse
 import torch
@@ -430,8 +431,16 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     assert summary.loc["bpe 300", "delta_mean"] == pytest.approx(expected)
     pairs = frame.same_pairs.min()
     assert summary.loc["words", "chance_sd"] == pytest.approx(1 / np.sqrt(pairs - 1))
+    # Trainings two at a time (threads) give the same runs: each is deterministic for its seed.
+    parallel = vocab_lab.subword_quality(
+        train, sentences, (300, 600), seeds=(1, 2), jobs=2, **options
+    )
+    columns = [c for c in frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(parallel.frame[columns], frame[columns])
     with pytest.raises(ValueError, match="seeds"):
         vocab_lab.subword_quality(train, sentences, (300,), seeds=(), **options)
+    with pytest.raises(ValueError, match="jobs"):
+        vocab_lab.subword_quality(train, sentences, (300,), jobs=0, **options)
 
 
 @pytest.fixture(scope="module")
