@@ -491,31 +491,30 @@ def test_fused_training_is_deterministic_and_learns_what_the_plain_path_learns(l
     assert hogwild.stats.epoch_loss[0] == pytest.approx(single, rel=0.05)
 
 
-def test_fused_path_falls_back_without_a_compiler(lee, monkeypatch):
+@pytest.fixture
+def uncached_kernels():
+    """``word2vec_fused`` with its kernels to be built afresh by the test (under whatever it
+    patches), and afresh again after it, from the real source."""
     from chapter20 import word2vec_fused
 
-    monkeypatch.setattr(word2vec_fused, "_compiler", lambda: None)
     word2vec_fused.load_kernels.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="no C compiler"):
-            wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
-    finally:
-        word2vec_fused.load_kernels.cache_clear()
+    yield word2vec_fused
+    word2vec_fused.load_kernels.cache_clear()
+
+
+def test_fused_path_falls_back_without_a_compiler(lee, monkeypatch, uncached_kernels):
+    monkeypatch.setattr(uncached_kernels, "_compiler", lambda: None)
+    with pytest.warns(RuntimeWarning, match="no C compiler"):
+        wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
     assert not wv.stats.fused and np.isfinite(wv.vectors).all()
 
 
-def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch, tmp_path):
-    from chapter20 import word2vec_fused
-
+def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch, tmp_path, uncached_kernels):
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
-    monkeypatch.setattr(word2vec_fused, "SOURCE", broken)
-    word2vec_fused.load_kernels.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="compiling the fused word2vec kernels failed"):
-            wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
-    finally:
-        word2vec_fused.load_kernels.cache_clear()
+    monkeypatch.setattr(uncached_kernels, "SOURCE", broken)
+    with pytest.warns(RuntimeWarning, match="compiling the fused word2vec kernels failed"):
+        wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
     assert not wv.stats.fused
     with pytest.warns(RuntimeWarning, match="no fused kernel"):
         shared = train_word2vec(
