@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from chapter20.checks import check_int, check_real
-from chapter20.data import wiki_sentences
+from chapter20.data import wiki_sentences, word_similarity
 from chapter20.device import get_device, set_seed, synchronize
 from chapter20.evaluation import summarize_seeds
 from chapter20.measure import (
@@ -746,7 +746,8 @@ def subword_quality(
         raise ValueError("seeds must name at least one seed")
     sizes = [check_int("sizes[i]", size, 257) for size in sizes]
     jobs = check_int("jobs", jobs, 1)
-    pair_words = sorted(set(_similarity_words("wordsim353")))
+    table = word_similarity("wordsim353")
+    pair_words = sorted(set(table["word1"]) | set(table["word2"]))
     bpes = {size: train_bpe(train_articles, size) for size in sizes}
     corpora = {"words": (sentences, min_count)}
     corpora.update(
@@ -776,13 +777,6 @@ def subword_quality(
             "oov_pairs": every.oov_pairs, "seconds": model.stats.seconds,
         })  # fmt: skip
     return SubwordRuns(pd.DataFrame(records), trained[seeds[0], "words"])
-
-
-def _similarity_words(name: str) -> list[str]:
-    from chapter20.data import word_similarity
-
-    table = word_similarity(name)
-    return list(table["word1"]) + list(table["word2"])
 
 
 def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:

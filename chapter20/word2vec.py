@@ -1125,7 +1125,7 @@ def _train(
     noise_generators = [torch.Generator(device=device) for _ in range(workers)]
     for w, generator in enumerate(noise_generators):
         generator.manual_seed(seeds[2] + w)
-    workspaces = [model.new_workspace() for _ in range(workers)]
+    workspaces = [] if kernel else [model.new_workspace() for _ in range(workers)]  # plain only
     lock = threading.Lock()
     bar = tqdm(
         total=corpus.raw_words * epochs, disable=not progress, unit="word", unit_scale=True,
