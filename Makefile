@@ -8,7 +8,7 @@
 #   make notebooks   re-execute the committed notebooks in place, in order
 #   make lock        re-resolve the newest allowed versions into constraints.txt (then: make test)
 #   make gpu-check   on a CUDA machine: cuda tests, GPU benches, notebooks 03 and 09 (<= 5 min);
-#                    appends the figures to chapter20/data/gpu_measurements.csv
+#                    appends the figures to data/gpu_measurements.csv
 #                    (GPU_CHECK_ARGS=--dry-run shows what it would run)
 #
 # Which torch (README, "Installing"): TORCH_SPEC is installed first, from TORCH_INDEX.

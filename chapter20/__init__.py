@@ -2,7 +2,7 @@
 
 One module per section of the chapter (see README.md for the map); every technique is proven
 against its plain reference before it is measured. Import what you need from the submodules,
-e.g. ``from chapter20.measure import peak_memory``.
+e.g. ``from chapter20.core.measure import peak_memory``.
 """
 
 __version__ = "0.1.0"

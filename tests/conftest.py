@@ -6,10 +6,10 @@ import os
 import pytest
 import torch
 
-from chapter20.device import MKL_CNR_MODE
+from chapter20.core.device import MKL_CNR_MODE
 
 # MKL reads its reproducibility mode once, at its first call. The spot demo's subprocesses run
-# under chapter20.device.deterministic_mode, which sets it; in-process references computed by
+# under chapter20.core.device.deterministic_mode, which sets it; in-process references computed by
 # the tests must use the same mode, so it is set here, before any test computes anything.
 os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
 

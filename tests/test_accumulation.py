@@ -1,6 +1,6 @@
-"""§20.2.1 chapter20.accumulation and the trainer's accumulation: accumulated == full batch for
-any split, alone and under 2-rank DDP with ``no_sync``; the chapter's rule (L4) and InfoNCE
-accumulation are not.
+"""§20.2.1 chapter20.techniques.accumulation and the trainer's accumulation: accumulated == full
+batch for any split, alone and under 2-rank DDP with ``no_sync``; the chapter's rule (L4) and
+InfoNCE accumulation are not.
 
 Tolerance: float32 rounding (1e-6 absolute on gradients of order 1): the accumulated gradient
 adds the same terms as the full batch, in another order.
@@ -11,16 +11,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.accumulation import example_weights, num_examples, split_batch
-from chapter20.contrastive_lab import (
+from chapter20.core.device import set_seed
+from chapter20.labs.nb02_contrastive import (
     _mse_per_example,
     accumulation_proof,
     max_grad_diff,
     naive_info_nce_accumulation_gap,
 )
-from chapter20.device import set_seed
-from chapter20.distributed import group_rank_and_size, run_local_group
-from chapter20.training import TrainConfig, Trainer
+from chapter20.techniques.accumulation import example_weights, num_examples, split_batch
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.training.trainer import TrainConfig, Trainer
 
 ATOL = 1e-6
 

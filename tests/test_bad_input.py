@@ -26,7 +26,10 @@ import pytest
 import torch
 
 import chapter20
-from chapter20 import claims, contrastive, cost, memory, models
+from chapter20 import cost
+from chapter20.core import claims, models
+from chapter20.techniques import contrastive
+from chapter20.techniques import memory_planner as memory
 
 AWKWARD = {
     "zero": 0,
@@ -39,7 +42,7 @@ AWKWARD = {
 
 
 def _encoder():
-    from chapter20.models import TransformerEncoder
+    from chapter20.core.models import TransformerEncoder
 
     return TransformerEncoder(50, d_model=16, n_heads=2, n_layers=2, max_len=8, dropout=0.0)
 
@@ -49,7 +52,7 @@ def _linear():
 
 
 def _pair_data():
-    from chapter20.data import PairData
+    from chapter20.core.corpora import PairData
 
     ids = torch.randint(1, 20, (4, 8, 3), generator=torch.Generator().manual_seed(0))
     return PairData(*ids, vocab_size=20)
@@ -60,27 +63,27 @@ def _sgd():
 
 
 def _catalog_config():
-    from chapter20.cost import configuration
+    from chapter20.cost.model import configuration
 
     return configuration("p4d.24xlarge")
 
 
 def _plan():
-    from chapter20.memory import EncoderShape, plan
+    from chapter20.techniques.memory_planner import EncoderShape, plan
 
     return plan(EncoderShape(1000), batch=8, seq_len=16)
 
 
 def _corpus():
-    from chapter20.vocab import build_vocab
-    from chapter20.word2vec import encode_corpus
+    from chapter20.vocab.vocabulary import build_vocab
+    from chapter20.word2vec.skipgram import encode_corpus
 
     sentences = [["a", "b", "c", "a"], ["b", "c", "a"]] * 3
     return encode_corpus(sentences, build_vocab(sentences, min_count=1))
 
 
 def _loader():
-    from chapter20.distributed import distributed_loader
+    from chapter20.techniques.distributed import distributed_loader
 
     return distributed_loader(torch.utils.data.TensorDataset(torch.arange(10)), batch_size=2)
 
@@ -100,7 +103,7 @@ def _with_gradients():
 
 
 def _bag():
-    from chapter20.models import BagOfEmbeddingsEncoder
+    from chapter20.core.models import BagOfEmbeddingsEncoder
 
     return BagOfEmbeddingsEncoder(20, 8)
 
@@ -114,9 +117,10 @@ TEXTS = [["the", "cat", "sat"], ["the", "dog", "sat"]] * 5
 
 def _capstone_setup():
     """A tiny built recipe (every Lee document holds "the"), for train_encoder."""
-    from chapter20.capstone import EncoderRecipe, EncoderSetup
-    from chapter20.models import WeightedBagEncoder
-    from chapter20.views import build_tokenizer, encode_documents, idf_weights
+    from chapter20.capstone.recipe import EncoderRecipe, EncoderSetup
+    from chapter20.capstone.views import encode_documents, idf_weights
+    from chapter20.core.models import WeightedBagEncoder
+    from chapter20.vocab.tokenizers import build_tokenizer
 
     tokenizer = build_tokenizer(TEXTS, min_count=1)
     documents = encode_documents(TEXTS, tokenizer)
@@ -127,7 +131,7 @@ def _capstone_setup():
 
 
 def _run_config(**extra):
-    from chapter20.capstone_run import RunConfig
+    from chapter20.capstone.run import RunConfig
 
     return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
 
@@ -138,23 +142,28 @@ def _count_encode(texts):
 
 # Valid arguments for every callable in scope (the numeric parameters under test included).
 BASE: dict[str, typing.Callable[[], dict]] = {
-    "accumulation.example_weights": lambda: {"counts": [3, 2], "rule": "examples"},
-    "accumulation.split_batch": lambda: {"batch": _batches()[0], "micro_batches": 2},
-    "contrastive.recall_at_k": lambda: {
+    "techniques.accumulation.example_weights": lambda: {"counts": [3, 2], "rule": "examples"},
+    "techniques.accumulation.split_batch": lambda: {"batch": _batches()[0], "micro_batches": 2},
+    "techniques.contrastive.recall_at_k": lambda: {
         "model": _bag(),
         "anchors": _ids(),
         "positives": _ids(),
         "ks": (1, 2),
     },
-    "data.pair_data": lambda: {"vocab_size": 500, "max_len": 8, "test_pairs": 10, "seed": 0},
-    "sharding.ShardedBagEncoder": lambda: {
+    "core.corpora.pair_data": lambda: {
+        "vocab_size": 500,
+        "max_len": 8,
+        "test_pairs": 10,
+        "seed": 0,
+    },
+    "techniques.sharding.ShardedBagEncoder": lambda: {
         "vocab_size": 20,
         "embedding_dim": 4,
         "output_dim": 3,
         "padding_idx": 0,
         "seed": 0,
     },
-    "training.TrainConfig": lambda: {
+    "training.trainer.TrainConfig": lambda: {
         "lr": 1e-3,
         "weight_decay": 0.01,
         "warmup_steps": 2,
@@ -168,26 +177,25 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "checkpointing": "every_k",
         "checkpointing_k": 2,
     },
-    "training.planned_step": lambda: {
-        "shape": memory.EncoderShape(1000), "config": chapter20.training.TrainConfig(chunk_size=4),
-        "batch": 8, "seq_len": 16, "device": "cpu",
+    "training.trainer.planned_step": lambda: {
+        "shape": memory.EncoderShape(1000),
+        "config": chapter20.training.trainer.TrainConfig(chunk_size=4),
+        "batch": 8,
+        "seq_len": 16,
+        "device": "cpu",
     },
-    "training.TrainedModule": lambda: {"encoder": _linear(), "learned_temperature": 0.05},
-    "training.train_on_pairs": lambda: {
-        "trainer": __import__("chapter20.training", fromlist=["Trainer"]).Trainer(_bag()),
-        "anchors": torch.randint(1, 20, (8, 3)),
-        "positives": torch.randint(1, 20, (8, 3)),
-        "steps": 1,
-        "batch": 4,
-        "seed": 0,
+    "training.trainer.TrainedModule": lambda: {"encoder": _linear(), "learned_temperature": 0.05},
+    "techniques.activation_checkpointing.segment_size": lambda: {
+        "policy": "every_k",
+        "num_layers": 4,
+        "k": 2,
     },
-    "training.heldout_run": lambda: {
-        "data": _pair_data(), "config": chapter20.training.TrainConfig(), "steps": 1, "batch": 4,
-        "seed": 0, "dim": 4,
+    "techniques.activation_checkpointing.apply_checkpointing": lambda: {
+        "model": _encoder(),
+        "policy": "every_k",
+        "k": 1,
     },
-    "checkpointing.segment_size": lambda: {"policy": "every_k", "num_layers": 4, "k": 2},
-    "checkpointing.apply_checkpointing": lambda: {"model": _encoder(), "policy": "every_k", "k": 1},
-    "checkpointing.predicted_activation_bytes": lambda: {
+    "techniques.activation_checkpointing.predicted_activation_bytes": lambda: {
         "policy": "every_k",
         "num_layers": 4,
         "layer_bytes": 100,
@@ -196,33 +204,33 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "other_bytes": 5,
         "k": 2,
     },
-    "claims.check": lambda: {"claim_id": "C20", "measured": 60.0},
-    "claims.audit_text": lambda: {
+    "core.claims.check": lambda: {"claim_id": "C20", "measured": 60.0},
+    "core.claims.audit_text": lambda: {
         "frame": claims.audit(),
         "width": 70,
     },
-    "contrastive.info_nce": lambda: {
+    "techniques.contrastive.info_nce": lambda: {
         "queries": torch.randn(4, 3),
         "keys": torch.randn(4, 3),
         "temperature": 0.05,
     },
-    "contrastive.distributed_info_nce": lambda: {
+    "techniques.contrastive.distributed_info_nce": lambda: {
         "queries": torch.randn(4, 3),
         "keys": torch.randn(4, 3),
         "temperature": 0.05,
     },
-    "contrastive.grad_cache_backward": lambda: {
+    "techniques.contrastive.grad_cache_backward": lambda: {
         "model": _bag(),
         "inputs": (_ids(), _ids()),
         "chunk_size": 1,
         "loss_fn": lambda a, b: contrastive.info_nce(a, b),
     },
-    "cost.Preemption": lambda: {
+    "cost.model.Preemption": lambda: {
         "mtbf_hours": 2.0,
         "checkpoint_seconds": 30.0,
         "restart_seconds": 300.0,
     },
-    "cost.Workload": lambda: {
+    "cost.model.Workload": lambda: {
         "name": "w",
         "pairs": 1e6,
         "vocab": 1000,
@@ -232,13 +240,13 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "seq_len": 16,
         "pairs_per_gpu": 32,
     },
-    "cost.cheapest_config": lambda: {
+    "cost.model.cheapest_config": lambda: {
         "target_gpus": 8,
         "budget_per_hour": 50.0,
         "min_gpu_memory_gb": 16.0,
     },
-    "cost.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
-    "cost.cost_breakdown": lambda: {
+    "cost.model.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
+    "cost.model.cost_breakdown": lambda: {
         "compute_cost": 1000.0,
         "run_hours": 10.0,
         "dataset_gb": 10.0,
@@ -250,12 +258,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "storage_per_gb_month": 0.023,
         "egress_per_gb": 0.09,
     },
-    "cost.cost_to_train": lambda: {
+    "cost.model.cost_to_train": lambda: {
         "config": _catalog_config(),
         "train_seconds": 3600.0,
         "interval_seconds": 600.0,
     },
-    "cost.data_parallel_efficiency": lambda: {
+    "cost.model.data_parallel_efficiency": lambda: {
         "config": _catalog_config(),
         "gradient_bytes": 1e8,
         "step_compute_seconds": 0.3,
@@ -263,58 +271,73 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "gpu_link_latency_s": 3e-6,
         "network_latency_s": 2e-5,
     },
-    "cost.mixed_precision_saving": lambda: {"speedup": 1.5},
-    "cost.overhead_vs_interval": lambda: {
+    "cost.model.mixed_precision_saving": lambda: {"speedup": 1.5},
+    "cost.model.overhead_vs_interval": lambda: {
         "train_seconds": 3600.0,
         "preemption": cost.Preemption(2, 30, 300),
         "intervals": (60.0, 600.0),
         "n_instances": 1,
     },
-    "cost.spot_savings": lambda: {"train_hours": 10.0},
-    "cost.time_to_train": lambda: {
+    "cost.model.spot_savings": lambda: {"train_hours": 10.0},
+    "cost.model.time_to_train": lambda: {
         "work": 1e6,
         "throughput_per_gpu": 100.0,
         "n_gpus": 8,
         "scaling_efficiency": 0.9,
     },
-    "cost.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
-    "data.encode_texts": lambda: {"texts": TEXTS, "vocabulary": {"the": 1, "cat": 2}, "max_len": 4},
-    "data.shuffled_batches": lambda: {"size": 10, "batch": 3, "generator": torch.Generator()},
-    "data.train_test_split_articles": lambda: {
+    "cost.model.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
+    "core.corpora.encode_texts": lambda: {
+        "texts": TEXTS,
+        "vocabulary": {"the": 1, "cat": 2},
+        "max_len": 4,
+    },
+    "core.corpora.shuffled_batches": lambda: {
+        "size": 10,
+        "batch": 3,
+        "generator": torch.Generator(),
+    },
+    "core.corpora.train_test_split_articles": lambda: {
         "articles": list(range(10)),
         "test_fraction": 0.2,
         "seed": 0,
     },
-    "data.uniform_ids": lambda: {"shape": 5, "num_embeddings": 10, "seed": 0},
-    "data.word_vocabulary": lambda: {"texts": TEXTS, "max_size": 5},
-    "data.zipf_ids": lambda: {"shape": 5, "num_embeddings": 10, "s": 1.1, "seed": 0},
-    "data.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
-    "device.set_seed": lambda: {"seed": 0},
-    "device.scaled": lambda: {"size": 10, "minimum": 1},
-    "distributed.ring_allreduce_seconds": lambda: {
+    "core.corpora.uniform_ids": lambda: {"shape": 5, "num_embeddings": 10, "seed": 0},
+    "core.corpora.word_vocabulary": lambda: {"texts": TEXTS, "max_size": 5},
+    "core.corpora.zipf_ids": lambda: {"shape": 5, "num_embeddings": 10, "s": 1.1, "seed": 0},
+    "core.corpora.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
+    "core.device.set_seed": lambda: {"seed": 0},
+    "core.device.scaled": lambda: {"size": 10, "minimum": 1},
+    "techniques.distributed.ring_allreduce_seconds": lambda: {
         "nbytes": 1e6,
         "world_size": 4,
         "latency": 1e-5,
         "bandwidth": 1e9,
     },
-    "distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
-    "distributed.run_local_group": lambda: {"fn": print, "world_size": 1, "timeout_s": 60.0},
-    "distributed.init_distributed": lambda: {"timeout_s": 60.0},
-    "distributed.distributed_loader": lambda: {
+    "techniques.distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
+    "techniques.distributed.run_local_group": lambda: {
+        "fn": print,
+        "world_size": 1,
+        "timeout_s": 60.0,
+    },
+    "techniques.distributed.init_distributed": lambda: {"timeout_s": 60.0},
+    "techniques.distributed.distributed_loader": lambda: {
         "dataset": torch.utils.data.TensorDataset(torch.arange(10)),
         "batch_size": 2,
         "seed": 0,
         "num_workers": 0,
     },
-    "distributed.set_epoch": lambda: {"loader": _loader(), "epoch": 1},
-    "distributed.scale_lr": lambda: {"base_lr": 1e-3, "base_batch": 512, "batch": 4096},
-    "distributed.warmup_schedule": lambda: {"optimizer": _sgd(), "warmup_steps": 4},
-    "measure.format_bytes": lambda: {"n": 1024.0},
-    "measure.format_difference": lambda: {"max_abs_diff": 1e-7, "tolerance": 1e-6},
-    "measure.time_fn": lambda: {"fn": lambda: None, "warmup": 1, "repeat": 2},
-    "measure.time_interleaved": lambda: {"fns": {"a": lambda: None}, "warmup": 1, "repeat": 2},
-    "memory.training_state_bytes": lambda: {"num_parameters": 1000, "num_tensors": 2},
-    "memory.EncoderShape": lambda: {
+    "techniques.distributed.set_epoch": lambda: {"loader": _loader(), "epoch": 1},
+    "techniques.distributed.scale_lr": lambda: {"base_lr": 1e-3, "base_batch": 512, "batch": 4096},
+    "techniques.distributed.warmup_schedule": lambda: {"optimizer": _sgd(), "warmup_steps": 4},
+    "core.measure.format_bytes": lambda: {"n": 1024.0},
+    "core.measure.format_difference": lambda: {"max_abs_diff": 1e-7, "tolerance": 1e-6},
+    "core.measure.time_fn": lambda: {"fn": lambda: None, "warmup": 1, "repeat": 2},
+    "core.measure.time_interleaved": lambda: {"fns": {"a": lambda: None}, "warmup": 1, "repeat": 2},
+    "techniques.memory_planner.training_state_bytes": lambda: {
+        "num_parameters": 1000,
+        "num_tensors": 2,
+    },
+    "techniques.memory_planner.EncoderShape": lambda: {
         "vocab_size": 1000,
         "d_model": 64,
         "n_heads": 4,
@@ -323,11 +346,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "max_len": 32,
         "output_dim": 16,
     },
-    "memory.optimizer_state_bytes_predicted": lambda: {
+    "techniques.memory_planner.optimizer_state_bytes_predicted": lambda: {
         "parameter_sizes": [10, 20],
         "optimizer": "adamw",
     },
-    "memory.plan": lambda: {
+    "techniques.memory_planner.plan": lambda: {
         "model": memory.EncoderShape(1000),
         "batch": 8,
         "seq_len": 16,
@@ -339,18 +362,26 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "towers": 2,
         "gpu_bytes": 8e9,
     },
-    "memory.parallelism_advice": lambda: {"memory_plan": _plan(), "gpu_bytes": 8e9},
-    "models.check_ids": lambda: {"ids": _ids(), "num_embeddings": 10},
-    "models.BagOfEmbeddingsEncoder": lambda: {
+    "techniques.memory_planner.parallelism_advice": lambda: {
+        "memory_plan": _plan(),
+        "gpu_bytes": 8e9,
+    },
+    "core.models.check_ids": lambda: {"ids": _ids(), "num_embeddings": 10},
+    "core.models.BagOfEmbeddingsEncoder": lambda: {
         "vocab_size": 20,
         "embedding_dim": 8,
         "output_dim": 4,
         "padding_idx": 0,
     },
-    "models.AttentionBlock": lambda: {"d_model": 8, "n_heads": 2, "dropout": 0.1},
-    "models.FeedForwardBlock": lambda: {"d_model": 8, "d_ff": 16, "dropout": 0.1},
-    "models.TransformerBlock": lambda: {"d_model": 8, "n_heads": 2, "d_ff": 16, "dropout": 0.1},
-    "models.TransformerEncoder": lambda: {
+    "core.models.AttentionBlock": lambda: {"d_model": 8, "n_heads": 2, "dropout": 0.1},
+    "core.models.FeedForwardBlock": lambda: {"d_model": 8, "d_ff": 16, "dropout": 0.1},
+    "core.models.TransformerBlock": lambda: {
+        "d_model": 8,
+        "n_heads": 2,
+        "d_ff": 16,
+        "dropout": 0.1,
+    },
+    "core.models.TransformerEncoder": lambda: {
         "vocab_size": 50,
         "d_model": 8,
         "n_heads": 2,
@@ -361,79 +392,95 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "output_dim": 4,
         "padding_idx": 0,
     },
-    "optimizers.make_optimizer": lambda: {
+    "techniques.optimizers.make_optimizer": lambda: {
         "params": _linear(),
         "kind": "sgd_nesterov",
         "lr": 0.1,
         "weight_decay": 0.01,
         "momentum": 0.9,
     },
-    "optimizers.sparse_optimizers": lambda: {
+    "techniques.optimizers.sparse_optimizers": lambda: {
         "model": models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
         "lr": 0.1,
         "weight_decay": 0.0,
     },
-    "overview.step_anatomy": lambda: {
-        "vocab_size": 100,
-        "embedding_dim": 8,
-        "batch_size": 4,
-        "tokens_per_example": 3,
-        "seed": 0,
-    },
-    "parallelism.bubble_fraction": lambda: {"stages": 2, "micro_batches": 4},
-    "parallelism.pipeline_p2p_bytes": lambda: {
+    "techniques.parallelism.bubble_fraction": lambda: {"stages": 2, "micro_batches": 4},
+    "techniques.parallelism.pipeline_p2p_bytes": lambda: {
         "batch": 8,
         "width": 4,
         "stages": 2,
         "element_size": 4,
     },
-    "parallelism.deep_encoder": lambda: {"vocab_size": 10, "width": 4, "depth": 2, "classes": 3},
-    "parallelism.split_stages": lambda: {
+    "techniques.parallelism.deep_encoder": lambda: {
+        "vocab_size": 10,
+        "width": 4,
+        "depth": 2,
+        "classes": 3,
+    },
+    "techniques.parallelism.split_stages": lambda: {
         "model": torch.nn.Sequential(_linear(), _linear()),
         "stages": 2,
     },
-    "parallelism.pipeline_schedule": lambda: {
+    "techniques.parallelism.pipeline_schedule": lambda: {
         "stage": None,
         "kind": "gpipe",
         "micro_batches": 2,
         "loss_fn": torch.nn.functional.mse_loss,
     },
-    "parallelism.predicted_overlap": lambda: {
+    "techniques.parallelism.predicted_overlap": lambda: {
         "bucket_bytes": [1_000_000, 2_000_000],
         "backward_seconds": 0.01,
         "world_size": 2,
         "latency": 1e-5,
         "bandwidth": 1e9,
     },
-    "parallelism.TokenizingPairs": lambda: {
+    "techniques.parallelism.TokenizingPairs": lambda: {
         "pairs": [(["a"], ["b"])],
         "vocabulary": {"a": 2},
         "max_len": 4,
     },
-    "plotting.new_panels": lambda: {"n": 2, "title": "t"},
-    "precision.gradient_underflow": lambda: {"model": _with_gradients(), "scales": (1.0, 256.0)},
-    "sharding.RowPartition": lambda: {"num_embeddings": 10, "world_size": 2},
-    "sharding.ShardedEmbedding": lambda: {"num_embeddings": 10, "embedding_dim": 4, "seed": 0},
-    "sharding.ring_all_reduce_bytes": lambda: {"tensor_bytes": 1024.0, "world_size": 4},
-    "sharding.all_to_all_bytes": lambda: {
+    "core.plotting.new_panels": lambda: {"n": 2, "title": "t"},
+    "techniques.precision.gradient_underflow": lambda: {
+        "model": _with_gradients(),
+        "scales": (1.0, 256.0),
+    },
+    "techniques.sharding.RowPartition": lambda: {"num_embeddings": 10, "world_size": 2},
+    "techniques.sharding.ShardedEmbedding": lambda: {
+        "num_embeddings": 10,
+        "embedding_dim": 4,
+        "seed": 0,
+    },
+    "techniques.sharding.ring_all_reduce_bytes": lambda: {"tensor_bytes": 1024.0, "world_size": 4},
+    "techniques.sharding.all_to_all_bytes": lambda: {
         "ids": _ids(),
         "num_embeddings": 10,
         "world_size": 2,
         "rank": 0,
         "row_bytes": 16,
     },
-    "sharding.shard_load": lambda: {"ids": _ids(), "num_embeddings": 10, "world_size": 2},
-    "spot.CheckpointManager": lambda: {"directory": _tmp(), "keep_last": 2},
-    "spot.CheckpointSchedule": lambda: {"every_steps": 5, "every_seconds": 60.0},
-    "spot.ResumableBatchSampler": lambda: {"num_examples": 10, "global_batch": 2, "seed": 0},
-    "spot.capture_state": lambda: (
+    "techniques.sharding.shard_load": lambda: {
+        "ids": _ids(),
+        "num_embeddings": 10,
+        "world_size": 2,
+    },
+    "training.checkpoints.CheckpointManager": lambda: {"directory": _tmp(), "keep_last": 2},
+    "training.preemption.CheckpointSchedule": lambda: {"every_steps": 5, "every_seconds": 60.0},
+    "training.sampler.ResumableBatchSampler": lambda: {
+        "num_examples": 10,
+        "global_batch": 2,
+        "seed": 0,
+    },
+    "training.state.capture_state": lambda: (
         lambda m: {"step": 1, "model": m, "optimizer": torch.optim.SGD(m.parameters(), lr=0.1)}
     )(_linear()),
-    "spot.expected_wall_time": lambda: dict(_WALL),
-    "spot.preemption_overhead": lambda: dict(_WALL),
-    "spot.simulate_wall_time": lambda: {**_WALL, "runs": 10, "seed": 0},
-    "spot.young_daly_interval": lambda: {"checkpoint_seconds": 30.0, "mtbf_seconds": 3600.0},
-    "spot_training.SpotConfig": lambda: {
+    "cost.preemption.expected_wall_time": lambda: dict(_WALL),
+    "cost.preemption.preemption_overhead": lambda: dict(_WALL),
+    "cost.preemption.simulate_wall_time": lambda: {**_WALL, "runs": 10, "seed": 0},
+    "cost.preemption.young_daly_interval": lambda: {
+        "checkpoint_seconds": 30.0,
+        "mtbf_seconds": 3600.0,
+    },
+    "training.loop.SpotConfig": lambda: {
         "checkpoint_dir": _tmp(),
         "steps": 10,
         "global_batch": 8,
@@ -451,8 +498,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "step_delay": 0.0,
         "stop_after": 5,
     },
-    "spot_stress.run_uninterrupted": lambda: {"args": [], "directory": _tmp(), "timeout": 60.0},
-    "spot_stress.run_killed": lambda: {
+    "training.resume_stress.run_uninterrupted": lambda: {
+        "args": [],
+        "directory": _tmp(),
+        "timeout": 60.0,
+    },
+    "training.resume_stress.run_killed": lambda: {
         "args": [],
         "directory": _tmp(),
         "steps": 10,
@@ -462,7 +513,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "startup_share": 0.2,
         "timeout": 60.0,
     },
-    "spot_stress.stress_resume": lambda: {
+    "training.resume_stress.stress_resume": lambda: {
         "repetitions": 1,
         "steps": 10,
         "kills": 1,
@@ -470,85 +521,90 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "startup_share": 0.2,
         "timeout": 60.0,
     },
-    "device.deterministic_mode": lambda: {"threads": 1},
-    "spot_training.launch_spot_demo": lambda: {
+    "core.device.deterministic_mode": lambda: {"threads": 1},
+    "training.loop.launch_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
         "timeout": 60.0,
     },
-    "spot_training.start_spot_demo": lambda: {
+    "training.loop.start_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
     },
-    "spot_training.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
-    "vocab.bpe_table": lambda: {
+    "training.loop.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
+    "vocab.vocabulary.bpe_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
         "vocab_sizes": (300,),
         "dim": 8,
         "min_frequency": 1,
     },
-    "vocab.build_vocab": lambda: {"texts": TEXTS, "min_count": 1, "max_size": 10},
-    "vocab.pca_compress": lambda: {
+    "vocab.vocabulary.build_vocab": lambda: {"texts": TEXTS, "min_count": 1, "max_size": 10},
+    "vocab.vocabulary.pca_compress": lambda: {
         "x": torch.randn(20, 6),
         "k": 2,
         "seed": 0,
         "niter": 2,
         "oversample": 2,
     },
-    "vocab.pruning_table": lambda: {
+    "vocab.vocabulary.pruning_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
         "min_counts": (1, 2),
         "dim": 8,
     },
-    "vocab.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
-    "word2vec.SkipGram": lambda: {
+    "vocab.vocabulary.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
+    "word2vec.skipgram.SkipGram": lambda: {
         "objective": "negative",
         "counts": [5, 3, 2],
         "dim": 4,
         "negative": 2,
         "seed": 1,
     },
-    "word2vec.Workspace": lambda: {
+    "word2vec.skipgram.Workspace": lambda: {
         "output_rows": 3,
         "input_rows": 3,
         "dim": 4,
         "device": torch.device("cpu"),
     },
-    "word2vec.build_huffman_tree": lambda: {"counts": [5, 3, 2]},
-    "word2vec.evaluate_word_pairs": lambda: {
+    "word2vec.skipgram.build_huffman_tree": lambda: {"counts": [5, 3, 2]},
+    "word2vec.skipgram.evaluate_word_pairs": lambda: {
         "words": ["tiger", "cat"],
         "vectors": np.ones((2, 3)),
         "restrict_vocab": 10,
     },
-    "word2vec.keep_probabilities": lambda: {"counts": np.array([5, 3, 2]), "sample": 1e-3},
-    "word2vec.noise_distribution": lambda: {"counts": np.array([5, 3, 2]), "power": 0.75},
-    "word2vec.skipgram_pairs": lambda: {
+    "word2vec.skipgram.keep_probabilities": lambda: {"counts": np.array([5, 3, 2]), "sample": 1e-3},
+    "word2vec.skipgram.noise_distribution": lambda: {"counts": np.array([5, 3, 2]), "power": 0.75},
+    "word2vec.skipgram.skipgram_pairs": lambda: {
         "corpus": _corpus(),
         "window": 2,
         "keep": None,
         "generator": torch.Generator(),
     },
-    "word2vec.skipgram_windows": lambda: {
+    "word2vec.skipgram.skipgram_windows": lambda: {
         "corpus": _corpus(),
         "window": 2,
         "keep": None,
         "generator": torch.Generator(),
         "pad": 0,
     },
-    "data.wiki_articles": lambda: {"limit": 2},
-    "data.wiki_sentences": lambda: {"limit_articles": 2},
-    "plotting.new_figure": lambda: {"title": "t", "xlabel": "x", "ylabel": "y", "figsize": (4, 3)},
-    "plotting.stacked_memory_bars": lambda: {
+    "core.corpora.wiki_articles": lambda: {"limit": 2},
+    "core.corpora.wiki_sentences": lambda: {"limit_articles": 2},
+    "core.plotting.new_figure": lambda: {
+        "title": "t",
+        "xlabel": "x",
+        "ylabel": "y",
+        "figsize": (4, 3),
+    },
+    "core.plotting.stacked_memory_bars": lambda: {
         "labels": ["a"],
         "breakdowns": [{"weights": 1e6}],
         "title": "t",
     },
-    "spot.PreemptionHandler": lambda: {"signals": (signal.SIGTERM,)},
-    "word2vec.train_word2vec": lambda: {
+    "training.preemption.PreemptionHandler": lambda: {"signals": (signal.SIGTERM,)},
+    "word2vec.skipgram.train_word2vec": lambda: {
         "sentences": TEXTS,
         "dim": 4,
         "window": 2,
@@ -563,56 +619,68 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "workers": 1,
         "threads": 1,
     },
-    "capstone.EncoderRecipe": lambda: {
+    "capstone.recipe.EncoderRecipe": lambda: {
         "passage_tokens": 200, "vocab_size": 1000, "min_count": 2, "dim": 8, "layers": 1,
         "min_span": 4, "max_span": 8, "word_dropout": 0.1, "length_power": 0.5, "seed": 0,
     },
-    "capstone.train_encoder": lambda: {
+    "capstone.recipe.train_encoder": lambda: {
         "setup": _capstone_setup(), "steps": 1, "batch": 2, "lr": 1e-3, "temperature": 0.2,
         "eval_every": 1, "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]),
     },
-    "capstone.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
-    "memory.BagShape": lambda: {"vocab_size": 100, "dim": 8},
-    "capstone_run.RunConfig": lambda: {
+    "capstone.recipe.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
+    "techniques.memory_planner.BagShape": lambda: {"vocab_size": 100, "dim": 8},
+    "capstone.run.RunConfig": lambda: {
         "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "lr": 1e-3,
         "base_batch": 8, "warmup": 0, "temperature": 0.2, "chunk_size": 4, "eval_every": 2,
         "eval_pairs": 10, "checkpoint_every": 2, "checkpoint_seconds": 60.0, "keep_last": 2,
         "chaos_kills": 0, "chaos_seed": 0, "step_delay": 0.0, "stop_after": 2,
         "plan_gpu_gb": 80.0,
     },
-    "capstone_run.cost_projection": lambda: {"gpus": 8},
-    "capstone_run.memory_plan": lambda: {
+    "capstone.run.cost_projection": lambda: {"gpus": 8},
+    "capstone.run.memory_plan": lambda: {
         "config": _run_config(), "model": models.WeightedBagEncoder(50, 8), "world_size": 2,
     },
-    "capstone_run.plan_lines": lambda: {
-        "memory": _plan(), "projection": __import__("chapter20.capstone_run",
+    "capstone.run.plan_lines": lambda: {
+        "memory": _plan(), "projection": __import__("chapter20.capstone.run",
         fromlist=["x"]).cost_projection(), "gpu_gb": 80.0,
     },
-    "evaluation.baseline_scores": lambda: {"seeds": (0,)},
-    "evaluation.heldout_sentence_pairs": lambda: {"limit": 10, "test_fraction": 0.1, "seed": 0},
-    "evaluation.versus_reference": lambda: {
+    "capstone.evaluation.baseline_scores": lambda: {"seeds": (0,)},
+    "capstone.evaluation.heldout_sentence_pairs": lambda: {
+        "limit": 10,
+        "test_fraction": 0.1,
+        "seed": 0,
+    },
+    "capstone.evaluation.versus_reference": lambda: {
         "frame": __import__("pandas").DataFrame({"m": ["a", "b"], "r": [0.1, 0.2]}), "by": "m",
         "reference": "a", "column": "r", "chance": 0.01,
     },
-    "evaluation.lee_baseline": lambda: {"method": "tfidf", "seed": 0, "lsi_topics": 20},
-    "evaluation.retrieval_recall": lambda: {
+    "capstone.evaluation.lee_baseline": lambda: {"method": "tfidf", "seed": 0, "lsi_topics": 20},
+    "capstone.evaluation.retrieval_recall": lambda: {
         "encode": _count_encode, "anchors": ["a", "b"], "positives": ["c", "d"], "ks": (1,),
     },
-    "models.WeightedBagEncoder": lambda: {"vocab_size": 20, "embedding_dim": 4, "padding_idx": 0},
-    "views.ViewSampler": lambda: {
+    "core.models.WeightedBagEncoder": lambda: {
+        "vocab_size": 20,
+        "embedding_dim": 4,
+        "padding_idx": 0,
+    },
+    "capstone.views.ViewSampler": lambda: {
         "documents": [np.arange(1, 9)] * 4, "batch": 2, "min_span": 2, "max_span": 4,
         "word_dropout": 0.1, "length_power": 0.5, "seed": 0, "rank": 0, "world_size": 1,
     },
-    "views.build_tokenizer": lambda: {"documents": TEXTS, "vocab_size": 20, "min_count": 1},
-    "views.idf_weights": lambda: {
+    "vocab.tokenizers.build_tokenizer": lambda: {
+        "documents": TEXTS,
+        "vocab_size": 20,
+        "min_count": 1,
+    },
+    "capstone.views.idf_weights": lambda: {
         "documents": [np.arange(1, 5)] * 3, "vocab_size": 10, "offset": 1.0, "floor": 0.05,
     },
-    "views.lsa_word_vectors": lambda: {
+    "capstone.views.lsa_word_vectors": lambda: {
         "documents": [np.arange(1, 5), np.arange(2, 7), np.arange(3, 9)],
         "weights": torch.ones(10), "dim": 2, "seed": 0, "iterations": 2,
     },
-    "views.pad_batch": lambda: {"rows": [np.arange(1, 4)], "length": 4},
-    "views.training_documents": lambda: {
+    "vocab.tokenizers.pad_batch": lambda: {"rows": [np.arange(1, 4)], "length": 4},
+    "capstone.views.training_documents": lambda: {
         "sources": ("lee",), "passage_tokens": 50, "test_fraction": 0.1, "seed": 0,
     },
 }  # fmt: skip
@@ -631,162 +699,160 @@ ACCEPTS: dict[str, set[str]] = {
     **{
         name: _ZERO
         for name in (
-            "capstone.EncoderRecipe.seed",
-            "capstone.EncoderRecipe.word_dropout",
-            "capstone.train_encoder.steps",
-            "capstone_run.RunConfig.seed",
-            "capstone_run.RunConfig.warmup",
-            "capstone_run.RunConfig.chaos_kills",
-            "capstone_run.RunConfig.chaos_seed",
-            "capstone_run.RunConfig.step_delay",
-            "evaluation.baseline_scores.seeds",
-            "evaluation.heldout_sentence_pairs.seed",
-            "evaluation.lee_baseline.seed",
-            "models.WeightedBagEncoder.padding_idx",
-            "views.ViewSampler.word_dropout",
-            "views.ViewSampler.seed",
-            "views.ViewSampler.rank",
-            "views.lsa_word_vectors.seed",
-            "views.lsa_word_vectors.iterations",
-            "views.training_documents.seed",
-            "checkpointing.predicted_activation_bytes.layer_bytes",
-            "data.pair_data.seed",
-            "distributed.warmup_schedule.warmup_steps",
-            "memory.optimizer_state_bytes_predicted.state_32bit",
-            "sharding.ShardedBagEncoder.padding_idx",
-            "sharding.ShardedBagEncoder.seed",
-            "spot_stress.run_killed.kills",
-            "spot_stress.run_killed.startup_seconds",
-            "spot_stress.run_killed.startup_share",
-            "spot_stress.stress_resume.kills",
-            "spot_stress.stress_resume.seed",
-            "spot_stress.stress_resume.startup_share",
-            "training.TrainConfig.weight_decay",
-            "training.TrainConfig.warmup_steps",
-            "training.train_on_pairs.seed",
-            "training.heldout_run.seed",
-            "checkpointing.predicted_activation_bytes.boundary_bytes",
-            "checkpointing.predicted_activation_bytes.selective_layer_bytes",
-            "checkpointing.predicted_activation_bytes.other_bytes",
-            "claims.check.measured",
-            "cost.Preemption.restart_seconds",
-            "cost.cost_breakdown.dataset_gb",
-            "cost.cost_breakdown.checkpoint_gb",
-            "cost.cost_breakdown.checkpoints_kept",
-            "cost.cost_breakdown.retention_months",
-            "cost.cost_breakdown.egress_gb",
-            "cost.cost_breakdown.other",
-            "cost.cost_breakdown.storage_per_gb_month",
-            "cost.cost_breakdown.egress_per_gb",
-            "cost.data_parallel_efficiency.overlap",
-            "cost.data_parallel_efficiency.gpu_link_latency_s",
-            "cost.data_parallel_efficiency.network_latency_s",
-            "cost.training_options.overlap",
-            "data.train_test_split_articles.seed",
-            "data.uniform_ids.shape",
-            "data.uniform_ids.seed",
-            "data.zipf_ids.shape",
-            "data.zipf_ids.s",
-            "data.zipf_ids.seed",
-            "data.zipf_probabilities.s",
-            "device.set_seed.seed",
-            "distributed.distributed_loader.seed",
-            "distributed.distributed_loader.num_workers",
-            "distributed.set_epoch.epoch",
-            "measure.format_bytes.n",
-            "measure.format_difference.max_abs_diff",
-            "measure.format_difference.tolerance",
-            "memory.optimizer_state_bytes_predicted.parameter_sizes",
-            "measure.time_fn.warmup",
-            "measure.time_interleaved.warmup",
-            "memory.plan.zero_stage",
-            "memory.training_state_bytes.num_parameters",
-            "memory.training_state_bytes.num_tensors",
-            "models.AttentionBlock.dropout",
-            "models.FeedForwardBlock.dropout",
-            "models.TransformerBlock.dropout",
-            "models.TransformerEncoder.dropout",
-            "models.BagOfEmbeddingsEncoder.padding_idx",
-            "models.TransformerEncoder.padding_idx",
-            "optimizers.make_optimizer.weight_decay",
-            "optimizers.make_optimizer.momentum",
-            "optimizers.sparse_optimizers.weight_decay",
-            "overview.step_anatomy.seed",
-            "parallelism.predicted_overlap.bucket_bytes",
-            "parallelism.predicted_overlap.backward_seconds",
-            "parallelism.predicted_overlap.latency",
-            "plotting.stacked_memory_bars.breakdowns",
-            "sharding.ShardedEmbedding.seed",
-            "sharding.all_to_all_bytes.rank",
-            "sharding.all_to_all_bytes.row_bytes",
-            "sharding.ring_all_reduce_bytes.tensor_bytes",
-            "distributed.ring_allreduce_seconds.nbytes",
-            "distributed.ring_allreduce_seconds.latency",
-            "spot.ResumableBatchSampler.seed",
-            "spot.capture_state.step",
-            "spot.expected_wall_time.work_seconds",
-            "spot.expected_wall_time.checkpoint_seconds",
-            "spot.expected_wall_time.restart_seconds",
-            "spot.preemption_overhead.checkpoint_seconds",
-            "spot.preemption_overhead.restart_seconds",
-            "spot.simulate_wall_time.work_seconds",
-            "spot.simulate_wall_time.checkpoint_seconds",
-            "spot.simulate_wall_time.restart_seconds",
-            "spot.simulate_wall_time.seed",
-            "spot_training.SpotConfig.token_dropout",
-            "spot_training.SpotConfig.seed",
-            "spot_training.SpotConfig.chaos_kills",
-            "spot_training.SpotConfig.chaos_seed",
-            "spot_training.SpotConfig.step_delay",
-            "spot_training.launch_spot_demo.max_restarts",
-            "spot_training.start_spot_demo.max_restarts",
-            "vocab.bpe_table.min_frequency",
-            "vocab.pca_compress.seed",
-            "vocab.pca_compress.niter",
-            "vocab.pca_compress.oversample",
-            "vocab.train_bpe.min_frequency",
-            "word2vec.SkipGram.seed",
-            "word2vec.Workspace.output_rows",
-            "word2vec.Workspace.input_rows",
-            "word2vec.keep_probabilities.sample",
-            "word2vec.noise_distribution.power",
-            "word2vec.skipgram_windows.pad",
-            "word2vec.train_word2vec.sample",
-            "word2vec.train_word2vec.min_alpha",
-            "word2vec.train_word2vec.seed",
+            "capstone.recipe.EncoderRecipe.seed",
+            "capstone.recipe.EncoderRecipe.word_dropout",
+            "capstone.recipe.train_encoder.steps",
+            "capstone.run.RunConfig.seed",
+            "capstone.run.RunConfig.warmup",
+            "capstone.run.RunConfig.chaos_kills",
+            "capstone.run.RunConfig.chaos_seed",
+            "capstone.run.RunConfig.step_delay",
+            "capstone.evaluation.baseline_scores.seeds",
+            "capstone.evaluation.heldout_sentence_pairs.seed",
+            "capstone.evaluation.lee_baseline.seed",
+            "core.models.WeightedBagEncoder.padding_idx",
+            "capstone.views.ViewSampler.word_dropout",
+            "capstone.views.ViewSampler.seed",
+            "capstone.views.ViewSampler.rank",
+            "capstone.views.lsa_word_vectors.seed",
+            "capstone.views.lsa_word_vectors.iterations",
+            "capstone.views.training_documents.seed",
+            "techniques.activation_checkpointing.predicted_activation_bytes.layer_bytes",
+            "core.corpora.pair_data.seed",
+            "techniques.distributed.warmup_schedule.warmup_steps",
+            "techniques.memory_planner.optimizer_state_bytes_predicted.state_32bit",
+            "techniques.sharding.ShardedBagEncoder.padding_idx",
+            "techniques.sharding.ShardedBagEncoder.seed",
+            "training.resume_stress.run_killed.kills",
+            "training.resume_stress.run_killed.startup_seconds",
+            "training.resume_stress.run_killed.startup_share",
+            "training.resume_stress.stress_resume.kills",
+            "training.resume_stress.stress_resume.seed",
+            "training.resume_stress.stress_resume.startup_share",
+            "training.trainer.TrainConfig.weight_decay",
+            "training.trainer.TrainConfig.warmup_steps",
+            "techniques.activation_checkpointing.predicted_activation_bytes.boundary_bytes",
+            "techniques.activation_checkpointing.predicted_activation_bytes.selective_layer_bytes",
+            "techniques.activation_checkpointing.predicted_activation_bytes.other_bytes",
+            "core.claims.check.measured",
+            "cost.model.Preemption.restart_seconds",
+            "cost.model.cost_breakdown.dataset_gb",
+            "cost.model.cost_breakdown.checkpoint_gb",
+            "cost.model.cost_breakdown.checkpoints_kept",
+            "cost.model.cost_breakdown.retention_months",
+            "cost.model.cost_breakdown.egress_gb",
+            "cost.model.cost_breakdown.other",
+            "cost.model.cost_breakdown.storage_per_gb_month",
+            "cost.model.cost_breakdown.egress_per_gb",
+            "cost.model.data_parallel_efficiency.overlap",
+            "cost.model.data_parallel_efficiency.gpu_link_latency_s",
+            "cost.model.data_parallel_efficiency.network_latency_s",
+            "cost.model.training_options.overlap",
+            "core.corpora.train_test_split_articles.seed",
+            "core.corpora.uniform_ids.shape",
+            "core.corpora.uniform_ids.seed",
+            "core.corpora.zipf_ids.shape",
+            "core.corpora.zipf_ids.s",
+            "core.corpora.zipf_ids.seed",
+            "core.corpora.zipf_probabilities.s",
+            "core.device.set_seed.seed",
+            "techniques.distributed.distributed_loader.seed",
+            "techniques.distributed.distributed_loader.num_workers",
+            "techniques.distributed.set_epoch.epoch",
+            "core.measure.format_bytes.n",
+            "core.measure.format_difference.max_abs_diff",
+            "core.measure.format_difference.tolerance",
+            "techniques.memory_planner.optimizer_state_bytes_predicted.parameter_sizes",
+            "core.measure.time_fn.warmup",
+            "core.measure.time_interleaved.warmup",
+            "techniques.memory_planner.plan.zero_stage",
+            "techniques.memory_planner.training_state_bytes.num_parameters",
+            "techniques.memory_planner.training_state_bytes.num_tensors",
+            "core.models.AttentionBlock.dropout",
+            "core.models.FeedForwardBlock.dropout",
+            "core.models.TransformerBlock.dropout",
+            "core.models.TransformerEncoder.dropout",
+            "core.models.BagOfEmbeddingsEncoder.padding_idx",
+            "core.models.TransformerEncoder.padding_idx",
+            "techniques.optimizers.make_optimizer.weight_decay",
+            "techniques.optimizers.make_optimizer.momentum",
+            "techniques.optimizers.sparse_optimizers.weight_decay",
+            "techniques.parallelism.predicted_overlap.bucket_bytes",
+            "techniques.parallelism.predicted_overlap.backward_seconds",
+            "techniques.parallelism.predicted_overlap.latency",
+            "core.plotting.stacked_memory_bars.breakdowns",
+            "techniques.sharding.ShardedEmbedding.seed",
+            "techniques.sharding.all_to_all_bytes.rank",
+            "techniques.sharding.all_to_all_bytes.row_bytes",
+            "techniques.sharding.ring_all_reduce_bytes.tensor_bytes",
+            "techniques.distributed.ring_allreduce_seconds.nbytes",
+            "techniques.distributed.ring_allreduce_seconds.latency",
+            "training.sampler.ResumableBatchSampler.seed",
+            "training.state.capture_state.step",
+            "cost.preemption.expected_wall_time.work_seconds",
+            "cost.preemption.expected_wall_time.checkpoint_seconds",
+            "cost.preemption.expected_wall_time.restart_seconds",
+            "cost.preemption.preemption_overhead.checkpoint_seconds",
+            "cost.preemption.preemption_overhead.restart_seconds",
+            "cost.preemption.simulate_wall_time.work_seconds",
+            "cost.preemption.simulate_wall_time.checkpoint_seconds",
+            "cost.preemption.simulate_wall_time.restart_seconds",
+            "cost.preemption.simulate_wall_time.seed",
+            "training.loop.SpotConfig.token_dropout",
+            "training.loop.SpotConfig.seed",
+            "training.loop.SpotConfig.chaos_kills",
+            "training.loop.SpotConfig.chaos_seed",
+            "training.loop.SpotConfig.step_delay",
+            "training.loop.launch_spot_demo.max_restarts",
+            "training.loop.start_spot_demo.max_restarts",
+            "vocab.vocabulary.bpe_table.min_frequency",
+            "vocab.vocabulary.pca_compress.seed",
+            "vocab.vocabulary.pca_compress.niter",
+            "vocab.vocabulary.pca_compress.oversample",
+            "vocab.vocabulary.train_bpe.min_frequency",
+            "word2vec.skipgram.SkipGram.seed",
+            "word2vec.skipgram.Workspace.output_rows",
+            "word2vec.skipgram.Workspace.input_rows",
+            "word2vec.skipgram.keep_probabilities.sample",
+            "word2vec.skipgram.noise_distribution.power",
+            "word2vec.skipgram.skipgram_windows.pad",
+            "word2vec.skipgram.train_word2vec.sample",
+            "word2vec.skipgram.train_word2vec.min_alpha",
+            "word2vec.skipgram.train_word2vec.seed",
         )
     },
     # Negative values are valid too: a negative length power favours short documents, a
     # negative IDF offset raises every weight.
-    "capstone.EncoderRecipe.length_power": {"zero", "negative"},
-    "views.ViewSampler.length_power": {"zero", "negative"},
-    "views.idf_weights.offset": {"zero", "negative"},
+    "capstone.recipe.EncoderRecipe.length_power": {"zero", "negative"},
+    "capstone.views.ViewSampler.length_power": {"zero", "negative"},
+    "capstone.views.idf_weights.offset": {"zero", "negative"},
     # A measured value may be negative (a difference, a loss of accuracy).
-    "claims.check.measured": {"zero", "negative"},
+    "core.claims.check.measured": {"zero", "negative"},
     # A size difference may be negative; a failed comparison's difference is NaN or infinite
     # and prints as ✗, which is the proof's answer, not a silent one.
-    "measure.format_bytes.n": {"zero", "negative"},
-    "measure.format_difference.max_abs_diff": {"zero", "nan", "inf"},
+    "core.measure.format_bytes.n": {"zero", "negative"},
+    "core.measure.format_difference.max_abs_diff": {"zero", "nan", "inf"},
 }
 
 # Public callables with numeric parameters that this test does not call, and why.
 OUT_OF_SCOPE = {
-    "training.measure_throughput": "a benchmark: times real training steps of a 6-layer encoder",
-    "overview.benchmark": "a benchmark entry point: prints timings of real steps",
-    "cost.plot_pareto": "draws computed frames; its numbers are results, not parameters",
-    "cost.plot_spot_overhead": "draws computed frames; its numbers are results, not parameters",
-    "word2vec.WordVectors": "a result record that train_word2vec returns",
-    "device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
-    "spot_training.resumable_loop": "its only int is in a callback's signature (after_step); "
+    "cost.throughput.measure_throughput": "a benchmark: times real training steps of a "
+    "6-layer encoder",
+    "cost.model.plot_pareto": "draws computed frames; its numbers are results, not parameters",
+    "cost.model.plot_spot_overhead": "draws computed frames; its numbers are results, not "
+    "parameters",
+    "word2vec.skipgram.WordVectors": "a result record that train_word2vec returns",
+    "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
+    "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked SpotConfig or RunConfig",
-    "parallelism.zero_adamw": "needs a process group (without one: RuntimeError); it checks lr "
-    "and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
+    "techniques.parallelism.zero_adamw": "needs a process group (without one: RuntimeError); "
+    "it checks lr and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.
 WRAP = {
-    "plotting.new_figure.figsize": lambda value: (value, 3.0),
-    "plotting.stacked_memory_bars.breakdowns": lambda value: [{"weights": value}],
+    "core.plotting.new_figure.figsize": lambda value: (value, 3.0),
+    "core.plotting.stacked_memory_bars.breakdowns": lambda value: [{"weights": value}],
 }
 
 
@@ -799,25 +865,32 @@ def _tmp() -> str:
     return tempfile.mkdtemp(dir=_TMP_ROOT.name)
 
 
+#: Folders of experiments and entry points, not library API.
+_NOT_LIBRARY = ("labs", "cli", "scripts")
+
+
 def _public_callables() -> dict[str, typing.Callable]:
+    """Every public function and class of the library, keyed by where it is defined, dotted
+    below chapter20 (``techniques.accumulation.split_batch``)."""
     found = {}
-    for info in pkgutil.iter_modules(chapter20.__path__):
-        if info.name.startswith("_") or info.name.endswith("_lab") or info.name == "checks":
+    for info in pkgutil.walk_packages(chapter20.__path__, "chapter20."):
+        relative = info.name.removeprefix("chapter20.")
+        if info.ispkg or relative.startswith(_NOT_LIBRARY) or relative == "core.checks":
             continue  # labs are experiments; checks are the argument checkers themselves
-        module = importlib.import_module(f"chapter20.{info.name}")
-        names = getattr(module, "__all__", None)
-        if names is None:
-            names = [
-                n
-                for n, v in vars(module).items()
-                if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
-            ]
+        if relative.split(".")[-1].startswith("_"):
+            continue
+        module = importlib.import_module(info.name)
+        names = getattr(module, "__all__", None) or [
+            n for n in vars(module) if not n.startswith("_")
+        ]
         for name in names:
             obj = getattr(module, name)
+            if getattr(obj, "__module__", None) != module.__name__:
+                continue  # re-exported: keyed where it is defined
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 continue
             if inspect.isfunction(obj) or inspect.isclass(obj):
-                found[f"{info.name}.{name}"] = obj
+                found[f"{relative}.{name}"] = obj
     return found
 
 

@@ -1,12 +1,13 @@
-"""Tests of chapter20.capstone (the §20.6 recipe) and chapter20.encoder_io (the encoder file)."""
+"""Tests of chapter20.capstone.recipe (the §20.6 recipe) and chapter20.training.encoder_file (the
+encoder file)."""
 
 import numpy as np
 import pytest
 import torch
 
-from chapter20 import capstone
-from chapter20.encoder_io import load_encoder, save_encoder
-from chapter20.evaluation import LEE_INTER_RATER
+from chapter20.capstone import recipe as capstone
+from chapter20.capstone.evaluation import LEE_INTER_RATER
+from chapter20.training.encoder_file import load_encoder, save_encoder
 
 SMALL = dict(sources=("lee",), dim=16, vocab_size=3_000, seed=0)
 

@@ -1,10 +1,10 @@
-"""Tests of chapter20.capstone_lab (notebook 11's tables and figures)."""
+"""Tests of chapter20.labs.nb11_capstone (notebook 11's tables and figures)."""
 
 import pandas as pd
 import pytest
 
-from chapter20 import capstone_lab
-from chapter20.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
+from chapter20.core.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
+from chapter20.labs import nb11_capstone as capstone_lab
 
 
 def test_every_takeaway_claim_exists_and_none_is_repeated():
@@ -47,6 +47,6 @@ def test_quality_table_means_and_reference_row():
 def test_committed_recipe_study_reads_and_is_relative_to_the_final_recipe():
     table = capstone_lab.recipe_study_table()
     assert table.loc[table["variant"] == "final recipe", "vs final"].item() == 0
-    from chapter20.capstone import RECIPE_STUDY
+    from chapter20.capstone.recipe import RECIPE_STUDY
 
     assert set(table["variant"]) <= set(RECIPE_STUDY)

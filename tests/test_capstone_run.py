@@ -1,4 +1,4 @@
-"""The capstone run (chapter20.capstone_run, scripts/train.py): plan and cost before training,
+"""The capstone run (chapter20.capstone.run, scripts/train.py): plan and cost before training,
 training through the composed step in the resumable loop, evaluation, the encoder file, and a
 resumed / killed / preempted run ending bitwise equal to a clean one (§20.6)."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chapter20.capstone_run import (
+from chapter20.capstone.run import (
     RunConfig,
     config_from_args,
     cost_projection,
@@ -24,11 +24,11 @@ from chapter20.capstone_run import (
     parse_args,
     run_capstone,
 )
-from chapter20.models import WeightedBagEncoder
-from chapter20.paths import repo_root
-from chapter20.spot import EXIT_PREEMPTED
-from chapter20.spot_training import read_progress
-from chapter20.training import load_encoder
+from chapter20.core.models import WeightedBagEncoder
+from chapter20.core.paths import repo_root
+from chapter20.training.encoder_file import load_encoder
+from chapter20.training.loop import read_progress
+from chapter20.training.preemption import EXIT_PREEMPTED
 
 # Small enough for seconds: 8 steps of 32 documents, a 32-wide table, checkpoints every 2 steps.
 TINY = dict(dim=32, steps=8, batch=32, eval_every=4, eval_pairs=100, checkpoint_every=2,
@@ -58,7 +58,8 @@ def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean)
     final = summary["final"]
     assert -1 <= final["lee_pearson"] <= 1 and final["recall@1"] >= 0
     assert summary["measured_peak_bytes"] > 0
-    # the plan is calibrated on this measurement (chapter20.memory, the bag's plan)
+    # the plan is calibrated on this measurement (chapter20.techniques.memory_planner, the bag's
+    # plan)
     assert 0.5 < summary["measured_peak_bytes"] / summary["planned_peak_bytes"] < 2
     on_file = json.loads(Path(summary["summary_file"]).read_text())
     assert on_file["fingerprint"] == summary["fingerprint"]
@@ -168,7 +169,7 @@ def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_pa
     """torchrun, 2 processes (gloo), one elastic restart after rank 0's SIGKILL: cross-rank
     negatives, gradient caching and the table's rows split over the ranks (saved through DCP);
     the encoder file holds the whole table."""
-    from chapter20.distributed import free_port
+    from chapter20.techniques.distributed import free_port
 
     args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--sharded-table", "--chunk-size", "8",
             "--chaos", "1"]  # fmt: skip

@@ -1,5 +1,5 @@
-"""§20.3.1 chapter20.checkpointing: every policy gives the plain model's gradients (dropout on),
-keeps the activation bytes it predicts, and raises no use_reentrant warning.
+"""§20.3.1 chapter20.techniques.activation_checkpointing: every policy gives the plain model's
+gradients (dropout on), keeps the activation bytes it predicts, and raises no use_reentrant warning.
 
 Gradients are compared bitwise: recomputation replays the same operations on the same inputs
 with the same RNG state, and the backward runs in the same order.
@@ -10,21 +10,21 @@ import warnings
 import pytest
 import torch
 
-from chapter20.checkpointing import (
-    POLICIES,
-    CheckpointedSegment,
-    apply_checkpointing,
-    predicted_activation_bytes,
-    segment_size,
-)
-from chapter20.checkpointing_lab import (
+from chapter20.core.measure import saved_activation_bytes
+from chapter20.labs.nb04_activation_checkpointing import (
     activation_vs_depth,
     checkpointed,
     gradient_proof,
     layer_measurements,
     make_encoder,
 )
-from chapter20.measure import saved_activation_bytes
+from chapter20.techniques.activation_checkpointing import (
+    POLICIES,
+    CheckpointedSegment,
+    apply_checkpointing,
+    predicted_activation_bytes,
+    segment_size,
+)
 
 
 @pytest.mark.parametrize("layers", [1, 5, 7])
@@ -144,8 +144,8 @@ def test_only_transformer_and_bag_encoders_are_accepted():
 def test_checkpointed_bag_gives_the_same_gradients_and_keeps_only_ids():
     """The weighted bag's pooling recomputed in backward: bitwise-equal gradients (the same
     operations run again on the same inputs), and the forward keeps no gathered rows."""
-    from chapter20.measure import peak_memory
-    from chapter20.models import WeightedBagEncoder
+    from chapter20.core.measure import peak_memory
+    from chapter20.core.models import WeightedBagEncoder
 
     torch.manual_seed(0)
     ids = torch.randint(1, 500, (16, 24))

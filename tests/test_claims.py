@@ -1,4 +1,5 @@
-"""Tests for chapter20.claims and data/claims.csv: the 30 claims, verdicts, logs and the audit."""
+"""Tests for chapter20.core.claims and data/claims.csv: the 30 claims, verdicts, logs and the
+audit."""
 
 import dataclasses
 import json
@@ -8,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from chapter20 import claims
-from chapter20.claims import (
+from chapter20.core import claims
+from chapter20.core.claims import (
     BASES,
     CONSISTENT,
     DOES_NOT_HOLD,

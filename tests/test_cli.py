@@ -1,4 +1,4 @@
-"""Tests for ``chapter20`` / ``python -m chapter20`` (chapter20/__main__.py): env, bench, audit."""
+"""Tests for ``chapter20`` / ``python -m chapter20`` (chapter20/cli/main.py): env, bench, audit."""
 
 import os
 import re
@@ -6,14 +6,14 @@ import re
 import pytest
 import torch
 
-from chapter20.__main__ import (
+from chapter20.cli.main import (
     BENCHMARKS,
     COMMANDS,
     benchmark_arguments,
     benchmark_parser,
     main,
 )
-from chapter20.claims import NOT_YET_MEASURED, ClaimsLog
+from chapter20.core.claims import NOT_YET_MEASURED, ClaimsLog
 
 
 def test_env_reports_ok(capsys):
@@ -29,7 +29,7 @@ def test_env_reports_ok(capsys):
 def test_train_passes_its_flags_to_the_training_script(capsys, monkeypatch):
     """``chapter20 train --output-dir ... --steps ...``: the flags reach scripts/train.py's
     parser (argparse alone would refuse them as unknown options of ``chapter20``)."""
-    import chapter20.capstone_run as capstone_run
+    import chapter20.capstone.run as capstone_run
 
     seen = []
     monkeypatch.setattr(capstone_run, "main", seen.append)

@@ -1,4 +1,5 @@
-"""Tests for chapter20.contrastive: InfoNCE against a hand-written reference, gradient caching,
+"""Tests for chapter20.techniques.contrastive: InfoNCE against a hand-written reference, gradient
+caching,
 retrieval recall."""
 
 import math
@@ -8,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from chapter20.contrastive import info_nce, recall_at_k
-from chapter20.models import BagOfEmbeddingsEncoder
+from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.techniques.contrastive import info_nce, recall_at_k
 
 
 def reference_info_nce(q, k, temperature):
@@ -89,7 +90,7 @@ def test_info_nce_learnable_temperature_no_warning():
     # torch emits this warning once per process, so it is checked in a fresh interpreter.
     code = (
         "import torch\n"
-        "from chapter20.contrastive import info_nce\n"
+        "from chapter20.techniques.contrastive import info_nce\n"
         "t = torch.tensor(0.1, requires_grad=True)\n"
         "info_nce(torch.randn(4, 3), torch.randn(4, 3), t).backward()\n"
     )
@@ -184,7 +185,7 @@ def test_hard_negatives_must_match_the_dim(pair):
 
 @pytest.fixture(scope="module")
 def distributed_records():
-    from chapter20.contrastive_lab import distributed_proof
+    from chapter20.labs.nb02_contrastive import distributed_proof
 
     return distributed_proof(world_sizes=(2, 4))
 
@@ -211,7 +212,7 @@ def test_plain_all_gather_has_no_gradient_and_gather_with_grad_has(distributed_r
 
 
 def test_distributed_info_nce_without_a_group_is_info_nce(pair):
-    from chapter20.contrastive import distributed_info_nce, gather_with_grad
+    from chapter20.techniques.contrastive import distributed_info_nce, gather_with_grad
 
     q, k = pair
     assert torch.equal(distributed_info_nce(q, k, 0.1), info_nce(q, k, 0.1))
@@ -222,7 +223,7 @@ def test_distributed_info_nce_without_a_group_is_info_nce(pair):
 
 
 def test_grad_cache_equals_full_batch_with_dropout_and_replayed_rng():
-    from chapter20.contrastive_lab import grad_cache_proof
+    from chapter20.labs.nb02_contrastive import grad_cache_proof
 
     for batch, chunk in ((22, 5), (9, 4), (8, 8), (7, 20)):  # uneven, even, one chunk, chunk > B
         result = grad_cache_proof(batch=batch, chunk_size=chunk)
@@ -232,7 +233,7 @@ def test_grad_cache_equals_full_batch_with_dropout_and_replayed_rng():
 
 
 def test_grad_cache_rejects_bad_arguments():
-    from chapter20.contrastive import grad_cache_backward
+    from chapter20.techniques.contrastive import grad_cache_backward
 
     model = BagOfEmbeddingsEncoder(20, 4)
     ids = torch.randint(1, 20, (4, 3))

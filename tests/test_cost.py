@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from chapter20 import cost
-from chapter20.distributed_lab import scaling_model
-from chapter20.models import TransformerEncoder, count_parameters
-from chapter20.paths import data_file
-from chapter20.spot import young_daly_interval
+from chapter20.core.models import TransformerEncoder, count_parameters
+from chapter20.core.paths import data_file
+from chapter20.cost.preemption import young_daly_interval
+from chapter20.labs.nb06_distributed import scaling_model
 
 matplotlib.use("Agg")
 
@@ -258,7 +258,7 @@ def test_throughput_model_reproduces_the_measurement_and_orders_gpus_by_peak():
 def test_measure_throughput_runs_on_cpu():
     tiny = cost.Workload("tiny", pairs=1e3, vocab=50, d_model=8, n_heads=2, n_layers=1,
                          seq_len=4, pairs_per_gpu=4, precision="fp32")  # fmt: skip
-    from chapter20.training import measure_throughput
+    from chapter20.cost.throughput import measure_throughput
 
     value = measure_throughput(tiny, device="cpu", warmup=0, repeat=1)
     assert math.isfinite(value) and value > 0

@@ -1,4 +1,5 @@
-"""Tests for chapter20.data: real corpora, caching, word-similarity sets, synthetic id streams."""
+"""Tests for chapter20.core.corpora: real corpora, caching, word-similarity sets, synthetic id
+streams."""
 
 import math
 import warnings
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20 import data
+from chapter20.core import corpora as data
 
 
 @pytest.fixture(scope="module")
@@ -311,14 +312,14 @@ def test_train_test_split_needs_both_sides():
 
 
 def test_next_sentence_pairs_do_not_overlap():
-    from chapter20.data import next_sentence_pairs
+    from chapter20.core.corpora import next_sentence_pairs
 
     articles = [[["a"], ["b"], ["c"], ["d"], ["e"]], [["x"], ["y"]], [["lonely"]]]
     assert next_sentence_pairs(articles) == [(["a"], ["b"]), (["c"], ["d"]), (["x"], ["y"])]
 
 
 def test_word_vocabulary_and_encoding():
-    from chapter20.data import PAD_ID, UNKNOWN_ID, encode_texts, word_vocabulary
+    from chapter20.core.corpora import PAD_ID, UNKNOWN_ID, encode_texts, word_vocabulary
 
     texts = [["the", "cat", "the"], ["a", "cat"], ["the"]]
     vocabulary = word_vocabulary(texts, max_size=4)
@@ -332,7 +333,7 @@ def test_word_vocabulary_and_encoding():
 
 
 def test_shuffled_batches_cover_each_epoch_and_drop_the_short_batch():
-    from chapter20.data import shuffled_batches
+    from chapter20.core.corpora import shuffled_batches
 
     batches = shuffled_batches(10, 3, torch.Generator().manual_seed(0))
     epoch = [next(batches) for _ in range(3)]

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from chapter20.distributed import free_port
-from chapter20.paths import repo_root
+from chapter20.core.paths import repo_root
+from chapter20.techniques.distributed import free_port
 
 SCRIPT = "chapter20/scripts/ddp_demo.py"
 ARGS = [
@@ -91,7 +91,7 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
     one, two, _ = runs
     assert two["compression_ratio"] == 0.5
     # claim C02's count: per step, the hook saw every parameter's gradient once, in fp16
-    from chapter20.models import BagOfEmbeddingsEncoder, count_parameters
+    from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 
     assert two["allreduce_bytes_per_step"] == 2 * count_parameters(BagOfEmbeddingsEncoder(2000, 32))
     assert one["allreduce_bytes_per_step"] is None  # one process: no all-reduce

@@ -1,4 +1,4 @@
-"""Tests for chapter20.device: device choice, distributed backend, autocast dtype, seeding."""
+"""Tests for chapter20.core.device: device choice, distributed backend, autocast dtype, seeding."""
 
 import os
 import random
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20 import device as dev
+from chapter20.core import device as dev
 
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 needs_no_mps = pytest.mark.skipif(dev._mps_available(), reason="MPS is available here")
@@ -195,7 +195,7 @@ def test_describe_environment_reads_versions_without_importing():
     # Every notebook starts with this report: it must not pay for importing bitsandbytes
     # (torch._dynamo) and gensim only to print their versions.
     code = (
-        "import sys; from chapter20.device import describe_environment as d; e = d(); "
+        "import sys; from chapter20.core.device import describe_environment as d; e = d(); "
         "print(e['bitsandbytes'] != e['gensim'], 'bitsandbytes' in sys.modules, "
         "'gensim' in sys.modules)"
     )

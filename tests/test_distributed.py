@@ -1,10 +1,11 @@
-"""chapter20.distributed: the local process-group launcher that multi-rank tests build on."""
+"""chapter20.techniques.distributed: the local process-group launcher that multi-rank tests build
+on."""
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from chapter20.distributed import free_port, group_rank_and_size, run_local_group
+from chapter20.techniques.distributed import free_port, group_rank_and_size, run_local_group
 
 
 def _rank_and_sum() -> tuple[int, int, float]:
@@ -64,7 +65,7 @@ def test_fn_must_be_callable():
 
 
 def test_without_torchrun_it_is_a_world_of_one(monkeypatch):
-    from chapter20.distributed import distributed
+    from chapter20.techniques.distributed import distributed
 
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
@@ -83,7 +84,7 @@ def test_without_torchrun_it_is_a_world_of_one(monkeypatch):
     ],
 )
 def test_a_misconfigured_launch_fails_fast_and_says_what_to_set(monkeypatch, env, match):
-    from chapter20.distributed import init_distributed
+    from chapter20.techniques.distributed import init_distributed
 
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
@@ -97,7 +98,7 @@ def test_a_misconfigured_launch_fails_fast_and_says_what_to_set(monkeypatch, env
 
 
 def test_linear_scaling_rule_and_warmup():
-    from chapter20.distributed import scale_lr, warmup_schedule
+    from chapter20.techniques.distributed import scale_lr, warmup_schedule
 
     assert scale_lr(1e-3, 512, 4096) == pytest.approx(8e-3)  # the chapter's example (C14)
     with pytest.raises(ValueError, match="base_lr"):
@@ -116,7 +117,7 @@ def test_linear_scaling_rule_and_warmup():
 
 
 def _sampler_on_rank() -> dict:
-    from chapter20.distributed import distributed_loader, set_epoch
+    from chapter20.techniques.distributed import distributed_loader, set_epoch
 
     dataset = torch.utils.data.TensorDataset(torch.arange(103))
     loader = distributed_loader(dataset, batch_size=5, seed=3)
@@ -141,7 +142,7 @@ def _regression(model, x, y, reduction):
 
 
 def _ddp_steps(reduction: str, compress: str, steps: int = 3) -> dict:
-    from chapter20.distributed import compress_gradients
+    from chapter20.techniques.distributed import compress_gradients
 
     rank, world = group_rank_and_size()
     torch.manual_seed(0)
@@ -216,7 +217,7 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(ddp_runs):
 
 
 def test_compression_rejects_bad_arguments():
-    from chapter20.distributed import compress_gradients
+    from chapter20.techniques.distributed import compress_gradients
 
     with pytest.raises(TypeError, match="DistributedDataParallel"):
         compress_gradients(torch.nn.Linear(2, 2), "fp16")
@@ -228,7 +229,7 @@ def test_compression_rejects_bad_arguments():
 def test_alpha_beta_fit_recovers_known_parameters():
     import pandas as pd
 
-    from chapter20.distributed_lab import fit_alpha_beta, ring_allreduce_seconds
+    from chapter20.labs.nb06_distributed import fit_alpha_beta, ring_allreduce_seconds
 
     sizes = [2**k for k in range(10, 24, 2)]
     times = [ring_allreduce_seconds(n, 4, latency=50e-6, bandwidth=2e9) for n in sizes]
@@ -239,7 +240,7 @@ def test_alpha_beta_fit_recovers_known_parameters():
 
 
 def test_scaling_model_loses_efficiency_with_slower_links_and_more_gpus():
-    from chapter20.distributed_lab import scaling_model
+    from chapter20.labs.nb06_distributed import scaling_model
 
     fast = scaling_model(440e6, 0.3, inter_node="InfiniBand HDR 200 Gb/s")
     slow = scaling_model(440e6, 0.3, inter_node="Ethernet 100 Gb/s")
@@ -250,7 +251,7 @@ def test_scaling_model_loses_efficiency_with_slower_links_and_more_gpus():
 
 
 def test_a_straggler_slows_every_rank():
-    from chapter20.distributed_lab import measure_straggler
+    from chapter20.labs.nb06_distributed import measure_straggler
 
     # Not a speed assertion: a 0.3 s delay on rank 1 must show up on both ranks, because the
     # punctual rank waits for it in the gradient all-reduce (margin: half the delay).
@@ -262,7 +263,7 @@ def test_a_straggler_slows_every_rank():
 
 
 def _agreement() -> dict:
-    from chapter20.distributed import any_rank, collective_device
+    from chapter20.techniques.distributed import any_rank, collective_device
 
     rank, _ = group_rank_and_size()
     return {
@@ -278,13 +279,13 @@ def test_any_rank_agrees_on_the_groups_device():
 
 
 def test_any_rank_in_a_world_of_one_is_the_flag():
-    from chapter20.distributed import any_rank
+    from chapter20.techniques.distributed import any_rank
 
     assert any_rank(True) is True and any_rank(False) is False
 
 
 def test_cuda_groups_get_gloo_beside_nccl_and_more_local_ranks_than_gpus_fail(monkeypatch):
-    from chapter20 import distributed as module
+    from chapter20.techniques import distributed as module
 
     assert module._group_backend(torch.device("cuda", 0)) == "cpu:gloo,cuda:nccl"
     assert module._group_backend(torch.device("cpu")) == "gloo"
@@ -301,7 +302,7 @@ def test_attempt_namespace_is_agreed_and_fresh_despite_stale_keys():
     holds every key of the first, including its tickets."""
     import threading
 
-    from chapter20.distributed import _attempt_namespace
+    from chapter20.techniques.distributed import _attempt_namespace
 
     store = dist.HashStore()
 
@@ -325,7 +326,7 @@ def test_attempt_namespace_is_agreed_and_fresh_despite_stale_keys():
 
 _JOIN = """
 import torch, torch.distributed as dist
-from chapter20.distributed import distributed
+from chapter20.techniques.distributed import distributed
 with distributed(timeout_s=60) as ctx:
     value = torch.tensor([ctx.rank + 1.0])
     dist.all_reduce(value)
@@ -373,7 +374,7 @@ def test_a_replaced_node_joins_although_its_restart_count_differs(tmp_path):
 
 
 def _nccl_agreement() -> dict:
-    from chapter20.distributed import any_rank, collective_device
+    from chapter20.techniques.distributed import any_rank, collective_device
 
     rank, _ = group_rank_and_size()
     return {"device": collective_device().type, "only_rank_one": any_rank(rank == 1)}
@@ -395,7 +396,7 @@ def test_default_cuda_group_reduces_cpu_and_cuda_tensors():
 
 @pytest.mark.cuda
 def test_more_local_ranks_than_gpus_is_a_clear_error():
-    from chapter20.distributed import _device_for
+    from chapter20.techniques.distributed import _device_for
 
     with pytest.raises(RuntimeError, match="two processes would share a GPU"):
         _device_for(torch.cuda.device_count())

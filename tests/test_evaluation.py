@@ -1,11 +1,12 @@
-"""Tests of chapter20.evaluation: the Lee correlation, the baselines, held-out retrieval."""
+"""Tests of chapter20.capstone.evaluation: the Lee correlation, the baselines, held-out
+retrieval."""
 
 import numpy as np
 import pytest
 import torch
 
-from chapter20 import evaluation
-from chapter20.data import lee_human_similarity
+from chapter20.capstone import evaluation
+from chapter20.core.corpora import lee_human_similarity
 
 
 def test_lee_score_of_the_human_matrix_is_one_and_of_its_negation_minus_one():
@@ -82,7 +83,7 @@ def test_retrieval_recall_perfect_random_and_chance():
 
 
 def test_heldout_pairs_come_from_articles_the_training_documents_never_hold():
-    from chapter20.views import training_documents
+    from chapter20.capstone.views import training_documents
 
     anchors, positives = evaluation.heldout_sentence_pairs(limit=300)
     assert len(anchors) == len(positives) == 300
@@ -115,9 +116,7 @@ def test_correlations_match_scipy():
 def test_versus_reference_and_beyond_noise_compute_the_stated_rules():
     import pandas as pd
 
-    frame = pd.DataFrame(
-        {"m": ["ref", "x", "y"] * 2, "r": [0.10, 0.095, 0.20, 0.12, 0.105, 0.22]}
-    )
+    frame = pd.DataFrame({"m": ["ref", "x", "y"] * 2, "r": [0.10, 0.095, 0.20, 0.12, 0.105, 0.22]})
     table = evaluation.versus_reference(frame, by="m", reference="ref", column="r", chance=0.01)
     rows = table.set_index("m")
     assert list(table["m"]) == ["ref", "x", "y"] and (table["seeds"] == 2).all()

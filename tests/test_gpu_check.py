@@ -1,5 +1,5 @@
-"""``make gpu-check`` (chapter20/scripts/gpu_check.py) and its record (chapter20.gpu_log): the
-skip logic and the time budget, tested on a CPU with fake runners; the record's appender and
+"""``make gpu-check`` (chapter20/scripts/gpu_check.py) and its record (chapter20.core.gpu_record):
+the skip logic and the time budget, tested on a CPU with fake runners; the record's appender and
 reader on a temporary file."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chapter20 import gpu_log
+from chapter20.core import gpu_record as gpu_log
 
 SCRIPT = Path(__file__).resolve().parents[1] / "chapter20" / "scripts" / "gpu_check.py"
 

@@ -1,52 +1,157 @@
-"""The package's layers (DESIGN.md, "Layout"), read from the imports: no library module or script
-imports a ``*_lab`` module, and no lab imports another lab (what two labs share belongs in the
-library)."""
+"""The package's layers (ARCHITECTURE.md, "Layers"), read from the imports.
+
+Each folder of ``chapter20/`` has a rank. A module may import modules of its own folder and of
+folders with a lower rank, never a folder of the same or a higher rank: labs never import each
+other (``labs/common.py``, which they share, is the one module of ``labs/`` they may import),
+and nothing below the labs imports one.
+"""
 
 import ast
 from pathlib import Path
+
+import pytest
 
 import chapter20
 
 PACKAGE = Path(chapter20.__file__).parent
 
+#: Folder → rank, bottom first. Folders of one rank are independent of each other.
+RANKS = {
+    "core": 0,
+    "techniques": 1,
+    "vocab": 1,
+    "training": 2,
+    "word2vec": 2,
+    "cost": 3,
+    "capstone": 4,
+    "labs": 5,
+    "cli": 6,
+    "scripts": 7,
+}
+#: The modules at the package's top (``__init__.py``, ``__main__.py``) sit above every folder.
+TOP_RANK = max(RANKS.values()) + 1
 
-def _imported_modules(path: Path) -> set[str]:
-    """Every chapter20 module a file imports (``import chapter20.x``, ``from chapter20.x import``,
-    ``from chapter20 import x``), by its last name."""
+
+def imported_modules(path: Path) -> set[str]:
+    """Every chapter20 module a file imports, dotted below ``chapter20`` (``import
+    chapter20.x.y``, ``from chapter20.x.y import z``, ``from chapter20.x import y``: ``x.y``)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[-1] for a in node.names if a.name.startswith("chapter20.")}
-        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {a.name[10:] for a in node.names if a.name.startswith("chapter20.")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "chapter20":
                 found |= {a.name for a in node.names}
             elif node.module.startswith("chapter20."):
-                found.add(node.module.split(".")[-1])
+                module = node.module[10:]
+                found.add(module)
+                if "." not in module:  # from chapter20.labs import common → labs.common
+                    found |= {f"{module}.{a.name}" for a in node.names}
     return found
 
 
-def _violations() -> list[str]:
+def folder_of(module: str) -> str | None:
+    """The layer folder of a dotted module name below chapter20 (None: the package's top)."""
+    head = module.split(".")[0]
+    return head if head in RANKS else None
+
+
+def violation(importer: str, imported: str) -> str | None:
+    """Why ``importer`` (dotted, below chapter20) may not import ``imported``; None if it may."""
+    source, target = folder_of(importer), folder_of(imported)
+    if target is None or source == target:
+        if source == target == "labs" and imported not in ("labs", "labs.common"):
+            if importer != "labs.common" and imported != importer:
+                return "a lab imports another lab (shared code belongs in labs/common.py)"
+        return None
+    if imported in ("labs", "labs.common") and source != "labs":
+        return "labs/common.py is the labs' own; the library does not import it"
+    source_rank = TOP_RANK if source is None else RANKS[source]
+    if RANKS[target] >= source_rank:
+        below = source or "the top"
+        return f"{target}/ (rank {RANKS[target]}) is not below {below} (rank {source_rank})"
+    return None
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
     problems = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        labs = {m for m in _imported_modules(path) if m.endswith("_lab")}
-        if not labs:
-            continue
-        where = path.relative_to(PACKAGE.parent)
-        kind = "lab" if path.stem.endswith("_lab") else "library module or script"
-        problems.append(f"{where} ({kind}) imports {', '.join(sorted(labs))}")
+    for path in sorted(package.rglob("*.py")):
+        importer = ".".join(path.relative_to(package).with_suffix("").parts)
+        for imported in sorted(imported_modules(path)):
+            reason = violation(importer, imported)
+            if reason:
+                problems.append(
+                    f"chapter20/{path.relative_to(package)} imports {imported}: {reason}"
+                )
     return problems
 
 
-def test_no_library_module_or_script_imports_a_lab_and_no_lab_imports_another():
-    assert _violations() == []
+def test_every_folder_of_the_package_has_a_rank():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert folders == set(RANKS)
+
+
+def test_every_import_points_down_the_layers():
+    assert violations() == []
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("core.measure", "techniques.precision"),  # up one layer
+        ("techniques.sharding", "training.trainer"),
+        ("training.trainer", "cost.throughput"),  # what issue 32 removed
+        ("training.encoder_file", "capstone.views"),
+        ("vocab.bpe", "techniques.sharding"),  # same rank, other folder
+        ("capstone.run", "labs.nb11_capstone"),  # the library into a lab
+        ("capstone.run", "labs.common"),
+        ("labs.nb02_contrastive", "labs.nb03_precision"),  # lab into lab
+        ("cli.main", "scripts.ddp_demo"),
+    ],
+)
+def test_an_upward_import_is_caught(importer, imported):
+    assert violation(importer, imported) is not None
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("techniques.sharding", "core.checks"),
+        ("training.trainer", "techniques.precision"),
+        ("training.trainer", "training.state"),
+        ("capstone.run", "cost.model"),
+        ("labs.nb02_contrastive", "labs.common"),
+        ("labs.nb02_contrastive", "capstone.evaluation"),
+        ("cli.main", "labs.nb01_sharding"),
+        ("__main__", "cli.main"),
+    ],
+)
+def test_a_downward_import_is_allowed(importer, imported):
+    assert violation(importer, imported) is None
 
 
 def test_the_check_sees_every_import_form(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "import chapter20.a_lab\nfrom chapter20.b_lab import x\nfrom chapter20 import c_lab, data\n"
+        "import chapter20.core.a\nfrom chapter20.labs.b import x\n"
+        "from chapter20.labs import common\nfrom chapter20 import cost\n"
+        "def f():\n    from chapter20.training import trainer\n"
     )
-    assert _imported_modules(sample) == {"a_lab", "b_lab", "c_lab", "data"}
+    assert imported_modules(sample) == {
+        "core.a", "labs.b", "labs", "labs.common", "cost", "training", "training.trainer",
+    }  # fmt: skip
+
+
+def test_a_deliberately_wrong_import_fails_the_check(tmp_path):
+    """A copy of the package with one upward import added: the check names it."""
+    import shutil
+
+    copy = tmp_path / "chapter20"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "core" / "measure.py"
+    target.write_text(target.read_text() + "\nfrom chapter20.training.trainer import Trainer\n")
+    found = violations(copy)
+    assert len(found) == 1 and "core/measure.py imports training.trainer" in found[0], found
 
 
 def test_a_training_launch_does_not_import_what_it_does_not_use():
@@ -57,7 +162,7 @@ def test_a_training_launch_does_not_import_what_it_does_not_use():
 
     heavy = ("matplotlib", "torch.distributed.checkpoint", "torch.distributed.fsdp")
     code = (
-        "import sys, chapter20.spot_training, chapter20.scripts.spot_demo, chapter20.training\n"
+        "import sys, chapter20.training.loop, chapter20.scripts.spot_demo, chapter20.training\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

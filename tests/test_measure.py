@@ -1,4 +1,5 @@
-"""Tests for chapter20.measure: tensor bytes, the live-tensor tracker, saved activations, timing."""
+"""Tests for chapter20.core.measure: tensor bytes, the live-tensor tracker, saved activations,
+timing."""
 
 import warnings
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from chapter20.measure import (
+from chapter20.core.measure import (
     CATEGORIES,
     MemoryReport,
     format_bytes,
@@ -391,7 +392,7 @@ def test_time_interleaved_alternates_the_variants():
 
 
 def test_format_difference_is_machine_independent_text():
-    from chapter20.measure import format_difference
+    from chapter20.core.measure import format_difference
 
     assert format_difference(0.0, 0) == "max |Δ| = 0 ✓"  # bitwise
     assert format_difference(0.0, 1e-6) == "max |Δ| < 1e-06 ✓"  # zero noise reads as any noise

@@ -1,11 +1,16 @@
-"""Tests for chapter20.memory: predicted bytes of parameters, gradients and optimizer state."""
+"""Tests for chapter20.techniques.memory_planner: predicted bytes of parameters, gradients and
+optimizer state."""
 
 import pytest
 import torch
 from torch import nn
 
-from chapter20.measure import gradients_of, tensor_bytes
-from chapter20.memory import OPTIMIZER_STATE_ELEMENTS, EncoderShape, training_state_bytes
+from chapter20.core.measure import gradients_of, tensor_bytes
+from chapter20.techniques.memory_planner import (
+    OPTIMIZER_STATE_ELEMENTS,
+    EncoderShape,
+    training_state_bytes,
+)
 
 
 def test_adam_float32_is_16_bytes_per_parameter_plus_step_counters():
@@ -94,8 +99,8 @@ def test_bad_arguments(args, kwargs, error, name):
 
 
 def test_encoder_shape_counts_parameters_exactly():
-    from chapter20.memory import EncoderShape
-    from chapter20.models import TransformerEncoder, count_parameters
+    from chapter20.core.models import TransformerEncoder, count_parameters
+    from chapter20.techniques.memory_planner import EncoderShape
 
     for kwargs in (
         dict(vocab_size=1000, d_model=64, n_heads=4, n_layers=3, max_len=64),
@@ -112,8 +117,8 @@ def test_encoder_shape_counts_parameters_exactly():
 def planned_vs_measured():
     import warnings
 
-    from chapter20.memory import EncoderShape
-    from chapter20.optimizers_lab import plan_vs_measured
+    from chapter20.labs.nb05_optimizers import plan_vs_measured
+    from chapter20.techniques.memory_planner import EncoderShape
 
     def config(layers, precision="fp32", checkpointing="none", vocab=2000, batch=16, seq_len=64):
         shape = EncoderShape(vocab, 64, 4, layers, max_len=64)
@@ -144,7 +149,7 @@ def test_plan_is_within_15_percent_of_the_measured_peak(planned_vs_measured):
 
 
 def test_plan_zero_stages_shard_state_then_gradients_then_parameters():
-    from chapter20.memory import EncoderShape, plan
+    from chapter20.techniques.memory_planner import EncoderShape, plan
 
     shape = EncoderShape(10_000, 128, 4, 4)
     base = plan(shape, batch=8, seq_len=32).components
@@ -160,7 +165,7 @@ def test_plan_zero_stages_shard_state_then_gradients_then_parameters():
 
 
 def test_plan_predicts_4x_less_state_for_8bit_and_fits():
-    from chapter20.memory import EncoderShape, parallelism_advice, plan
+    from chapter20.techniques.memory_planner import EncoderShape, parallelism_advice, plan
 
     shape = EncoderShape(100_000_000, 128, 4, 2)  # a 100M-row table
     adam = plan(shape, batch=64, seq_len=32, gpu_bytes=80e9)
@@ -185,7 +190,7 @@ def test_plan_predicts_4x_less_state_for_8bit_and_fits():
     ],
 )
 def test_plan_rejects_bad_arguments(kwargs, match):
-    from chapter20.memory import EncoderShape, plan
+    from chapter20.techniques.memory_planner import EncoderShape, plan
 
     arguments = {"batch": 8, "seq_len": 16, **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -193,8 +198,8 @@ def test_plan_rejects_bad_arguments(kwargs, match):
 
 
 def test_bag_shape_counts_the_trained_parameters_exactly():
-    from chapter20.memory import BagShape
-    from chapter20.models import WeightedBagEncoder
+    from chapter20.core.models import WeightedBagEncoder
+    from chapter20.techniques.memory_planner import BagShape
 
     for learn in (True, False):
         model = WeightedBagEncoder(700, 24, learn_weights=learn)
@@ -220,9 +225,9 @@ def test_bag_plan_is_within_10_percent_of_the_measured_peak(options):
     real step of the composed trainer, after the step that creates the optimizer state."""
     import warnings
 
-    from chapter20.memory import BagShape, plan
-    from chapter20.models import WeightedBagEncoder
-    from chapter20.training import TrainConfig, Trainer, step_peak_memory
+    from chapter20.core.models import WeightedBagEncoder
+    from chapter20.techniques.memory_planner import BagShape, plan
+    from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
 
     torch.manual_seed(0)
     ids = torch.randint(1, 3000, (2, 64, 32))
@@ -245,7 +250,7 @@ def test_bag_plan_is_within_10_percent_of_the_measured_peak(options):
 
 
 def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
-    from chapter20.memory import BagShape, EncoderShape, plan
+    from chapter20.techniques.memory_planner import BagShape, EncoderShape, plan
 
     whole = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4)
     sharded = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4, sharded_table=True)
@@ -257,8 +262,8 @@ def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
 
 
 def test_a_shape_builds_the_encoder_it_describes():
-    from chapter20.device import set_seed
-    from chapter20.models import TransformerEncoder
+    from chapter20.core.device import set_seed
+    from chapter20.core.models import TransformerEncoder
 
     shape = EncoderShape(500, 32, 4, 2, max_len=16)
     built = shape.build(seed=3)

@@ -1,10 +1,11 @@
-"""Tests for chapter20.models: shapes, padding, id validation, gradients, seeding, arguments."""
+"""Tests for chapter20.core.models: shapes, padding, id validation, gradients, seeding,
+arguments."""
 
 import pytest
 import torch
 
-from chapter20.device import set_seed
-from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder, count_parameters
+from chapter20.core.device import set_seed
+from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder, count_parameters
 
 VOCAB = 30
 
@@ -236,7 +237,7 @@ def test_count_parameters_shared_once():
 
 
 def test_weighted_bag_is_the_weighted_mean_of_token_rows():
-    from chapter20.models import WeightedBagEncoder
+    from chapter20.core.models import WeightedBagEncoder
 
     torch.manual_seed(0)
     weights = torch.tensor([1.0, 1.0, 2.0, 0.5, 4.0])
@@ -253,7 +254,7 @@ def test_weighted_bag_is_the_weighted_mean_of_token_rows():
 
 
 def test_weighted_bag_checks():
-    from chapter20.models import WeightedBagEncoder
+    from chapter20.core.models import WeightedBagEncoder
 
     with pytest.raises(ValueError, match="token_weights"):
         WeightedBagEncoder(4, 2, token_weights=torch.tensor([0.0, 1.0, 0.0, 1.0]))

@@ -102,7 +102,7 @@ def test_ends_with_a_claims_check(path):
     )
 
 
-# A verdict is computed by chapter20.claims from a measured value and the claim's criterion,
+# A verdict is computed by chapter20.core.claims from a measured value and the claim's criterion,
 # never typed (issue 18): no verdict keyword, no verdict string, no literal True/False in a check.
 _TYPED = re.compile(
     r"\b(holds|needs_gpu|verdict)\s*=|[\"'](holds|does not hold( here)?|needs a GPU|"
@@ -138,7 +138,7 @@ _VERDICT_LINE = re.compile(r"^(C\d\d) \[", re.M)
 def test_each_claim_is_judged_by_its_owner_notebook_only():
     """The executed notebooks print each claim's verdict once, in the notebook that owns it
     (data/claims.csv), so that the audit has one row per claim."""
-    from chapter20.claims import load_claims
+    from chapter20.core.claims import load_claims
 
     claims = load_claims()
     printed: dict[str, set[str]] = {}

@@ -1,4 +1,4 @@
-"""§20.3.2 chapter20.optimizers: state bytes read from the real optimizers (bitsandbytes
+"""§20.3.2 chapter20.techniques.optimizers: state bytes read from the real optimizers (bitsandbytes
 included), fallbacks warn, 8-bit AdamW trains like AdamW, sparse tables."""
 
 import warnings
@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch import nn
 
-from chapter20.optimizers import (
+from chapter20.labs.nb05_optimizers import state_bytes_per_parameter
+from chapter20.techniques.optimizers import (
     OPTIMIZER_KINDS,
     MultiOptimizer,
     make_optimizer,
     optimizer_state_bytes,
     sparse_optimizers,
 )
-from chapter20.optimizers_lab import state_bytes_per_parameter
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_paged_state_needs_cuda_and_falls_back_with_a_warning():
 
 
 def test_missing_bitsandbytes_falls_back_to_adamw(monkeypatch):
-    import chapter20.optimizers as optimizers
+    import chapter20.techniques.optimizers as optimizers
 
     monkeypatch.setattr(optimizers, "bitsandbytes_available", lambda: False)
     with pytest.warns(UserWarning, match="falls back to torch.optim.AdamW"):
@@ -180,7 +180,7 @@ def _groups(model):
 
 
 def test_8bit_with_32bit_tables_is_one_optimizer_that_schedulers_and_checkpoints_accept(tmp_path):
-    from chapter20.spot import CheckpointManager
+    from chapter20.training.checkpoints import CheckpointManager
 
     model = _table_model()
     optimizer = make_optimizer(_groups(model), "adamw8bit", 1e-3, state_32bit=[model[0]])

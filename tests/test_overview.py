@@ -1,4 +1,4 @@
-"""Notebook 00's measurement (chapter20.overview): the anatomy of one Adam step."""
+"""Notebook 00's measurement (chapter20.labs.nb00_overview): the anatomy of one Adam step."""
 
 import matplotlib
 
@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from chapter20.overview import anatomy_table, benchmark, plot_anatomy, step_anatomy  # noqa: E402
+from chapter20.labs.nb00_overview import anatomy_table, benchmark, plot_anatomy, step_anatomy  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chapter20.paths import repo_root
+from chapter20.core.paths import repo_root
 
 
 def _run(command: list[str], cwd: Path, env: dict | None = None) -> str:
@@ -38,6 +38,7 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(root / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(root / "chapter20", source / "chapter20", ignore=ignore)
+    shutil.copytree(root / "data", source / "data", ignore=ignore)
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
     _run([*command, "--no-index", "-q", "-w", str(tmp / "dist"), str(source)], cwd=tmp)
     (built,) = (tmp / "dist").glob("chapter20-*.whl")
@@ -68,16 +69,19 @@ def installed(wheel, tmp_path_factory) -> tuple[Path, dict]:
 
 def test_the_wheel_holds_every_data_file_the_sbatch_template_and_the_c_kernels(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    package = repo_root() / "chapter20"
-    shipped = [p for p in (package / "data").iterdir() if p.is_file()]
-    shipped += list((package / "scripts").glob("*.sbatch"))
-    shipped += list(package.glob("*.c"))  # word2vec's fused kernels, compiled where they run
-    assert shipped
+    root, package = repo_root(), repo_root() / "chapter20"
+    data = [p for p in (root / "data").iterdir() if p.is_file()]
+    assert data
+    for path in data:  # data/ at the top of the repository ships as chapter20/data/
+        assert f"chapter20/data/{path.name}" in names
+    shipped = list((package / "scripts").glob("*.sbatch"))
+    shipped += list(package.rglob("*.c"))  # word2vec's fused kernels, compiled where they run
+    assert len(shipped) >= 2
     for path in shipped:
-        assert path.relative_to(package.parent).as_posix() in names
+        assert path.relative_to(root).as_posix() in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert (
-        "chapter20 = chapter20.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+        "chapter20 = chapter20.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     )
 
 
@@ -92,10 +96,10 @@ def test_installed_commands_run_outside_the_checkout(installed):
 def test_installed_package_reads_its_data_from_the_wheel(installed):
     cwd, env = installed
     code = (
-        "import chapter20, chapter20.paths as p; from chapter20.cost import load_catalog; "
-        "from chapter20.claims import load_claims; "
+        "import chapter20, chapter20.core.paths as p; from chapter20.cost import load_catalog; "
+        "from chapter20.core.claims import load_claims; "
         "print(chapter20.__file__); print(p.repo_root()); print(len(load_catalog())); "
-        "print(len(load_claims())); from chapter20.word2vec_fused import load_kernels; "
+        "print(len(load_claims())); from chapter20.word2vec.fused import load_kernels; "
         "print(load_kernels() is not None or not __import__('shutil').which('cc'))"
     )
     where, root, prices, claims, kernels = _run(["python", "-c", code], cwd, env).split()
@@ -103,3 +107,21 @@ def test_installed_package_reads_its_data_from_the_wheel(installed):
     assert str(repo_root()) not in where and "site-packages" in where
     assert root == "None"  # not a checkout: results go to the cache, data come from the wheel
     assert int(prices) >= 3 and int(claims) == 30
+
+
+def test_pyproject_lists_every_folder_of_the_package():
+    """pyproject.toml names the package's folders (it maps data/ into the package, which
+    setuptools' automatic discovery cannot express): a new folder must be added there, or the
+    wheel would silently lack it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = repo_root()
+    listed = set(
+        tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {"chapter20"} | {
+        "chapter20." + p.name
+        for p in (root / "chapter20").iterdir()
+        if p.is_dir() and any(p.glob("*.py"))
+    }
+    assert listed == folders | {"chapter20.data"}

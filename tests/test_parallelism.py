@@ -9,11 +9,11 @@ same gradients, only on another rank, so it is compared bitwise.
 import pytest
 import torch
 
-from chapter20 import parallelism_lab as lab
-from chapter20.data import encode_texts
-from chapter20.distributed import run_local_group
-from chapter20.optimizers import make_optimizer
-from chapter20.parallelism import (
+from chapter20.core.corpora import encode_texts
+from chapter20.labs import nb12_parallelism as lab
+from chapter20.techniques.distributed import run_local_group
+from chapter20.techniques.optimizers import make_optimizer
+from chapter20.techniques.parallelism import (
     TokenizingPairs,
     bubble_fraction,
     deep_encoder,

@@ -1,11 +1,10 @@
-"""chapter20.paths: where the companion reads and writes."""
+"""chapter20.core.paths: where the companion reads and writes."""
 
 import re
-from pathlib import Path
 
 import pytest
 
-from chapter20 import paths
+from chapter20.core import paths
 
 
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
@@ -28,18 +27,19 @@ def test_results_dir_in_a_checkout(monkeypatch):
 
 def test_data_file():
     assert paths.data_file("claims.csv").name == "claims.csv"
-    assert paths.data_file("claims.csv").parent == Path(paths.__file__).parent / "data"
+    assert paths.data_file("claims.csv").parent == paths.repo_root() / "data"
     with pytest.raises(FileNotFoundError, match="no_such_file"):
         paths.data_file("no_such_file.csv")
     with pytest.raises(ValueError, match="bare file name"):
         paths.data_file("../pyproject.toml")
 
 
-def test_every_data_file_the_code_names_is_package_data():
-    """Data lives in chapter20/data/ only (so that it ships in the wheel): no data/ folder at the
-    top of the checkout, and every data_file("...") in the package names a file that exists."""
-    package = Path(paths.__file__).parent
-    assert not (package.parent / "data").exists(), "data files belong in chapter20/data/"
+def test_every_data_file_the_code_names_is_in_data():
+    """Data lives in the top-level data/ only (pyproject.toml ships it in the wheel as
+    chapter20/data/): no data folder inside the package, and every data_file("...") in the
+    package names a file that exists."""
+    package = paths.repo_root() / "chapter20"
+    assert not (package / "data").exists(), "data files belong in the top-level data/"
     named = set()
     for module in package.rglob("*.py"):
         named |= set(re.findall(r"data_file\(\s*[\"']([^\"']+)[\"']", module.read_text()))
@@ -51,7 +51,7 @@ def test_every_data_file_the_code_names_is_package_data():
 def test_atomic_torch_save_writes_whole_files_only(tmp_path, monkeypatch):
     import torch
 
-    from chapter20.paths import atomic_torch_save
+    from chapter20.core.paths import atomic_torch_save
 
     path = atomic_torch_save({"x": torch.arange(3)}, tmp_path / "sub" / "state.pt")
     assert torch.equal(torch.load(path)["x"], torch.arange(3))

@@ -1,4 +1,4 @@
-"""chapter20.plotting: the house style helpers."""
+"""chapter20.core.plotting: the house style helpers."""
 
 import matplotlib
 
@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from chapter20.plotting import (  # noqa: E402
+from chapter20.core.plotting import (  # noqa: E402
     CATEGORY_COLORS,
     alt_text,
     byte_scale,

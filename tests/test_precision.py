@@ -1,5 +1,5 @@
-"""§20.2.2 chapter20.precision, and the composed trainer in each precision: autocast with fp32
-master weights on any device, loss scaling and skipped steps, BatchNorm kept in fp32, and what
+"""§20.2.2 chapter20.techniques.precision, and the composed trainer in each precision: autocast with
+fp32 master weights on any device, loss scaling and skipped steps, BatchNorm kept in fp32, and what
 fp16 / bf16 can hold."""
 
 import math
@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.contrastive import info_nce
-from chapter20.precision import (
+from chapter20.labs.nb03_precision import encoder, pair_loss, parity_run
+from chapter20.techniques.contrastive import info_nce
+from chapter20.techniques.precision import (
     autocast,
     format_limits,
     gradient_underflow,
@@ -20,8 +21,7 @@ from chapter20.precision import (
     resolve_precision,
     underflow_report,
 )
-from chapter20.precision_lab import encoder, pair_loss, parity_run
-from chapter20.training import TrainConfig, Trainer
+from chapter20.training.trainer import TrainConfig, Trainer
 
 CPU_PRECISIONS = ["fp32", "bf16", "fp16"]
 
@@ -213,7 +213,7 @@ def test_cuda_mixed_precision_step(precision):
 
 @pytest.mark.cuda
 def test_cuda_bf16_activations_use_less_memory():
-    from chapter20.precision_lab import memory_by_precision
+    from chapter20.labs.nb03_precision import memory_by_precision
 
     frame = memory_by_precision(batch=16, precisions=["fp32", "bf16"]).set_index("precision")
     assert frame.loc["bf16", "activations"] < frame.loc["fp32", "activations"]

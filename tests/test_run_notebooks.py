@@ -12,7 +12,7 @@ from chapter20.scripts import run_notebooks
 
 FIGURE = """import subprocess
 import matplotlib.pyplot as plt
-from chapter20.plotting import new_figure
+from chapter20.core.plotting import new_figure
 fig, ax = new_figure("Loss", "step", "loss")
 ax.plot([3, 2, 1])
 plt.show()

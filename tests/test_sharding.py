@@ -1,6 +1,6 @@
-"""§20.1 chapter20.sharding: the sharded table equals nn.Embedding for every V, world size,
-partition and input mode (real gloo groups of 2-4 local processes), rejects bad ids the same way
-at every world size, reshards on load, and counts its bytes as the formulas say.
+"""§20.1 chapter20.techniques.sharding: the sharded table equals nn.Embedding for every V, world
+size, partition and input mode (real gloo groups of 2-4 local processes), rejects bad ids the same
+way at every world size, reshards on load, and counts its bytes as the formulas say.
 
 Equalities are bitwise: a lookup copies rows, an all-reduce adds zeros to them, and each row's
 gradient is summed over the same positions in the same order as nn.Embedding's backward.
@@ -10,16 +10,15 @@ import pytest
 import torch
 from torch import nn
 
-from chapter20.data import zipf_ids
-from chapter20.distributed import group_rank_and_size, run_local_group
-from chapter20.sharded_checkpoint import (
-    is_committed,
-    load_sharded,
-    load_sharded_state,
-    save_sharded,
-    save_sharded_state,
+from chapter20.core.corpora import zipf_ids
+from chapter20.labs.nb01_sharding import (
+    bad_ids_on_rank,
+    comm_bytes_on_rank,
+    equivalence_on_rank,
+    misuse_on_rank,
 )
-from chapter20.sharding import (
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.techniques.sharding import (
     INPUT_MODES,
     PARTITIONS,
     RowPartition,
@@ -28,11 +27,12 @@ from chapter20.sharding import (
     ring_all_reduce_bytes,
     shard_load,
 )
-from chapter20.sharding_lab import (
-    bad_ids_on_rank,
-    comm_bytes_on_rank,
-    equivalence_on_rank,
-    misuse_on_rank,
+from chapter20.training.sharded_checkpoint import (
+    is_committed,
+    load_sharded,
+    load_sharded_state,
+    save_sharded,
+    save_sharded_state,
 )
 
 V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the world size

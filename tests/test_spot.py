@@ -22,39 +22,38 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20.distributed import run_local_group
-from chapter20.paths import repo_root
-from chapter20.spot import (
-    EXIT_PREEMPTED,
-    SAVE_PHASES,
-    CheckpointManager,
-    CheckpointSchedule,
-    PreemptionHandler,
-    ResumableBatchSampler,
-    capture_state,
+from chapter20.core.paths import repo_root
+from chapter20.cost.preemption import (
     expected_wall_time,
-    parameter_fingerprint,
     preemption_overhead,
-    restore_state,
-    rng_state,
-    set_rng_state,
     simulate_wall_time,
     young_daly_interval,
 )
-from chapter20.spot_lab import (
+from chapter20.labs.nb07_spot import (
     damaged_newest,
     disk_full_during_save,
     resume_at_other_world_size,
     two_writers,
     writer_faults,
 )
-from chapter20.spot_training import (
+from chapter20.techniques.distributed import run_local_group
+from chapter20.training.checkpoints import SAVE_PHASES, CheckpointManager
+from chapter20.training.loop import (
     SpotConfig,
     launch_spot_demo,
     read_progress,
     run_spot_training,
 )
-from chapter20.training import TrainConfig, Trainer
+from chapter20.training.preemption import EXIT_PREEMPTED, CheckpointSchedule, PreemptionHandler
+from chapter20.training.sampler import ResumableBatchSampler
+from chapter20.training.state import (
+    capture_state,
+    parameter_fingerprint,
+    restore_state,
+    rng_state,
+    set_rng_state,
+)
+from chapter20.training.trainer import TrainConfig, Trainer
 
 # --- the interval model ---------------------------------------------------------------------
 
@@ -363,7 +362,7 @@ def test_leftover_temporary_files_are_removed(tmp_path):
 
 
 def test_sharded_model_in_a_world_of_one_resumes_through_dcp(tmp_path):
-    from chapter20.sharding import ShardedEmbedding
+    from chapter20.techniques.sharding import ShardedEmbedding
 
     def parts(seed):
         torch.manual_seed(seed)

@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from chapter20.spot_stress import run_killed, stress_resume
-from chapter20.spot_training import SpotConfig, run_spot_training
+from chapter20.training.loop import SpotConfig, run_spot_training
+from chapter20.training.resume_stress import run_killed, stress_resume
 
 FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
 DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]

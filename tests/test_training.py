@@ -1,5 +1,5 @@
-"""§20.6 chapter20.training: the composed step, proven in the pairs a user would combine, each
-against its plain reference.
+"""§20.6 chapter20.training.trainer: the composed step, proven in the pairs a user would combine,
+each against its plain reference.
 
 Tolerances, and why:
 - fp32 (reordered sums: chunks, micro-batches, ranks): 1e-5 absolute on gradients and weights of
@@ -17,12 +17,15 @@ import pytest
 import torch
 from torch import nn
 
-from chapter20.device import set_seed
-from chapter20.distributed import group_rank_and_size, run_local_group
-from chapter20.models import BagOfEmbeddingsEncoder, TransformerEncoder
-from chapter20.sharding import ShardedBagEncoder
-from chapter20.spot import CheckpointManager, ResumableBatchSampler, parameter_fingerprint
-from chapter20.training import StepResult, TrainConfig, Trainer, train_on_pairs
+from chapter20.core.device import set_seed
+from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
+from chapter20.labs.common import train_on_pairs
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.techniques.sharding import ShardedBagEncoder
+from chapter20.training.checkpoints import CheckpointManager
+from chapter20.training.sampler import ResumableBatchSampler
+from chapter20.training.state import parameter_fingerprint
+from chapter20.training.trainer import StepResult, TrainConfig, Trainer
 
 ATOL = 1e-5
 VOCAB, DIM, GLOBAL_BATCH, STEPS = 37, 8, 13, 3  # 37 rows, 13 pairs: uneven on 2 and 3 ranks
@@ -455,7 +458,7 @@ def test_train_on_pairs_lowers_the_loss_and_returns_every_step():
 
 
 def _identical_pairs(vocab: int = 30, n: int = 64, test: int = 16):
-    from chapter20.data import PairData
+    from chapter20.core.corpora import PairData
 
     g = torch.Generator().manual_seed(0)
     anchors = torch.randint(1, vocab, (n + test, 5), generator=g)
@@ -464,7 +467,7 @@ def _identical_pairs(vocab: int = 30, n: int = 64, test: int = 16):
 
 
 def test_heldout_run_is_the_seeded_loop_it_describes():
-    from chapter20.training import heldout_run
+    from chapter20.labs.common import heldout_run
 
     data = _identical_pairs()
     config = TrainConfig(lr=0.05, weight_decay=0.0)
@@ -487,8 +490,8 @@ def test_heldout_run_is_the_seeded_loop_it_describes():
 
 
 def test_heldout_run_scores_recall_in_float32_whatever_trained_it():
-    from chapter20.contrastive import recall_at_k
-    from chapter20.training import heldout_run
+    from chapter20.labs.common import heldout_run
+    from chapter20.techniques.contrastive import recall_at_k
 
     data = _identical_pairs()
     run = heldout_run(data, TrainConfig(precision="bf16"), steps=3, batch=16, seed=0, dim=8)

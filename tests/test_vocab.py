@@ -1,4 +1,5 @@
-"""Tests for chapter20.vocab and chapter20.vocab_lab (note, topic 3): pruning, BPE, PCA."""
+"""Tests for chapter20.vocab.vocabulary and chapter20.labs.nb10_vocab (note, topic 3): pruning, BPE,
+PCA."""
 
 import warnings
 from collections import Counter
@@ -10,8 +11,9 @@ import pytest
 import scipy.sparse
 import torch
 
-from chapter20 import data, vocab_lab
-from chapter20.vocab import (
+from chapter20.core import corpora as data
+from chapter20.labs import nb10_vocab as vocab_lab
+from chapter20.vocab.vocabulary import (
     BPE_UNK,
     bpe_table,
     build_vocab,

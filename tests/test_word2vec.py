@@ -1,4 +1,5 @@
-"""Tests for chapter20.word2vec (note, topic 1): Huffman codes, the three objectives' gradients,
+"""Tests for chapter20.word2vec.skipgram (note, topic 1): Huffman codes, the three objectives'
+gradients,
 the pair generator, the trainer, and word-pair evaluation against gensim."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from chapter20.data import word_similarity_path, zipf_probabilities
-from chapter20.vocab import build_vocab
-from chapter20.word2vec import (
+from chapter20.core.corpora import word_similarity_path, zipf_probabilities
+from chapter20.vocab.vocabulary import build_vocab
+from chapter20.word2vec.fused import compiler_available, load_kernels
+from chapter20.word2vec.skipgram import (
     FUSED_CHUNK,
     MAX_EXP,
     NoiseSampler,
@@ -31,7 +33,6 @@ from chapter20.word2vec import (
     skipgram_windows,
     train_word2vec,
 )
-from chapter20.word2vec_fused import compiler_available, load_kernels
 
 
 @pytest.fixture(scope="module")
@@ -495,7 +496,7 @@ def test_fused_training_is_deterministic_and_learns_what_the_plain_path_learns(l
 def uncached_kernels():
     """``word2vec_fused`` with its kernels to be built afresh by the test (under whatever it
     patches), and afresh again after it, from the real source."""
-    from chapter20 import word2vec_fused
+    from chapter20.word2vec import fused as word2vec_fused
 
     word2vec_fused.load_kernels.cache_clear()
     yield word2vec_fused

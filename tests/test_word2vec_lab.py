@@ -1,4 +1,4 @@
-"""Tests for chapter20.word2vec_lab (note, topic 1): the quality table of notebook 09."""
+"""Tests for chapter20.labs.nb09_word2vec (note, topic 1): the quality table of notebook 09."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from chapter20.word2vec_lab import CHANCE_SDS, MATCH_TOLERANCE, quality_verdicts, summarize
+from chapter20.labs.nb09_word2vec import CHANCE_SDS, MATCH_TOLERANCE, quality_verdicts, summarize
 
 
 def _runs() -> pd.DataFrame:

@@ -32,9 +32,10 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from chapter20.data import pair_data
-from chapter20.device import set_seed
-from chapter20.distributed import (
+from chapter20.core.corpora import pair_data
+from chapter20.core.device import set_seed
+from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.techniques.distributed import (
     compress_gradients,
     distributed,
     distributed_loader,
@@ -42,9 +43,8 @@ from chapter20.distributed import (
     scale_lr,
     set_epoch,
 )
-from chapter20.models import BagOfEmbeddingsEncoder
-from chapter20.spot import CheckpointManager
-from chapter20.training import TrainConfig, Trainer
+from chapter20.training.checkpoints import CheckpointManager
+from chapter20.training.trainer import TrainConfig, Trainer
 
 
 def _positive_int(text: str) -> int:

@@ -1,5 +1,5 @@
 """``make gpu-check``: run the companion's GPU checks on a machine with a CUDA GPU, in minutes,
-and append the figures, dated, to ``chapter20/data/gpu_measurements.csv`` (``chapter20.gpu_log``).
+and append the figures, dated, to ``data/gpu_measurements.csv`` (``chapter20.core.gpu_record``).
 
     python chapter20/scripts/gpu_check.py             # run every step it can (budget 300 s)
     python chapter20/scripts/gpu_check.py --dry-run   # say what would run and what is skipped
@@ -7,7 +7,7 @@ and append the figures, dated, to ``chapter20/data/gpu_measurements.csv`` (``cha
 Steps, in order: the ``cuda``-marked tests; ``bench precision``, ``bench step-memory``,
 ``bench optimizers`` (bitsandbytes 8-bit), ``bench word2vec-gpu`` (ours on CUDA vs gensim on
 every host core, both objectives, ρ side by side) and ``bench training`` (once
-``chapter20/training.py`` registers it); notebooks 03 and 09 executed on CUDA into
+``chapter20/training/trainer.py`` registers it); notebooks 03 and 09 executed on CUDA into
 ``build/gpu-check/``. Each step runs in its own process, with what is left of the time
 budget as its timeout; a step whose packages are missing (e.g. gensim, bitsandbytes,
 nbconvert) is skipped and the summary says why. Without a CUDA GPU every step is skipped:
@@ -80,7 +80,7 @@ STEPS = (
 
 def available_benchmarks() -> set[str]:
     """The benchmark names ``python -m chapter20 bench`` knows in this checkout."""
-    from chapter20.__main__ import BENCHMARKS
+    from chapter20.cli.main import BENCHMARKS
 
     return set(BENCHMARKS)
 
@@ -161,7 +161,7 @@ def _subprocess_runner(step: Step, timeout: float) -> tuple[int | None, str]:
 
 def _record(results: list[dict], steps: tuple[Step, ...]) -> int:
     """Each step that ran: its wall time and status (benchmarks also record their figures)."""
-    from chapter20.gpu_log import append_gpu_measurements
+    from chapter20.core.gpu_record import append_gpu_measurements
 
     commands = {s.name: " ".join(Path(c).name if i == 0 else c for i, c in enumerate(s.command))
                 for s in steps}  # fmt: skip
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r['status']:<9} {r['seconds']:6.1f} s  {r['step']}: {r['detail']}")
     if not args.no_record:
         written = _record(results, steps)
-        print(f"recorded {written} step row(s) in chapter20/data/gpu_measurements.csv")
+        print(f"recorded {written} step row(s) in data/gpu_measurements.csv")
     return 1 if any(r["status"] in ("failed", "timed out") for r in results) else 0
 
 

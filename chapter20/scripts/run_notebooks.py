@@ -88,7 +88,7 @@ def execute(
     if html:
         from nbconvert import HTMLExporter
 
-        # The classic template writes each image's alt text (chapter20.plotting sets it).
+        # The classic template writes each image's alt text (chapter20.core.plotting sets it).
         body, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
         output.with_suffix(".html").write_text(body, encoding="utf-8")
     return NotebookRun(path.stem, seconds, error, output, log)

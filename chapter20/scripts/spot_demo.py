@@ -6,10 +6,10 @@
     # or a plain relaunch loop, as a cluster's requeue would do:
     until python chapter20/scripts/spot_demo.py --checkpoint-dir runs/spot --chaos 3; do :; done
 
-Every launch resumes from the newest valid checkpoint in --checkpoint-dir (a fresh directory
-starts from step 0). ``--chaos N`` makes rank 0 SIGKILL itself N times at random steps, like a
-reclaimed spot machine. SIGTERM/SIGINT or ``--notice-file`` appearing make the run finish its
-step, checkpoint, and exit with status 143 (``chapter20.spot.EXIT_PREEMPTED``). At the end,
+Every launch resumes from the newest valid checkpoint in --checkpoint-dir (a fresh directory starts
+from step 0). ``--chaos N`` makes rank 0 SIGKILL itself N times at random steps, like a reclaimed
+spot machine. SIGTERM/SIGINT or ``--notice-file`` appearing make the run finish its step,
+checkpoint, and exit with status 143 (``chapter20.training.preemption.EXIT_PREEMPTED``). At the end,
 rank 0 prints the parameter fingerprint, equal to that of an uninterrupted run with the same
 arguments (and the same number of processes). ``--summary-json`` writes the summary.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from chapter20.distributed import distributed
-from chapter20.spot_training import SpotConfig, run_spot_training
+from chapter20.techniques.distributed import distributed
+from chapter20.training.loop import SpotConfig, run_spot_training
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,7 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--notice-file", type=Path, default=None, help="preemption notice")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--summary-json", type=Path, default=None)
-    composed = parser.add_argument_group("techniques of the composed step (chapter20.training)")
+    composed = parser.add_argument_group(
+        "techniques of the composed step (chapter20.training.trainer)"
+    )
     composed.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     composed.add_argument("--chunk-size", type=int, default=None, help="gradient caching rows")
     composed.add_argument("--learn-temperature", action="store_true")

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from chapter20.spot_stress import StressRun, stress_resume
+from chapter20.training.resume_stress import StressRun, stress_resume
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

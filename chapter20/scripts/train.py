@@ -7,19 +7,19 @@
     CHAPTER20_SCALE=8 python chapter20/scripts/train.py --model transformer   # bigger, on a GPU
 
 Before training it prints the memory plan of its own configuration (fits / does not fit on a
-``--plan-gpu-gb`` GPU, and the advice) and the projected time and cost of the chapter's workload
-at its stated size on the cheapest fitting catalog configuration, on demand and on spot. It then
-trains through ``chapter20.training.Trainer`` (one step for every technique) with a progress bar,
-a held-out evaluation every ``--eval-every`` steps and checkpoints; every launch resumes from the
-newest checkpoint in ``--output-dir``/checkpoints. SIGTERM/SIGINT (or ``--notice-file``) save
-and exit with status 143; ``--chaos N`` SIGKILLs rank 0 N times. At the end it prints the
-measured peak memory of a step next to the plan, the throughput and the final quality, writes
-``summary.json`` and the encoder file (``chapter20.training.load_encoder(path).encode(texts)``),
-and, unless ``--no-baselines``, scores TF-IDF, LSI and Doc2Vec on Lee in the same run. The
-fingerprint equals that of an uninterrupted run with the same arguments and process count.
+``--plan-gpu-gb`` GPU, and the advice) and the projected time and cost of the chapter's workload at
+its stated size on the cheapest fitting catalog configuration, on demand and on spot. It then trains
+through ``chapter20.training.trainer.Trainer`` (one step for every technique) with a progress bar, a
+held-out evaluation every ``--eval-every`` steps and checkpoints; every launch resumes from the
+newest checkpoint in ``--output-dir``/checkpoints. SIGTERM/SIGINT (or ``--notice-file``) save and
+exit with status 143; ``--chaos N`` SIGKILLs rank 0 N times. At the end it prints the measured peak
+memory of a step next to the plan, the throughput and the final quality, writes ``summary.json`` and
+the encoder file (``chapter20.training.encoder_file.load_encoder(path).encode(texts)``), and, unless
+``--no-baselines``, scores TF-IDF, LSI and Doc2Vec on Lee in the same run. The fingerprint equals
+that of an uninterrupted run with the same arguments and process count.
 """
 
-from chapter20.capstone_run import main
+from chapter20.capstone.run import main
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,321 @@
+"""§20.6 The capstone encoder: what it trains on, how it starts, how it is judged.
+
+:class:`EncoderRecipe` holds every choice of the training *signal* (the techniques of the chapter,
+which change how a step runs but not what it learns, are ``chapter20.training.trainer``'s): which
+documents, which tokeniser, which model, how its table starts (random, LSA of the training
+documents, or the note's word2vec vectors), lexical weighting, and how views are cut.
+:func:`build_encoder` turns a recipe into a model, a tokeniser and a :class:`ViewSampler`;
+:func:`evaluate_encoder` measures it on the Lee similarity set and on held-out next-sentence
+retrieval (``chapter20.capstone.evaluation``); :func:`train_encoder` trains it through the composed
+step of ``chapter20.training.trainer`` (symmetric in-batch InfoNCE, AdamW by default:
+:func:`recipe_config`) and returns the evaluation trajectory.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from chapter20.capstone.evaluation import (
+    heldout_sentence_pairs,
+    retrieval_recall,
+    score_encoder_on_lee,
+)
+from chapter20.capstone.views import (
+    SOURCES,
+    ViewSampler,
+    encode_documents,
+    idf_weights,
+    lsa_word_vectors,
+    training_documents,
+)
+from chapter20.core.checks import check_int, check_optional_int, check_real
+from chapter20.core.device import set_seed
+from chapter20.core.models import TransformerEncoder, WeightedBagEncoder
+from chapter20.training.encoder_file import TextEncoder, save_encoder
+from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.vocab.tokenizers import TOKENIZERS, build_tokenizer
+
+__all__ = [
+    "INITS",
+    "MODELS",
+    "EncoderRecipe",
+    "EncoderSetup",
+    "build_encoder",
+    "evaluate_encoder",
+    "recipe_config",
+    "train_encoder",
+]
+
+#: How the embedding table starts.
+INITS = ("random", "lsa", "word2vec")
+#: The encoders a recipe can train.
+MODELS = ("bag", "transformer")
+
+
+@dataclass(frozen=True)
+class EncoderRecipe:
+    """Every choice of the capstone's training signal (§20.6); checked on creation.
+
+    Data: ``sources`` (of ``chapter20.capstone.views.SOURCES``), ``passage_tokens`` (Wikipedia
+    articles are cut into passages of about this many tokens). Tokens: ``tokenizer`` ("word" or
+    "bpe"), ``vocab_size``, ``min_count`` (words). Model: ``model`` ("bag": the weighted bag of
+    embeddings; "transformer": ``chapter20.core.models.TransformerEncoder`` of ``layers`` blocks),
+    ``dim``, ``init`` (of :data:`INITS`), ``idf`` (token weights start at the training documents'
+    IDF, else uniform), ``learn_weights``. Views: ``min_span``, ``max_span``, ``word_dropout``,
+    ``length_power``, ``fixed_views`` (see ``ViewSampler``). ``seed`` fixes everything.
+    """
+
+    sources: tuple[str, ...] = SOURCES
+    passage_tokens: int = 200
+    tokenizer: str = "word"
+    vocab_size: int = 30_000
+    min_count: int = 2
+    model: str = "bag"
+    dim: int = 256
+    layers: int = 2
+    init: str = "lsa"
+    idf: bool = True
+    learn_weights: bool = True
+    min_span: int = 16
+    max_span: int = 64
+    word_dropout: float = 0.1
+    length_power: float = 0.5
+    fixed_views: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "sources", tuple(self.sources))
+        if not self.sources or not set(self.sources) <= set(SOURCES):
+            raise ValueError(f"sources must be a non-empty subset of {SOURCES}")
+        for name, allowed in (("tokenizer", TOKENIZERS), ("model", MODELS), ("init", INITS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("passage_tokens", "min_count", "dim", "layers", "min_span"):
+            check_int(name, getattr(self, name), 1)
+        check_int("vocab_size", self.vocab_size, 3)
+        check_int("max_span", self.max_span, self.min_span)
+        check_int("seed", self.seed, 0)
+        for name in ("idf", "learn_weights", "fixed_views"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False")
+        if self.model == "transformer" and self.idf:
+            raise ValueError("idf weighting is a property of the bag model; set idf=False")
+        if not 0 <= check_real("word_dropout", self.word_dropout, finite=True) < 1:
+            raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
+        check_real("length_power", self.length_power, minimum=-10.0, maximum=10.0)
+
+
+@dataclass
+class EncoderSetup:
+    """A built recipe: the tokeniser, the encoded training documents, the token weights, the
+    model (initialised, untrained) and the keyword arguments that rebuild it."""
+
+    recipe: EncoderRecipe
+    tokenizer: Any
+    documents: list[np.ndarray]
+    weights: torch.Tensor
+    model: nn.Module
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def sampler(self, batch: int, *, rank: int = 0, world_size: int = 1) -> ViewSampler:
+        """The recipe's views of its documents, ``batch`` documents per global step."""
+        r = self.recipe
+        return ViewSampler(
+            self.documents, batch, min_span=r.min_span, max_span=r.max_span,
+            word_dropout=r.word_dropout, length_power=r.length_power, seed=r.seed, rank=rank,
+            world_size=world_size, fixed_views=r.fixed_views,
+        )  # fmt: skip
+
+    def text_encoder(self, model: nn.Module | None = None, device="cpu") -> TextEncoder:
+        """Raw texts → unit vectors with the (trained) model; ``model`` defaults to ours."""
+        return TextEncoder(model or self.model, self.tokenizer, device)
+
+    def save(self, path, metadata: dict | None = None):
+        """Write the encoder file that ``chapter20.training.encoder_file.load_encoder`` reads."""
+        meta = {"recipe": asdict(self.recipe), **(metadata or {})}
+        return save_encoder(path, self.model, self.tokenizer, self.model_kwargs, meta)
+
+
+def _token_strings(tokenizer) -> list[str]:
+    if hasattr(tokenizer, "words"):
+        return ["<pad>", "<unk>", *tokenizer.words]
+    vocab = tokenizer._tokenizer.get_vocab()
+    return ["<pad>", *sorted(vocab, key=vocab.get)]
+
+
+def _word2vec_rows(recipe, tokenizer, documents_tokens, table: torch.Tensor) -> torch.Tensor:
+    """The note's skip-gram vectors (``chapter20.word2vec.skipgram``) for every token of the
+    vocabulary,
+    trained on the training documents; a token it has no vector for keeps its random row."""
+    from chapter20.word2vec.skipgram import train_word2vec
+
+    if recipe.tokenizer == "bpe":
+        encodings = tokenizer._tokenizer.encode_batch([" ".join(d) for d in documents_tokens])
+        documents_tokens = [e.tokens for e in encodings]
+    vectors = train_word2vec(
+        documents_tokens, "negative", dim=recipe.dim, min_count=1, epochs=2, seed=recipe.seed,
+        progress=False,
+    )  # fmt: skip
+    index = {w: i for i, w in enumerate(vectors.words)}
+    found = torch.from_numpy(vectors.vectors)
+    rows = table.clone()
+    for i, token in enumerate(_token_strings(tokenizer)):
+        if i >= 2 and token in index:
+            rows[i] = found[index[token]]
+    return rows
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared(sources, passage_tokens, kind, vocab_size, min_count):
+    """Documents, tokeniser, ids and IDF weights: the seed-free part of a recipe, kept for the
+    next build (seeds and model variants share it)."""
+    tokens = training_documents(sources, passage_tokens=passage_tokens)
+    tokenizer = build_tokenizer(tokens, kind, vocab_size=vocab_size, min_count=min_count)
+    documents = encode_documents(tokens, tokenizer)
+    return tokens, tokenizer, documents, idf_weights(documents, tokenizer.vocab_size)
+
+
+def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
+    """Documents, tokeniser, weights and initial model of ``recipe`` (§20.6); seeded."""
+    start = time.perf_counter()
+    tokens, tokenizer, documents, weights = _prepared(
+        recipe.sources, recipe.passage_tokens, recipe.tokenizer, recipe.vocab_size,
+        recipe.min_count,
+    )  # fmt: skip
+    vocab = tokenizer.vocab_size
+    set_seed(recipe.seed)
+    if recipe.model == "bag":
+        kwargs = {"vocab_size": vocab, "embedding_dim": recipe.dim,
+                  "learn_weights": recipe.learn_weights}  # fmt: skip
+        model = WeightedBagEncoder(**kwargs, token_weights=weights if recipe.idf else None)
+        table = model.embedding.weight
+    else:
+        kwargs = {"vocab_size": vocab, "d_model": recipe.dim, "n_layers": recipe.layers,
+                  "max_len": recipe.max_span}  # fmt: skip
+        model = TransformerEncoder(**kwargs)
+        table = model.token_embedding.weight
+    if recipe.init != "random":
+        if recipe.init == "lsa":
+            rows = lsa_word_vectors(documents, weights, recipe.dim, seed=recipe.seed)
+        else:
+            rows = _word2vec_rows(recipe, tokenizer, tokens, table.detach())
+        with torch.no_grad():  # keep the table's own scale: the learning rate is tuned to it
+            scale = table[2:].norm(dim=1).mean() / rows[2:].norm(dim=1).clamp_min(1e-12).mean()
+            table.copy_(rows * scale)
+            table[0].zero_()
+    return EncoderSetup(recipe, tokenizer, documents, weights, model, kwargs,
+                        time.perf_counter() - start)  # fmt: skip
+
+
+def evaluate_encoder(encode: Callable, retrieval: tuple[list[str], list[str]] | None = None):
+    """Lee Pearson and Spearman, and held-out next-sentence recall@1/@10 with chance (§20.7),
+    as one flat dict. ``retrieval``: the (anchors, positives) texts, by default the first
+    2,000 pairs of ``chapter20.capstone.evaluation.heldout_sentence_pairs``."""
+    lee = score_encoder_on_lee(encode)
+    anchors, positives = retrieval or heldout_sentence_pairs(2_000)
+    return {"lee_pearson": lee.pearson, "lee_spearman": lee.spearman,
+            **retrieval_recall(encode, anchors, positives)}  # fmt: skip
+
+
+def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> TrainConfig:
+    """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
+    ``temperature``, AdamW at ``lr`` without weight decay, constant rate; ``techniques`` are
+    further ``chapter20.training.trainer.TrainConfig`` fields (precision, chunk_size, ...)."""
+    lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
+    return TrainConfig(**{"optimizer": "adamw", "lr": lr, "weight_decay": 0.0,
+                          "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip
+
+
+def train_encoder(
+    setup: EncoderSetup,
+    *,
+    steps: int,
+    batch: int = 512,
+    lr: float = 1e-3,
+    temperature: float = 0.2,
+    eval_every: int | None = None,
+    retrieval: tuple[list[str], list[str]] | None = None,
+    config: TrainConfig | None = None,
+) -> list[dict]:
+    """Train ``setup.model`` for ``steps`` steps on the recipe's views through the composed
+    step (``chapter20.training.trainer.Trainer``, one process), evaluating every ``eval_every``
+    steps and at the end (§20.6). ``config`` defaults to :func:`recipe_config` of ``lr`` and
+    ``temperature``. Returns one record per evaluation: step, seconds of training so far, loss
+    (mean of the last 20 steps), and :func:`evaluate_encoder`'s figures."""
+    steps = check_int("steps", steps, 0)
+    config = config or recipe_config(lr, temperature)
+    eval_every = check_optional_int("eval_every", eval_every, 1)
+    sampler = setup.sampler(check_int("batch", batch, 2))
+    trainer = Trainer(setup.model, config)
+    retrieval = retrieval or heldout_sentence_pairs(2_000)
+    records, losses, seconds = [], [], 0.0
+
+    def record(step: int) -> None:
+        scores = evaluate_encoder(setup.text_encoder().encode, retrieval)
+        loss = float(np.mean(losses[-20:])) if losses else float("nan")
+        records.append({"step": step, "seconds": seconds, "loss": loss, **scores})
+
+    record(0)
+    for step in range(1, steps + 1):
+        start = time.perf_counter()
+        losses.append(trainer.step(sampler.next_batch()).loss)
+        seconds += time.perf_counter() - start
+        if step == steps or (eval_every and step % eval_every == 0):
+            record(step)
+    return records
+
+
+#: The recipe study (§20.6): each choice of the final recipe undone in turn — name →
+#: (recipe fields, train_encoder arguments) that differ from the defaults.
+RECIPE_STUDY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "final recipe": ({}, {}),
+    "random table (no LSA start)": ({"init": "random"}, {}),
+    "word2vec table start": ({"init": "word2vec"}, {}),
+    "uniform token weights (no IDF)": ({"idf": False}, {}),
+    "frozen token weights": ({"learn_weights": False}, {}),
+    "one fixed pair per document": ({"fixed_views": True}, {}),
+    "lee_background only": ({"sources": ("lee",)}, {}),
+    "Wikipedia only": ({"sources": ("wiki",)}, {}),
+    "BPE subwords (8K)": ({"tokenizer": "bpe", "vocab_size": 8_000}, {}),
+    "temperature 0.05": ({}, {"temperature": 0.05}),
+    "Transformer (2 layers, random start)": (
+        {"model": "transformer", "idf": False, "init": "random"},
+        {"lr": 3e-4},
+    ),
+}
+
+
+def recipe_study(
+    names: list[str] | None = None, *, steps: int = 120, batch: int = 256, seed: int = 0,
+    log: Callable[[dict], None] | None = None,
+) -> list[dict]:  # fmt: skip
+    """Train each variant of :data:`RECIPE_STUDY` (``names``: a subset) for ``steps`` steps of
+    ``batch`` documents and evaluate it (§20.6): one record per variant with its final
+    :func:`evaluate_encoder` figures, its Lee Pearson at the start, and the build and training
+    seconds. ``log`` sees each record as it is made."""
+    retrieval = heldout_sentence_pairs(2_000)
+    records = []
+    for name in names or list(RECIPE_STUDY):
+        if name not in RECIPE_STUDY:
+            raise ValueError(f"unknown variant {name!r}; one of {list(RECIPE_STUDY)}")
+        recipe_fields, train_args = RECIPE_STUDY[name]
+        setup = build_encoder(EncoderRecipe(**{**recipe_fields, "seed": seed}))
+        batch_here = min(batch, len(setup.documents))  # distinct documents per batch
+        trained = train_encoder(setup, steps=steps, batch=batch_here, retrieval=retrieval,
+                                **train_args)  # fmt: skip
+        record = {"variant": name, "seed": seed, "steps": steps, "batch": batch_here,
+                  "start_lee_pearson": trained[0]["lee_pearson"], **trained[-1],
+                  "build_seconds": setup.seconds}  # fmt: skip
+        records.append(record)
+        if log is not None:
+            log(record)
+    return records

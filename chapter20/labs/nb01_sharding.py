@@ -1,0 +1,512 @@
+"""§20.1 Sharded embedding tables, run and measured: the experiments behind notebook 01 and
+``python -m chapter20 bench sharding``.
+
+Functions named ``*_on_rank`` run inside a process group (one call per rank, e.g. through
+:func:`chapter20.techniques.distributed.run_local_group`, or as a world of one without a group) and
+return plain, picklable results; the others run in the calling process.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from chapter20.core.corpora import uniform_ids, zipf_ids
+from chapter20.core.measure import format_bytes, time_fn, time_interleaved
+from chapter20.core.plotting import new_figure, new_panels
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.techniques.memory_planner import training_state_bytes
+from chapter20.techniques.sharding import (
+    INPUT_MODES,
+    PARTITIONS,
+    RowPartition,
+    ShardedEmbedding,
+    all_to_all_bytes,
+    ring_all_reduce_bytes,
+    shard_load,
+)
+
+__all__ = [
+    "ownership_table",
+    "batch_ids",
+    "equivalence_on_rank",
+    "misuse_on_rank",
+    "bad_ids_on_rank",
+    "comm_bytes_on_rank",
+    "throughput_on_rank",
+    "survey_on_rank",
+    "run_survey",
+    "load_report",
+    "table_memory_report",
+    "plot_comm_bytes",
+    "plot_load",
+    "plot_throughput",
+    "plot_table_memory",
+    "benchmark",
+]
+
+
+def ownership_table(num_embeddings: int, world_size: int) -> pd.DataFrame:
+    """Rows each rank owns under both partitions (§20.1), for printing."""
+    records = []
+    for kind in PARTITIONS:
+        layout = RowPartition(num_embeddings, world_size, kind)
+        for rank in range(world_size):
+            rows = layout.rows_of(rank).tolist()
+            shown = rows if len(rows) <= 8 else rows[:3] + ["..."] + rows[-2:]
+            records.append({"partition": kind, "rank": rank, "rows": len(rows), "ids": shown})
+    return pd.DataFrame(records)
+
+
+# --------------------------------------------------------------------------------------------
+# Proof: sharded == nn.Embedding
+# --------------------------------------------------------------------------------------------
+
+
+def batch_ids(num_embeddings: int, world_size: int, rank: int, seed: int = 0) -> torch.Tensor:
+    """An awkward (3, k) id batch: every shard's first and last row under both partitions (the
+    same on every rank), random ids that depend on ``rank`` and ``seed``, and repeats. Pass the
+    same ``rank`` on every rank for replicated inputs."""
+    boundaries = []
+    for kind in PARTITIONS:
+        layout = RowPartition(num_embeddings, world_size, kind)
+        for r in range(world_size):
+            rows = layout.rows_of(r)
+            if len(rows):
+                boundaries += [int(rows[0]), int(rows[-1])]
+    generator = torch.Generator().manual_seed(seed * 7919 + rank)
+    random = torch.randint(0, num_embeddings, (12,), generator=generator).tolist()
+    ids = boundaries + random + random[:4]  # the repeats accumulate gradients
+    ids += ids[: (-len(ids)) % 3]
+    return torch.tensor(ids).view(3, -1)
+
+
+def _reference_weight(num_embeddings: int, dim: int, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(10_000 + seed)
+    return torch.randn(num_embeddings, dim, generator=generator)
+
+
+def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3) -> list[dict]:
+    """Feed bad ids to both input modes (§20.1): an id of V, an id of -1, float ids. Replicated
+    ranks all get them; in per-rank mode only rank 1 does (rank 0 in a world of one), the others
+    a good batch. One record per case: the error each rank raised (type, message) — ``None``
+    would mean zeros came back — and whether a good batch afterwards still equals
+    ``nn.Embedding`` (the group is still in step)."""
+    rank, world = group_rank_and_size()
+    culprit = min(1, world - 1)
+    good = torch.tensor([0, num_embeddings // 2, num_embeddings - 1])
+    cases = {
+        "too large": torch.tensor([3, num_embeddings]),
+        "negative": torch.tensor([-1, 3]),
+        "float": torch.tensor([1.0, 2.0]),
+    }
+    records = []
+    for inputs in INPUT_MODES:
+        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs)
+        for case, bad in cases.items():
+            ids = bad if inputs == "replicated" or rank == culprit else good
+            error, message = None, None
+            try:
+                table(ids)
+            except (IndexError, TypeError) as raised:
+                error, message = type(raised).__name__, str(raised)
+            still_right = torch.equal(table(good), F.embedding(good, table.full_weight()))
+            records.append(
+                {
+                    "W": world,
+                    "rank": rank,
+                    "inputs": inputs,
+                    "case": case,
+                    "got_bad_ids": ids is bad,
+                    "error": error,
+                    "message": message,
+                    "good_batch_after": still_right,
+                }
+            )
+    return records
+
+
+def equivalence_on_rank(
+    sizes: tuple[int, ...], dim: int = 5, lr: float = 0.5, seed: int = 0
+) -> list[dict]:
+    """Check every (V, partition, inputs) on this rank against ``nn.Embedding`` (§20.1).
+
+    For each case the same logical weight is sharded; per-rank inputs differ on every rank (the
+    reference looks up all ranks' ids at once), replicated inputs are the same everywhere. Rank
+    0's batch is empty in one extra case per V. Compared bitwise: the output, each shard's
+    weight gradient against the matching rows of the full gradient, and the table after one SGD
+    step. Returns one record per case, with the largest absolute difference of each.
+    """
+    rank, world = group_rank_and_size()
+    records = []
+    cases = product(sizes, PARTITIONS, INPUT_MODES, (False, True))
+    for num_embeddings, kind, inputs, empty_on_rank0 in cases:
+        if empty_on_rank0 and inputs == "replicated":
+            continue
+        full = _reference_weight(num_embeddings, dim, seed)
+        if inputs == "replicated":
+            all_ids = [batch_ids(num_embeddings, world, 0, seed)]
+            mine = all_ids[0]
+        else:
+            all_ids = [batch_ids(num_embeddings, world, r, seed) for r in range(world)]
+            if empty_on_rank0:
+                all_ids[0] = all_ids[0][:, :0]
+            mine = all_ids[rank]
+        probes = [
+            torch.randn(*ids.shape, dim, generator=torch.Generator().manual_seed(i))
+            for i, ids in enumerate(all_ids)
+        ]
+        table = ShardedEmbedding.from_full_weight(full, inputs=inputs, partition=kind)
+        out = table(mine)
+        (out * probes[rank if inputs == "per_rank" else 0]).sum().backward()
+        reference = full.clone().requires_grad_()
+        flat_ids = torch.cat([ids.reshape(-1) for ids in all_ids])
+        flat_probe = torch.cat([p.reshape(-1, dim) for p in probes])
+        (F.embedding(flat_ids, reference) * flat_probe).sum().backward()
+        expected_out = F.embedding(mine, full)
+        expected_grad = reference.grad[table.row_ids()]
+        torch.optim.SGD(table.parameters(), lr=lr).step()
+        torch.optim.SGD([reference], lr=lr).step()
+        stepped = table.full_weight()
+        records.append(
+            {
+                "V": num_embeddings,
+                "W": world,
+                "rank": rank,
+                "partition": kind,
+                "inputs": inputs,
+                "empty_batch": empty_on_rank0 and rank == 0,
+                "forward_equal": torch.equal(out.detach(), expected_out),
+                "grad_equal": torch.equal(table.weight.grad, expected_grad),
+                "step_equal": torch.equal(stepped, reference.detach()),
+                "max_abs_diff": max(
+                    _max_diff(out.detach(), expected_out),
+                    _max_diff(table.weight.grad, expected_grad),
+                    _max_diff(stepped, reference.detach()),
+                ),
+            }
+        )
+    return records
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0) -> dict:
+    """The chapter's design misused (§20.1, listing L1): a replicated all-reduce table fed a
+    different batch on every rank. Returns how many output rows match ``nn.Embedding``."""
+    rank, world = group_rank_and_size()
+    full = _reference_weight(num_embeddings, dim, seed)
+    ids = batch_ids(num_embeddings, world, rank, seed)
+    table = ShardedEmbedding.from_full_weight(full, inputs="replicated")
+    with torch.no_grad():
+        got = table(ids).reshape(-1, dim)
+    expected = F.embedding(ids, full).reshape(-1, dim)
+    right = (got == expected).all(dim=1)
+    return {"W": world, "rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
+
+
+# --------------------------------------------------------------------------------------------
+# Measure: bytes per collective, throughput
+# --------------------------------------------------------------------------------------------
+
+
+def comm_bytes_on_rank(global_batch: int, dim: int, num_embeddings: int, seed: int = 0) -> list:
+    """Bytes this rank sends in one forward + backward, both patterns, for ``global_batch``
+    lookups per step (§20.1.1): replicated ranks all hold the whole batch; per-rank ranks hold
+    1/W of it. Each record has the measured bytes and the formula's."""
+    rank, world = group_rank_and_size()
+    records = []
+    ids_all = uniform_ids(global_batch, num_embeddings, seed=seed)
+    per_rank_ids = ids_all.tensor_split(world)[rank]
+    for inputs, ids in (("replicated", ids_all), ("per_rank", per_rank_ids)):
+        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs)
+        table(ids).sum().backward()
+        row_bytes = dim * table.weight.element_size()
+        for record in table.comm_log:
+            if record.op == "all_reduce":
+                formula = ring_all_reduce_bytes(ids.numel() * row_bytes, world)
+            elif record.payload == "bucket sizes":
+                formula = (world - 1) * 3 * 8
+            elif record.payload == "ids":
+                formula = all_to_all_bytes(ids, num_embeddings, world, rank, 8)
+            elif record.payload == "rows (forward)":
+                formula = _rows_requested_by_others(ids_all, world, rank, num_embeddings, dim)
+            else:
+                formula = all_to_all_bytes(ids, num_embeddings, world, rank, row_bytes)
+            records.append(
+                {
+                    "W": world,
+                    "rank": rank,
+                    "inputs": inputs,
+                    "op": record.op,
+                    "payload": record.payload,
+                    "tensor_bytes": record.tensor_bytes,
+                    "measured_bytes": record.bytes_sent,
+                    "formula_bytes": formula,
+                }
+            )
+    return records
+
+
+def _rows_requested_by_others(
+    ids_all: torch.Tensor, world: int, rank: int, num_embeddings: int, dim: int
+) -> int:
+    """Bytes of the rows rank ``rank`` returns in forward: every other rank's ids it owns."""
+    layout = RowPartition(num_embeddings, world, "range")
+    total = 0
+    for other, ids in enumerate(ids_all.tensor_split(world)):
+        if other != rank:
+            total += int((layout.owner(ids) == rank).sum())
+    return total * dim * 4
+
+
+def _lookup_step(table: nn.Module, ids: torch.Tensor, probe: torch.Tensor):
+    def step():
+        table.zero_grad(set_to_none=True)
+        (table(ids) * probe).sum().backward()
+
+    return step
+
+
+def throughput_on_rank(
+    global_batch: int, dim: int, num_embeddings: int, inputs: str = "per_rank", repeat: int = 7
+) -> float:
+    """Median seconds of one lookup + backward of ``global_batch`` ids (§20.1); per-rank inputs
+    give each rank 1/W of the batch, replicated inputs all of it."""
+    rank, world = group_rank_and_size()
+    ids = zipf_ids(global_batch, num_embeddings, s=1.0, seed=1)
+    if inputs == "per_rank":
+        ids = ids.tensor_split(world)[rank]
+    table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, partition="modulo")
+    probe = torch.ones(*ids.shape, dim)
+    return time_fn(_lookup_step(table, ids, probe), repeat=repeat, device="cpu").median
+
+
+def survey_on_rank(
+    sizes: tuple[int, ...], comm: tuple[int, int, int], throughput: tuple[int, int, int] | None
+) -> dict:
+    """Everything notebook 01 runs inside one group, so that each world size costs one start:
+    the equivalence cases for ``sizes``, the misuse check, bytes per collective for
+    ``comm = (global_batch, dim, V)`` and, if given, the step time for ``throughput``."""
+    _, world = group_rank_and_size()
+    return {
+        "equivalence": equivalence_on_rank(sizes),
+        "misuse": [misuse_on_rank()] if world > 1 else [],
+        "errors": bad_ids_on_rank(),
+        "comm": comm_bytes_on_rank(*comm),
+        "seconds": throughput_on_rank(*throughput) if throughput else None,
+    }
+
+
+def run_survey(
+    world_sizes: tuple[int, ...] = (1, 2, 3, 4),
+    *,
+    extra_sizes: tuple[int, ...] = (101, 1000),
+    comm: tuple[int, int, int] = (4096, 64, 10_000),
+    throughput: tuple[int, int, int] = (32_768, 64, 100_000),
+    throughput_world_sizes: tuple[int, ...] = (1, 2),
+) -> dict[str, pd.DataFrame]:
+    """Run :func:`survey_on_rank` at each world size (a real gloo group of that many local
+    processes for W > 1, this process for W = 1) and collect the frames: ``equivalence``
+    (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput``
+    (lookups per second next to ``nn.Embedding`` timed here for the same ids; a group's step
+    takes as long as its slowest rank)."""
+    frames: dict[str, list] = {"equivalence": [], "misuse": [], "errors": [], "comm": []}
+    single = _single_process_seconds(*throughput)
+    timings = [{"table": "nn.Embedding", "W": 1, "seconds": single["nn.Embedding"]}]
+    for world in world_sizes:
+        sizes = tuple(v for v in (world - 1, world, world + 1, *extra_sizes) if v >= 1)
+        timed = world > 1 and world in throughput_world_sizes
+        args = (sizes, comm, throughput if timed else None)
+        if world == 1:
+            ranks = [survey_on_rank(*args)]
+        else:
+            ranks = run_local_group(survey_on_rank, world, args)
+        for key in frames:
+            frames[key] += [record for rank in ranks for record in rank[key]]
+        if world == 1 and world in throughput_world_sizes:
+            timings.append(
+                {"table": "ShardedEmbedding", "W": 1, "seconds": single["ShardedEmbedding"]}
+            )
+        elif ranks[0]["seconds"] is not None:
+            seconds = max(rank["seconds"] for rank in ranks)
+            timings.append({"table": "ShardedEmbedding", "W": world, "seconds": seconds})
+    result = {key: pd.DataFrame(records) for key, records in frames.items()}
+    speed = pd.DataFrame(timings)
+    speed["lookups_per_s"] = throughput[0] / speed["seconds"]
+    speed["vs_nn_embedding"] = speed["seconds"].iloc[0] / speed["seconds"]
+    result["throughput"] = speed
+    return result
+
+
+def _single_process_seconds(global_batch: int, dim: int, num_embeddings: int) -> dict:
+    """Median step seconds of ``nn.Embedding`` and of the sharded table as a world of one,
+    timed in alternation for the same ids."""
+    ids = zipf_ids(global_batch, num_embeddings, s=1.0, seed=1)
+    probe = torch.ones(global_batch, dim)
+    tables = {
+        "nn.Embedding": nn.Embedding(num_embeddings, dim),
+        "ShardedEmbedding": ShardedEmbedding(num_embeddings, dim, partition="modulo"),
+    }
+    steps = {name: _lookup_step(table, ids, probe) for name, table in tables.items()}
+    return {
+        name: t.median
+        for name, t in time_interleaved(steps, warmup=3, repeat=25, device="cpu").items()
+    }
+
+
+def load_report(
+    num_embeddings: int = 100_000,
+    world_sizes: tuple[int, ...] = (2, 4, 8, 16),
+    lookups: int = 200_000,
+    s: float = 1.1,
+) -> pd.DataFrame:
+    """Load imbalance (busiest rank / mean) of range and modulo partitions under Zipf ids
+    (§20.1.1, stragglers): per world size and partition, with the load of every rank."""
+    ids = zipf_ids(lookups, num_embeddings, s=s, seed=0)
+    records = []
+    for world, kind in product(world_sizes, PARTITIONS):
+        load = shard_load(ids, num_embeddings, world, kind).double()
+        records.append(
+            {
+                "W": world,
+                "partition": kind,
+                "imbalance": float(load.max() / load.mean()),
+                "busiest_share": float(load.max() / load.sum()),
+                "load": load.long().tolist(),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def table_memory_report(
+    num_embeddings: int = 100_000_000,
+    dim: int = 128,
+    world_sizes: tuple[int, ...] = (1, 2, 4, 8, 16),
+    gpu_bytes: float = 80e9,
+) -> pd.DataFrame:
+    """Bytes per rank of a row-sharded table, weights only and with gradients + Adam state
+    (§20.1.1, model parallelism), and whether each fits ``gpu_bytes`` (80 GB by default)."""
+    records = []
+    for world in world_sizes:
+        rows = math.ceil(num_embeddings / world)
+        state = training_state_bytes(rows * dim, optimizer="adam")
+        training = state["parameters"] + state["gradients"] + state["optimizer_state"]
+        records.append(
+            {
+                "W": world,
+                "rows_per_rank": rows,
+                "weights_bytes": state["parameters"],
+                "training_bytes": training,
+                "weights_fit": state["parameters"] <= gpu_bytes,
+                "training_fits": training <= gpu_bytes,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_comm_bytes(frame: pd.DataFrame):
+    """Bytes one rank sends per step vs world size, measured (markers) and formula (line)."""
+    fig, ax = new_figure(
+        "Traffic of one lookup + backward, same global batch",
+        "world size W",
+        "KiB sent per rank per step",
+    )
+    step = frame.groupby(["inputs", "W", "rank"])[["measured_bytes", "formula_bytes"]].sum()
+    per_rank = step.groupby(["inputs", "W"]).mean().reset_index()
+    for inputs, marker, color in zip(INPUT_MODES, ("o", "s"), ("#4C72B0", "#DD8452")):
+        part = per_rank[per_rank["inputs"] == inputs]
+        kw = {"color": color}
+        ax.plot(part["W"], part["formula_bytes"] / 2**10, "-", label=f"{inputs}: formula", **kw)
+        ax.plot(
+            part["W"], part["measured_bytes"] / 2**10, marker, label=f"{inputs}: measured", **kw
+        )
+    ax.set_xticks(sorted(frame["W"].unique()))
+    ax.legend()
+    return fig
+
+
+def plot_load(frame: pd.DataFrame, world_size: int = 8):
+    """Per-rank lookups under Zipf ids at ``world_size`` (left) and imbalance vs W (right)."""
+    fig, (left, right) = new_panels(2, "Zipf ids: who serves the lookups", figsize=(9, 4))
+    for offset, kind in zip((-0.2, 0.2), PARTITIONS):
+        row = frame[(frame["W"] == world_size) & (frame["partition"] == kind)].iloc[0]
+        left.bar([r + offset for r in range(world_size)], row["load"], width=0.4, label=kind)
+        part = frame[frame["partition"] == kind]
+        right.plot(part["W"], part["imbalance"], "o-", label=kind)
+    left.set(xlabel="rank", ylabel="lookups served", title=f"{world_size} ranks")
+    right.set(xlabel="world size W", ylabel="busiest rank / mean", title="load imbalance")
+    right.set_xscale("log", base=2)
+    right.set_xticks(frame["W"].unique(), labels=[str(w) for w in frame["W"].unique()])
+    left.legend()
+    right.legend()
+    return fig
+
+
+def plot_throughput(frame: pd.DataFrame):
+    """Lookup + backward throughput of each table, same ids."""
+    fig, ax = new_figure(
+        "Throughput on this machine", "", "million lookups / s (forward + backward)"
+    )
+    labels = [f"{t}\nW={w}" for t, w in zip(frame["table"], frame["W"])]
+    colors = ["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1)
+    ax.bar(labels, frame["lookups_per_s"] / 1e6, color=colors)
+    return fig
+
+
+def plot_table_memory(frame: pd.DataFrame, gpu_bytes: float = 80e9):
+    """Bytes per rank of the sharded table vs world size, next to one GPU's memory."""
+    rows = int(frame["rows_per_rank"].iloc[0] * frame["W"].iloc[0])
+    fig, ax = new_figure(f"A {rows:,}-row table, sharded by rows", "world size W", "GB per rank")
+    ax.plot(frame["W"], frame["weights_bytes"] / 1e9, "o-", label="weights")
+    ax.plot(frame["W"], frame["training_bytes"] / 1e9, "s-", label="weights + grads + Adam")
+    gpu_label = f"one {gpu_bytes / 1e9:.0f} GB GPU"
+    ax.axhline(gpu_bytes / 1e9, color="#C44E52", linestyle="--", label=gpu_label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(frame["W"], labels=[str(w) for w in frame["W"]])
+    ax.set_yscale("log")
+    ax.legend()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark() -> None:
+    """``python -m chapter20 bench sharding``: measured vs formula bytes per collective at W=2,
+    and the throughput of the sharded table relative to ``nn.Embedding`` at W=1 and W=2."""
+    survey = run_survey((1, 2), extra_sizes=())
+    comm, speed = survey["comm"], survey["throughput"]
+    comm = comm[comm["W"] == 2]
+    print("bytes sent per collective, W=2, 4096 lookups, D=64 (rank 0):")
+    for row in comm[comm["rank"] == 0].itertuples():
+        measured, formula = format_bytes(row.measured_bytes), format_bytes(row.formula_bytes)
+        print(
+            f"  {row.inputs:<10} {row.op:<10} {row.payload:<26} "
+            f"measured {measured:>10}  formula {formula:>10}"
+        )
+    agree = bool((comm["measured_bytes"] == comm["formula_bytes"]).all())
+    print(f"measured == formula for every collective and rank: {agree}")
+    print("\nlookup + backward, 32768 Zipf ids, V=100000, D=64:")
+    for row in speed.itertuples():
+        print(
+            f"  {row.table:<17} W={row.W}  {row.lookups_per_s / 1e6:6.2f} M lookups/s  "
+            f"{row.vs_nn_embedding:5.2f}x nn.Embedding"
+        )
+    overhead = 1 / speed["vs_nn_embedding"].iloc[1] - 1
+    verdict = "meets" if overhead <= 0.10 else "misses"
+    print(f"W=1 overhead vs nn.Embedding: {overhead:+.1%} ({verdict} the <= 10% target)")

@@ -1,0 +1,500 @@
+"""§20.1 / §20.2.1 Contrastive training at scale, run and measured: the proofs and experiments
+behind notebook 02 and ``python -m chapter20 bench contrastive``.
+
+Functions named ``*_on_rank`` run inside a process group (see
+:func:`chapter20.techniques.distributed.run_local_group`); the others run in the calling process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import matplotlib.ticker
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from chapter20.core.corpora import PairData
+from chapter20.core.device import set_seed
+from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
+from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
+from chapter20.core.plotting import new_figure, new_panels
+from chapter20.labs.common import heldout_run
+from chapter20.techniques.accumulation import example_weights
+from chapter20.techniques.contrastive import (
+    distributed_info_nce,
+    gather_with_grad,
+    grad_cache_backward,
+    info_nce,
+)
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.training.trainer import TrainConfig, Trainer
+
+__all__ = [
+    "max_grad_diff",
+    "accumulation_proof",
+    "naive_info_nce_accumulation_gap",
+    "grad_cache_proof",
+    "distributed_proof_on_rank",
+    "distributed_proof",
+    "TrainingRun",
+    "STRATEGIES",
+    "train_pairs",
+    "compare_batch_strategies",
+    "memory_vs_batch",
+    "logit_matrix_bytes",
+    "plot_memory_vs_batch",
+    "plot_recalls",
+    "benchmark",
+]
+
+TEMPERATURE = 0.05
+
+
+# --------------------------------------------------------------------------------------------
+# Proofs
+# --------------------------------------------------------------------------------------------
+
+
+def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def max_grad_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """Largest absolute difference between two {name: gradient} dicts with the same names."""
+    if a.keys() != b.keys():
+        raise ValueError(f"gradients of different parameters: {sorted(a)} vs {sorted(b)}")
+    return max(float((a[n] - b[n]).abs().max()) for n in a)
+
+
+def _mse_per_example(model: nn.Module, batch) -> torch.Tensor:
+    inputs, targets = batch
+    return ((model(inputs) - targets) ** 2).mean(dim=1)
+
+
+def _frozen_trainer(model: nn.Module, **options) -> Trainer:
+    """A trainer whose optimizer is SGD at lr 0: its step leaves the gradients in ``.grad`` and
+    the weights as they were, so that two ways of computing one gradient can be compared."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    return Trainer(model, TrainConfig(**options.pop("config", {})), optimizer=optimizer, **options)
+
+
+def listing_l4_backward(model: nn.Module, micro_batches: list, loss_fn) -> None:
+    """Listing L4's accumulation, for comparison: each micro-batch's mean loss divided by the
+    number of micro-batches (§20.2.1). Exact only when every micro-batch has the same size."""
+    model.zero_grad(set_to_none=True)
+    counts = [len(batch[0]) for batch in micro_batches]
+    for batch, weight in zip(micro_batches, example_weights(counts, "micro_batches")):
+        (loss_fn(model, batch).sum() * weight).backward()
+
+
+def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> dict[str, float]:
+    """Accumulating uneven micro-batches vs one full batch, for a mean per-example loss
+    (§20.2.1). Returns the max gradient difference of the trainer's exact accumulation (weights
+    by examples: float32 rounding) and of listing L4's rule (mean / number of micro-batches)."""
+    set_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    inputs, targets = torch.randn(sum(sizes), 6), torch.randn(sum(sizes), 3)
+    trainer = _frozen_trainer(model, loss=_mse_per_example)
+    trainer.step([(inputs, targets)])
+    full = _grads(model)
+    micro = list(zip(inputs.split(list(sizes)), targets.split(list(sizes))))
+    trainer.step(micro)
+    exact = max_grad_diff(_grads(model), full)
+    listing_l4_backward(model, micro, _mse_per_example)
+    return {"examples": exact, "micro_batches": max_grad_diff(_grads(model), full)}
+
+
+def _pair_loss(model: nn.Module, batch) -> torch.Tensor:
+    anchors, positives = batch
+    return info_nce(model(anchors), model(positives), TEMPERATURE, reduction="none")
+
+
+def naive_info_nce_accumulation_gap(
+    batch: int = 64, micro: int = 16, vocab: int = 500, seed: int = 0
+) -> dict[str, float]:
+    """What accumulation does to InfoNCE (§20.2.1, claim C05): full-batch loss and gradient vs
+    the same examples accumulated in micro-batches, each with its own in-batch negatives."""
+    set_seed(seed)
+    model = BagOfEmbeddingsEncoder(vocab, 32)
+    anchors, positives = torch.randint(1, vocab, (2, batch, 12))
+    full = _frozen_trainer(model, config={"temperature": TEMPERATURE}).step((anchors, positives))
+    full_grads = _grads(model)
+    chunks = list(zip(anchors.split(micro), positives.split(micro)))
+    naive = _frozen_trainer(model, loss=_pair_loss).step(chunks)
+    return {
+        "full_batch_loss": full.loss,
+        "accumulated_loss": naive.loss,
+        "max_grad_diff": max_grad_diff(_grads(model), full_grads),
+        "negatives_full": batch - 1,
+        "negatives_accumulated": micro - 1,
+    }
+
+
+def grad_cache_proof(
+    batch: int = 22, chunk_size: int = 5, dropout: float = 0.1, seed: int = 0
+) -> dict[str, float]:
+    """Gradient caching vs the full batch with the same dropout masks (§20.2.1): a small
+    Transformer encoder with dropout on and a learnable temperature; the chunk size does not
+    divide the batch. Returns the max gradient difference (every parameter and the temperature)
+    with the RNG replayed (float32 rounding) and without (wrong masks: a real difference)."""
+    set_seed(seed)
+    model = TransformerEncoder(300, d_model=32, n_heads=4, n_layers=2, max_len=16, dropout=dropout)
+    log_temperature = nn.Parameter(torch.tensor(TEMPERATURE).log())
+    model.train()
+    anchors, positives = torch.randint(1, 300, (2, batch, 16))
+
+    def loss_fn(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return info_nce(q, k, log_temperature.exp())
+
+    def grads() -> dict[str, torch.Tensor]:
+        found = _grads(model)
+        found["log_temperature"] = log_temperature.grad.detach().clone()
+        model.zero_grad(set_to_none=True)
+        log_temperature.grad = None
+        return found
+
+    # The reference draws its dropout masks chunk by chunk too, in the same order, with a graph.
+    state = torch.get_rng_state()
+    reps = [torch.cat([model(c) for c in x.split(chunk_size)]) for x in (anchors, positives)]
+    loss_fn(*reps).backward()
+    reference = grads()
+    result = {}
+    for replay in (True, False):
+        torch.set_rng_state(state)
+        grad_cache_backward(model, (anchors, positives), loss_fn, chunk_size, replay_rng=replay)
+        result["replayed" if replay else "not_replayed"] = max_grad_diff(grads(), reference)
+    return result
+
+
+def distributed_proof_on_rank(sizes: tuple[int, ...], hard: int, seed: int = 0) -> dict:
+    """On every rank: cross-rank InfoNCE of this rank's ``sizes[rank]`` pairs (and ``hard`` hard
+    negatives) vs :func:`info_nce` on all ranks' rows in one process (§20.1). Gradients (w.r.t.
+    the encoder, a linear layer) are summed over ranks / W, as DDP averages."""
+    rank, world = group_rank_and_size()
+    set_seed(seed)
+    encoder = nn.Linear(8, 6)
+    total = sum(sizes)
+    queries, keys = torch.randn(2, total, 8)
+    negatives = torch.randn(hard * world, 8) if hard else None
+    start = sum(sizes[:rank])
+    mine = slice(start, start + sizes[rank])
+    local_negatives = negatives[rank * hard : (rank + 1) * hard] if hard else None
+    result: dict = {"rank": rank, "W": world, "hard": hard}
+    for symmetric in (False, True):
+        encoder.zero_grad(set_to_none=True)
+        loss = distributed_info_nce(
+            encoder(queries[mine]),
+            encoder(keys[mine]),
+            TEMPERATURE,
+            symmetric=symmetric,
+            hard_negatives=encoder(local_negatives) if hard else None,
+        )
+        loss.backward()
+        for p in encoder.parameters():
+            dist.all_reduce(p.grad)
+            p.grad /= world
+        averaged = torch.tensor([loss.item()])
+        dist.all_reduce(averaged)
+        got = _grads(encoder), float(averaged) / world
+        encoder.zero_grad(set_to_none=True)
+        expected_loss = info_nce(
+            encoder(queries),
+            encoder(keys),
+            TEMPERATURE,
+            symmetric=symmetric,
+            hard_negatives=encoder(negatives) if hard else None,
+        )
+        expected_loss.backward()
+        key = "symmetric" if symmetric else "one_way"
+        result[f"{key}_loss_diff"] = abs(got[1] - expected_loss.item())
+        result[f"{key}_grad_diff"] = max_grad_diff(got[0], _grads(encoder))
+    # A plain all-gather gives the other ranks' keys no gradient path at all.
+    plain = [torch.empty(sizes[rank], 6) for _ in range(world)] if len(set(sizes)) == 1 else None
+    if plain is not None:
+        k = encoder(keys[mine])
+        dist.all_gather(plain, k.detach())
+        result["plain_gather_requires_grad"] = any(t.requires_grad for t in plain)
+        result["gather_with_grad_requires_grad"] = gather_with_grad(k).requires_grad
+    return result
+
+
+def distributed_proof(world_sizes: tuple[int, ...] = (2, 3)) -> pd.DataFrame:
+    """:func:`distributed_proof_on_rank` on real gloo groups: even and uneven batch sizes, with
+    and without hard negatives. One record per rank and case."""
+    records = []
+    for world in world_sizes:
+        cases = [(tuple([4] * world), 0), (tuple([4] * world), 2), (tuple(range(2, 2 + world)), 3)]
+        records += run_local_group(_proof_cases_on_rank, world, (cases,))
+    return pd.DataFrame([r for rank in records for r in rank])
+
+
+def _proof_cases_on_rank(cases: list[tuple[tuple[int, ...], int]]) -> list[dict]:
+    records = []
+    for sizes, hard in cases:
+        record = distributed_proof_on_rank(sizes, hard)
+        record["sizes"] = str(sizes)
+        records.append(record)
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# Real text: next-sentence pairs from the Wikipedia sample
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
+    negatives per query, steps, seed, seconds, held-out recalls, loss per step, final weights."""
+
+    method: str
+    effective_batch: int
+    micro: int
+    negatives: int
+    steps: int
+    seed: int
+    seconds: float
+    recall: dict[int, float]
+    losses: list[float]
+    state: dict[str, torch.Tensor]
+
+
+STRATEGIES = ("small batch", "naive accumulation", "gradient caching", "large batch")
+
+
+def train_pairs(
+    data: PairData,
+    method: str,
+    *,
+    batch: int = 256,
+    micro: int = 32,
+    steps: int = 150,
+    lr: float = 3e-3,
+    dim: int = 128,
+    temperature: float = TEMPERATURE,
+    seed: int = 0,
+) -> TrainingRun:
+    """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` (§20.2.1):
+    ``small batch`` (``micro`` pairs per step), ``naive accumulation`` (``batch`` pairs per step
+    in micro-batches of ``micro``, each with its own negatives), ``gradient caching`` (``batch``
+    pairs, chunks of ``micro``), ``large batch`` (``batch`` pairs at once). Same seed, data
+    order, number of optimizer ``steps`` and Adam learning rate for all, so the small batch
+    sees ``batch / micro`` times fewer examples; the last three see the same examples, and
+    gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
+    if method not in STRATEGIES:
+        raise ValueError(f"method must be one of {STRATEGIES}, got {method!r}")
+    config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
+    loss = None
+    if method == "naive accumulation":
+        config, loss = replace(config, micro_batches=batch // micro), _pair_loss
+    elif method == "gradient caching":
+        config = replace(config, chunk_size=micro)
+    step_size = micro if method == "small batch" else batch
+    run = heldout_run(data, config, steps=steps, batch=step_size, seed=seed, dim=dim, loss=loss)
+    negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
+    return TrainingRun(
+        method,
+        step_size,
+        micro,
+        negatives,
+        len(run.losses),
+        seed,
+        run.seconds,
+        run.recall,
+        run.losses,
+        run.state,
+    )
+
+
+def compare_batch_strategies(
+    data: PairData,
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    caching_seeds: tuple[int, ...] = (0,),
+    **kwargs,
+) -> tuple[pd.DataFrame, list[TrainingRun]]:
+    """Train the ``STRATEGIES`` (same settings) once per seed and tabulate recall@1 and
+    recall@10, a row per run. Gradient caching computes the large batch's loss and gradients
+    (proved in notebook 02), so it is trained only for ``caching_seeds``, where its weights are
+    compared with the large batch's; the other strategies run every seed."""
+    runs = [
+        train_pairs(data, method, seed=seed, **kwargs)
+        for seed in seeds
+        for method in STRATEGIES
+        if method != "gradient caching" or seed in caching_seeds
+    ]
+    frame = pd.DataFrame(
+        [
+            {
+                "method": r.method,
+                "seed": r.seed,
+                "effective batch": r.effective_batch
+                if r.method != "naive accumulation"
+                else f"{r.effective_batch} (micro {r.micro})",
+                "negatives / query": r.negatives,
+                "steps": r.steps,
+                "recall@1": r.recall[1],
+                "recall@10": r.recall[10],
+                "seconds": r.seconds,
+            }
+            for r in runs
+        ]
+    )
+    return frame, runs
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+def _memory_model(seed: int = 0) -> TransformerEncoder:
+    set_seed(seed)
+    return TransformerEncoder(2_000, d_model=64, n_heads=4, n_layers=2, max_len=32, dropout=0.0)
+
+
+def _strategy_steps(
+    model: nn.Module, anchors: torch.Tensor, positives: torch.Tensor, micro: int
+) -> dict[str, Callable[[], object]]:
+    """One training step of the whole batch per strategy, through the trainer with SGD at lr 0
+    (the weights stay as they are): at once, naive accumulation in micro-batches of ``micro``
+    pairs, gradient caching in chunks of ``micro`` rows."""
+    trainers = {
+        "large batch": _frozen_trainer(model),
+        "naive accumulation": _frozen_trainer(
+            model, loss=_pair_loss, config={"micro_batches": -(-len(anchors) // micro)}
+        ),
+        "gradient caching": _frozen_trainer(model, config={"chunk_size": micro}),
+    }
+    return {name: (lambda t=t: t.step((anchors, positives))) for name, t in trainers.items()}
+
+
+def memory_vs_batch(
+    batch_sizes: tuple[int, ...] = (64, 128, 256, 512), micro: int = 32, seq_len: int = 32
+) -> pd.DataFrame:
+    """Peak memory of one InfoNCE training step at each effective batch (§20.2.1), for a
+    large batch at once, naive accumulation in micro-batches and gradient caching in chunks of
+    ``micro`` (a small Transformer encoder; measured with
+    ``chapter20.core.measure.peak_memory``)."""
+    model = _memory_model()
+    records = []
+    for batch in batch_sizes:
+        anchors, positives = torch.randint(1, 2_000, (2, batch, seq_len))
+        runs = _strategy_steps(model, anchors, positives, micro)
+        for method, run in runs.items():
+            model.zero_grad(set_to_none=True)
+            report = peak_memory(run, model=model, inputs=(anchors, positives))
+            records.append(
+                {
+                    "effective batch": batch,
+                    "method": method,
+                    "peak_bytes": report.peak_bytes,
+                    "activations_bytes": report.breakdown["activations"],
+                    "measured_by": report.method,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def logit_matrix_bytes(batch: int, bytes_per_element: int = 4) -> int:
+    """Bytes of the B × B similarity matrix of in-batch InfoNCE (§20.2, claim C04's context)."""
+    return batch * batch * bytes_per_element
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_memory_vs_batch(frame: pd.DataFrame):
+    """Peak memory vs effective batch for the three strategies, on log-log axes: the batch
+    doubles from point to point, so memory that grows in proportion to it is a line of slope 1
+    (a linear memory axis would make proportional growth look exponential)."""
+    fig, ax = new_figure(
+        "One InfoNCE step: peak memory (log-log)", "effective batch (pairs)", "peak memory (MiB)"
+    )
+    for method, part in frame.groupby("method", sort=False):
+        ax.plot(part["effective batch"], part["peak_bytes"] / 2**20, "o-", label=method)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(
+        frame["effective batch"].unique(), labels=map(str, frame["effective batch"].unique())
+    )
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend()
+    return fig
+
+
+def plot_recalls(runs: list[TrainingRun]):
+    """Held-out recall@1 and @10 per strategy, mean over the seeds with ± one standard
+    deviation (left), and the training loss per step of the first seed (right)."""
+    fig, (left, right) = new_panels(
+        2, "Next-sentence retrieval on held-out Wikipedia articles", figsize=(10, 4)
+    )
+    methods = list(dict.fromkeys(r.method for r in runs))
+    for offset, k in zip((-0.2, 0.2), (1, 10)):
+        recalls = [torch.tensor([r.recall[k] for r in runs if r.method == m]) for m in methods]
+        left.bar(
+            [i + offset for i in range(len(methods))],
+            [float(v.mean()) for v in recalls],
+            yerr=[float(v.std()) if len(v) > 1 else 0.0 for v in recalls],
+            capsize=3,
+            width=0.4,
+            label=f"recall@{k}",
+        )
+    left.set_xticks(range(len(methods)), labels=[m.replace(" ", "\n") for m in methods])
+    left.set(ylabel="share of test anchors", title="held-out recall (mean ± std over seeds)")
+    left.legend()
+    first_seed = runs[0].seed
+    for run in (r for r in runs if r.seed == first_seed):
+        steps = torch.linspace(0, 1, len(run.losses))
+        right.plot(steps, run.losses, label=run.method, linewidth=1)
+    right.set(
+        xlabel="fraction of training",
+        ylabel="training loss (per step)",
+        title=f"InfoNCE loss, seed {first_seed} (each with its own negatives)",
+    )
+    right.legend()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark(batch: int = 512, chunk: int = 32) -> None:
+    """``python -m chapter20 bench contrastive``: peak memory and step time of gradient caching
+    relative to the same batch at once (target: memory <= 1/k of the direct batch plus the
+    representations with k = batch / chunk; time <= 1.5x)."""
+    memory = memory_vs_batch((batch,), micro=chunk)
+    direct = memory[memory["method"] == "large batch"].iloc[0]
+    cached = memory[memory["method"] == "gradient caching"].iloc[0]
+    model = _memory_model()
+    anchors, positives = torch.randint(1, 2_000, (2, batch, 32))
+    steps = _strategy_steps(model, anchors, positives, chunk)
+    del steps["naive accumulation"]
+    timing = time_interleaved(steps, warmup=1, repeat=7, device="cpu")
+    k = batch // chunk
+    representations = 2 * batch * 64 * 4  # anchors + positives, d_model 64, float32
+    budget = direct.peak_bytes / k + representations
+    print(f"InfoNCE forward + backward, Transformer encoder, batch {batch}, chunks of {chunk}")
+    print(f"peak memory, {direct.measured_by}:")
+    share = cached.peak_bytes / direct.peak_bytes
+    print(
+        f"  large batch {format_bytes(direct.peak_bytes)}, gradient caching "
+        f"{format_bytes(cached.peak_bytes)} = {share:.3f}x"
+    )
+    verdict = "meets" if cached.peak_bytes <= budget else "misses"
+    print(f"  target <= large batch / {k} + representations = {format_bytes(budget)}: {verdict}")
+    ratio = timing["gradient caching"].median / timing["large batch"].median
+    verdict = "meets" if ratio <= 1.5 else "misses"
+    print(f"step time: large batch {timing['large batch']}")
+    print(f"  gradient caching {timing['gradient caching']} = {ratio:.2f}x")
+    print(f"  target <= 1.5x: {verdict} (the extra forward pass alone costs about 4/3)")

@@ -1,0 +1,361 @@
+"""§20.2.2 Mixed precision, run and measured: the experiments behind notebook 03 and
+``python -m chapter20 bench precision``.
+
+The workload is the companion's Transformer encoder trained with InfoNCE on pairs of token
+sequences (random ids, for speed, memory and the parity of the three precisions); held-out
+quality is the bag-of-embeddings encoder on Wikipedia next-sentence pairs, three seeds each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.core.corpora import PairData
+from chapter20.core.device import get_device, set_seed
+from chapter20.core.measure import format_bytes, time_interleaved
+from chapter20.core.models import TransformerEncoder
+from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
+from chapter20.labs.common import heldout_run
+from chapter20.techniques.contrastive import info_nce
+from chapter20.techniques.precision import PRECISIONS, format_limits, resolve_precision
+from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
+
+__all__ = [
+    "available_precisions",
+    "encoder",
+    "pair_loss",
+    "parity_run",
+    "overflow_steps",
+    "step_time_vs_batch",
+    "matmul_speedup",
+    "memory_by_precision",
+    "gradient_magnitudes",
+    "quality_runs",
+    "plot_step_time",
+    "plot_memory",
+    "plot_number_line",
+    "benchmark",
+]
+
+TEMPERATURE = 0.05
+
+
+def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
+    """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
+    (``fp16=None``). CPU autocast runs fp16 without fast kernels (a matmul is ~100x slower than
+    fp32 here), so it is left out of CPU timings unless ``fp16=True``."""
+    device = get_device() if device is None else torch.device(device)
+    names = ["fp32"]
+    for name in ("bf16", "fp16"):
+        wanted = (
+            fp16
+            if name == "fp16" and fp16 is not None
+            else (name == "bf16" or device.type != "cpu")
+        )
+        try:
+            resolve_precision(name, device)
+        except ValueError:
+            continue
+        if wanted:
+            names.append(name)
+    return names
+
+
+def encoder(vocab: int = 4_000, d_model: int = 128, layers: int = 2, seed: int = 0, **kwargs):
+    """The shared Transformer encoder of this notebook, seeded (dropout off for comparisons)."""
+    set_seed(seed)
+    options = {"n_heads": 4, "n_layers": layers, "max_len": 64, "dropout": 0.0, **kwargs}
+    return TransformerEncoder(vocab, d_model=d_model, **options)
+
+
+def pair_loss(model: nn.Module, batch) -> torch.Tensor:
+    """InfoNCE of the encoded anchors against the encoded positives (computed in fp32)."""
+    anchors, positives = batch
+    return info_nce(model(anchors), model(positives), TEMPERATURE)
+
+
+def _random_pairs(batch: int, seq_len: int, vocab: int, seed: int) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    anchors = torch.randint(1, vocab, (batch, seq_len), generator=generator)
+    positives = anchors.clone()
+    noise = torch.rand(anchors.shape, generator=generator) < 0.3  # positives: 30% of ids changed
+    positives[noise] = torch.randint(1, vocab, (int(noise.sum()),), generator=generator)
+    return anchors, positives
+
+
+def _adam_trainer(model: nn.Module, precision: str, lr: float, **options) -> Trainer:
+    """The composed trainer with Adam's update (AdamW without decay) in ``precision``."""
+    config = TrainConfig(precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE)
+    return Trainer(model, replace(config, **options))
+
+
+def parity_run(
+    precision: str, steps: int = 30, batch: int = 32, seq_len: int = 16, seed: int = 0
+) -> list[float]:
+    """Losses of ``steps`` Adam steps on a fixed task (noisy copies of random sequences) in
+    ``precision``; the same task and initial weights for every precision (§20.2.2)."""
+    trainer = _adam_trainer(encoder(vocab=500, d_model=64, seed=seed), precision, 1e-3)
+    batches = [_random_pairs(batch, seq_len, 500, seed + i) for i in range(steps)]
+    return [trainer.step(pairs).loss for pairs in batches]
+
+
+def overflow_steps(precision: str, factors=(1.0, 1e6, float("inf"), 1.0)) -> pd.DataFrame:
+    """One step per factor, the loss multiplied by it (§20.2.2, skipped steps): whether the
+    trainer skipped the update, the fp16 loss scale before and after, whether the weights
+    changed. An overflow must never reach the weights, in any precision."""
+    factor = {"value": 1.0}
+
+    def scaled_loss(model: nn.Module, batch) -> torch.Tensor:
+        anchors, positives = batch
+        losses = info_nce(model(anchors), model(positives), TEMPERATURE, reduction="none")
+        return factor["value"] * losses
+
+    trainer = Trainer(
+        encoder(vocab=500, d_model=64), TrainConfig(precision=precision), loss=scaled_loss
+    )
+    ids = torch.randint(1, 500, (16, 16), generator=torch.Generator().manual_seed(0))
+    records = []
+    for value in factors:
+        factor["value"] = value
+        before = [p.detach().clone() for p in trainer.module.parameters()]
+        result = trainer.step((ids, ids))
+        after = trainer.scaler.get_scale() if trainer.scaler is not None else 1.0
+        same = all(torch.equal(a, p) for a, p in zip(before, trainer.module.parameters()))
+        records.append(
+            {
+                "factor": value,
+                "skipped": result.skipped,
+                "scale": result.scale,
+                "scale_after": after,
+                "weights": "unchanged" if same else "updated",
+            }
+        )
+    finite = all(bool(torch.isfinite(p).all()) for p in trainer.module.parameters())
+    return pd.DataFrame(records).assign(weights_finite=finite)
+
+
+def step_time_vs_batch(
+    batch_sizes: tuple[int, ...] = (16, 64), seq_len: int = 64, precisions=None, repeat: int = 5
+) -> pd.DataFrame:
+    """Median time of one training step (forward, backward, Adam) per precision and batch size,
+    the precisions timed in alternation; ``speedup`` is fp32 time / this time (§20.2.2)."""
+    device = get_device()
+    precisions = precisions or available_precisions(device)
+    records = []
+    for batch in batch_sizes:
+        pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=batch))
+        steps = {}
+        for name in precisions:
+            trainer = _adam_trainer(encoder().to(device), name, 1e-4)
+            steps[name] = lambda trainer=trainer, pairs=pairs: trainer.step(pairs)
+        timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+        for name, t in timing.items():
+            records.append(
+                {
+                    "batch": batch,
+                    "precision": name,
+                    "seconds": t.median,
+                    "speedup": timing["fp32"].median / t.median,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def matmul_speedup(size: int = 512, precisions=None, repeat: int = 3) -> pd.DataFrame:
+    """Time of a ``size``×``size`` matrix multiply per dtype on this device, and its speed-up
+    over fp32 (claim C06: tensor cores make fp16 matmuls 2-8x faster)."""
+    device = get_device()
+    precisions = precisions or available_precisions(device, fp16=True)
+    a = torch.randn(size, size, device=device)
+    operands = {name: a.to(PRECISIONS[name]) for name in precisions}
+    timing = time_interleaved(
+        {name: (lambda x=x: x @ x) for name, x in operands.items()},
+        warmup=1,
+        repeat=repeat,
+        device=device,
+    )
+    fp32 = timing["fp32"].median
+    return pd.DataFrame(
+        [
+            {
+                "precision": name,
+                "seconds": t.median,
+                "tflops": 2 * size**3 / t.median / 1e12,
+                "speedup": fp32 / t.median,
+            }
+            for name, t in timing.items()
+        ]
+    )
+
+
+def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
+    """Peak memory of one training step per precision, broken down into parameters, gradients,
+    optimizer state and activations (§20.2.2, claim C09). Adam's state exists before the step
+    (a warm-up step creates it), as in the middle of training."""
+    device = get_device()
+    precisions = precisions or available_precisions(device)
+    pairs = tuple(x.to(device) for x in _random_pairs(batch, seq_len, 4_000, seed=0))
+    records = []
+    for name in precisions:
+        report = step_peak_memory(_adam_trainer(encoder().to(device), name, 1e-4), pairs, device)
+        records.append(
+            {
+                "precision": name,
+                "peak_bytes": report.peak_bytes,
+                **report.breakdown,
+                "measured_by": report.method,
+            }
+        )
+    frame = pd.DataFrame(records)
+    frame["vs_fp32"] = frame["peak_bytes"] / frame["peak_bytes"].iloc[0]
+    return frame
+
+
+def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
+    """One fp32 backward of the encoder: (absolute values of all non-zero gradients, the model)
+    — what fp16 would have to hold without loss scaling."""
+    model = encoder(seed=seed)
+    pair_loss(model, _random_pairs(batch, seq_len, 4_000, seed)).backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return grads[grads != 0].abs(), model
+
+
+def quality_runs(
+    data: PairData,
+    precisions: tuple[str, ...] = ("fp32", "bf16", "fp16"),
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    steps: int = 150,
+    batch: int = 256,
+    lr: float = 3e-3,
+) -> pd.DataFrame:
+    """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs in
+    each precision, once per seed (§20.2.2, claim C27): a row per run with the final loss
+    (mean of the last 10 steps), recall@1 and @10 scored in float32, steps skipped and seconds.
+    Same weights and data order for every precision of a seed. Under autocast the encoder's
+    projection (forward and backward) runs in 16 bits, so the gradient that reaches the table
+    has passed through 16-bit arithmetic; fp16 trains with the ``GradScaler``."""
+    records = []
+    for seed in seeds:
+        for precision in precisions:
+            config = TrainConfig(
+                precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE
+            )
+            run = heldout_run(data, config, steps=steps, batch=batch, seed=seed)
+            records.append(
+                {
+                    "precision": precision,
+                    "seed": seed,
+                    "final_loss": run.final_loss,
+                    "recall@1": run.recall[1],
+                    "recall@10": run.recall[10],
+                    "skipped_steps": run.skipped_steps,
+                    "seconds": run.seconds,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_step_time(frame: pd.DataFrame):
+    """Step time per precision vs batch size."""
+    fig, ax = new_figure(
+        "One training step of the Transformer encoder", "batch (pairs)", "median step time (ms)"
+    )
+    for name, part in frame.groupby("precision", sort=False):
+        ax.plot(part["batch"], part["seconds"] * 1e3, "o-", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(frame["batch"].unique(), labels=map(str, frame["batch"].unique()))
+    ax.legend()
+    return fig
+
+
+def plot_memory(frame: pd.DataFrame):
+    """Peak memory per precision, stacked by component."""
+    categories = [c for c in CATEGORY_COLORS if c in frame.columns]
+    breakdowns = [dict(zip(categories, row)) for row in frame[categories].itertuples(index=False)]
+    return stacked_memory_bars(
+        list(frame["precision"]),
+        breakdowns,
+        title="Peak memory of one training step",
+        unit="MiB",
+        bar_labels=[f"{r:.2f}x" for r in frame["vs_fp32"]],
+    )
+
+
+def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
+    """Histogram of gradient magnitudes (log scale), unscaled and times ``scale``, against fp16's
+    smallest subnormal, smallest normal and largest value."""
+    fig, ax = new_figure(
+        "Gradient magnitudes against the fp16 number line",
+        "|gradient| (log scale)",
+        "share of gradient values",
+    )
+    values = magnitudes.double().numpy()
+    bins = np.logspace(-14, 6, 81)
+    weights = np.full(len(values), 1 / len(values))
+    ax.hist(values, bins=bins, weights=weights, alpha=0.6, label="gradients")
+    ax.hist(
+        values * scale,
+        bins=bins,
+        weights=weights,
+        alpha=0.6,
+        label=f"gradients x {scale:.0f} (loss scaling)",
+    )
+    limits = format_limits([torch.float16]).iloc[0]
+    for value, label, style in (
+        (limits.largest_that_rounds_to_zero, "rounds to 0 below", ":"),
+        (limits.smallest_normal, "smallest normal", "--"),
+        (limits["max"], "largest fp16", "-"),
+    ):
+        ax.axvline(value, color="#C44E52", linestyle=style, label=f"{label} {value:.1e}")
+    ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark(batches: tuple[int, ...] = (16, 64)) -> list[dict]:
+    """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
+    precision to fp32 for the shared Transformer encoder at each of ``batches``; returns the
+    matmul speed-ups as rows for the GPU record (``--record``; claim C06 reads them)."""
+    device = get_device()
+    speed = step_time_vs_batch(batches)
+    print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
+    for row in speed.itertuples():
+        print(
+            f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms  "
+            f"{1 / row.speedup:5.2f}x the fp32 time"
+        )
+    for batch in batches:
+        memory = memory_by_precision(batch)
+        for row in memory.itertuples():
+            print(
+                f"  batch {batch:>3} {row.precision}: peak {format_bytes(row.peak_bytes):>10}  "
+                f"{row.vs_fp32:5.2f}x fp32 [{row.measured_by}]"
+            )
+    matmul = matmul_speedup()
+    print(
+        "  512x512 matmul speed-up over fp32: "
+        + ", ".join(
+            f"{r.precision} {r.speedup:.2f}x" for r in matmul.itertuples() if r.precision != "fp32"
+        )
+    )
+    return [
+        {"quantity": f"matmul 512x512 speed-up vs fp32, {r.precision}",
+         "value": round(float(r.speedup), 3), "unit": "×", "notes": f"on {device}"}
+        for r in matmul.itertuples() if r.precision != "fp32"
+    ]  # fmt: skip

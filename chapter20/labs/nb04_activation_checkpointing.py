@@ -1,0 +1,273 @@
+"""§20.3.1 Activation checkpointing, run and measured: the experiments behind notebook 04 and
+``python -m chapter20 bench checkpointing``.
+
+Memory is measured with ``chapter20.core.measure.peak_memory``: ``retained_bytes`` of a forward pass
+is what autograd keeps for backward (it also sees the selective policy's cache, which
+``saved_tensors_hooks`` do not), and the peak of a whole step is the figure that must fit.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import matplotlib.ticker
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.core.device import get_device, set_seed
+from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
+from chapter20.core.models import TransformerEncoder
+from chapter20.core.plotting import new_figure, stacked_memory_bars
+from chapter20.techniques.activation_checkpointing import (
+    CheckpointedTransformerLayer,
+    apply_checkpointing,
+    predicted_activation_bytes,
+)
+from chapter20.techniques.contrastive import info_nce
+
+__all__ = [
+    "POLICY_CASES",
+    "make_encoder",
+    "checkpointed",
+    "gradient_proof",
+    "layer_measurements",
+    "activation_vs_depth",
+    "step_report",
+    "plot_activation_vs_depth",
+    "plot_step_memory",
+    "benchmark",
+]
+
+#: (label, policy, k) of every policy the notebook compares, plus listing L7's layer.
+POLICY_CASES = (
+    ("none", "none", None),
+    ("every_layer", "every_layer", None),
+    ("every_k (k=4)", "every_k", 4),
+    ("sqrt", "sqrt", None),
+    ("selective", "selective", None),
+    ("listing L7", "L7", None),
+)
+
+
+def make_encoder(
+    layers: int, *, vocab: int = 1_000, d_model: int = 64, dropout: float = 0.0, seed: int = 0
+) -> TransformerEncoder:
+    """The shared Transformer encoder at ``layers`` deep (64 dims, 4 heads, 64 tokens max)."""
+    set_seed(seed)
+    return TransformerEncoder(
+        vocab, d_model=d_model, n_heads=4, n_layers=layers, max_len=64, dropout=dropout
+    )
+
+
+def checkpointed(model: TransformerEncoder, policy: str, k: int | None = None) -> nn.Module:
+    """A deep copy of ``model`` under ``policy``; ``"L7"`` wraps every layer as listing L7."""
+    model = copy.deepcopy(model)
+    if policy == "L7":
+        model.layers = nn.ModuleList(CheckpointedTransformerLayer(layer) for layer in model.layers)
+        return model
+    return apply_checkpointing(model, policy, k=k)
+
+
+def _ids(batch: int, seq_len: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(1, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(seed))
+
+
+def gradient_proof(layers: int = 7, dropout: float = 0.1, batch: int = 4, seq_len: int = 16):
+    """Max gradient difference of every policy against the plain model, dropout on (§20.3.1).
+    Each run starts from the same RNG state, so a correct recomputation draws the same masks."""
+    base = make_encoder(layers, dropout=dropout)
+    ids = _ids(batch, seq_len, 1_000)
+
+    def gradients(model: nn.Module) -> list[torch.Tensor]:
+        torch.manual_seed(123)
+        model.zero_grad(set_to_none=True)
+        model(ids).square().sum().backward()
+        return [p.grad for p in model.parameters()]
+
+    reference = gradients(base)
+    records = []
+    for label, policy, k in POLICY_CASES[1:]:
+        got = gradients(checkpointed(base, policy, k))
+        diff = max(float((a - b).abs().max()) for a, b in zip(got, reference))
+        records.append({"policy": label, "layers": layers, "max_abs_diff": diff})
+    return pd.DataFrame(records)
+
+
+def _retained(model: nn.Module, ids: torch.Tensor) -> int:
+    return peak_memory(lambda: model(ids), model=model, inputs=ids).retained_bytes
+
+
+def layer_measurements(batch: int = 16, seq_len: int = 64, d_model: int = 64) -> dict[str, int]:
+    """One layer's activation bytes, measured on 1- and 2-layer encoders: ``layer_bytes`` (plain),
+    ``selective_layer_bytes``, ``boundary_bytes`` (a checkpointed layer's saved input) and
+    ``other_bytes`` (embeddings, norm, pooling) — the inputs of the prediction."""
+    ids = _ids(batch, seq_len, 1_000)
+    one, two = make_encoder(1, d_model=d_model), make_encoder(2, d_model=d_model)
+    layer = _retained(two, ids) - _retained(one, ids)
+    selective = _retained(checkpointed(two, "selective"), ids) - _retained(
+        checkpointed(one, "selective"), ids
+    )
+    boundary = _retained(checkpointed(two, "every_layer"), ids) - _retained(
+        checkpointed(one, "every_layer"), ids
+    )
+    return {
+        "layer_bytes": layer,
+        "selective_layer_bytes": selective,
+        "boundary_bytes": boundary,
+        "other_bytes": _retained(one, ids) - layer,
+    }
+
+
+def _train_step(model: nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor):
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        info_nce(model(ids), model(ids.flip(0))).backward()
+        optimizer.step()
+
+    return step
+
+
+def activation_vs_depth(
+    depths: tuple[int, ...] = (2, 4, 8, 16, 32), batch: int = 16, seq_len: int = 64
+) -> pd.DataFrame:
+    """Activation bytes per policy and depth, measured (forward ``retained``, activations at
+    the peak of forward + backward, and ``activation_peak``: the activations at their own peak,
+    claim C10's quantity) next to :func:`predicted_activation_bytes`."""
+    unit = layer_measurements(batch, seq_len)
+    ids = _ids(batch, seq_len, 1_000)
+    records = []
+    for depth in depths:
+        base = make_encoder(depth)
+        for label, policy, k in POLICY_CASES:
+            if policy == "L7":
+                continue
+            model = checkpointed(base, policy, k)
+            step = peak_memory(lambda m=model: m(ids).sum().backward(), model=model, inputs=ids)
+            # Gradients allocated before the step stay the same size through it, so its peak
+            # above the start is the activations' own peak (with backward's transient buffers).
+            for p in model.parameters():
+                p.grad = torch.zeros_like(p)
+            own = peak_memory(lambda m=model: m(ids).sum().backward(), model=model, inputs=ids)
+            predicted = predicted_activation_bytes(policy, depth, k=k, **unit)
+            records.append(
+                {
+                    "layers": depth,
+                    "policy": label,
+                    "retained_bytes": _retained(model, ids),
+                    "predicted_retained": predicted["saved"],
+                    "backward_activations": step.breakdown["activations"],
+                    "predicted_backward_peak": predicted["backward_peak"],
+                    "activation_peak": own.peak_bytes - own.baseline_bytes,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def step_report(
+    layers: int = 12,
+    *,
+    vocab: int = 1_000,
+    d_model: int = 64,
+    batch: int = 16,
+    seq_len: int = 64,
+    repeat: int = 3,
+    cases=POLICY_CASES,
+) -> pd.DataFrame:
+    """One Adam training step per policy (§20.3.1): peak memory by component (parameters,
+    gradients, optimizer state, activations) and median time, both as ratios to no
+    checkpointing. ``vocab`` large makes an embedding-table-heavy model."""
+    base = make_encoder(layers, vocab=vocab, d_model=d_model)
+    ids = _ids(batch, seq_len, vocab)
+    device = get_device()
+    models = {label: checkpointed(base, policy, k).to(device) for label, policy, k in cases}
+    optimizers = {label: torch.optim.Adam(m.parameters(), lr=1e-4) for label, m in models.items()}
+    ids = ids.to(device)
+    steps = {label: _train_step(models[label], optimizers[label], ids) for label in models}
+    timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+    records = []
+    for label, model in models.items():
+        report = peak_memory(steps[label], model=model, optimizer=optimizers[label], inputs=ids)
+        records.append(
+            {
+                "policy": label,
+                "peak_bytes": report.peak_bytes,
+                **report.breakdown,
+                "seconds": timing[label].median,
+                "measured_by": report.method,
+            }
+        )
+    frame = pd.DataFrame(records)
+    none = frame.iloc[0]
+    frame["memory_vs_none"] = frame["peak_bytes"] / none["peak_bytes"]
+    frame["activations_vs_none"] = frame["activations"] / none["activations"]
+    frame["time_vs_none"] = frame["seconds"] / none["seconds"]
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"):
+    """Measured activation bytes (markers) and prediction (lines) vs depth, per policy."""
+    predicted = {
+        "retained_bytes": "predicted_retained",
+        "backward_activations": "predicted_backward_peak",
+        "activation_peak": "predicted_backward_peak",
+    }[column]
+    title = {
+        "retained_bytes": "Activations kept from forward to backward",
+        "backward_activations": "Activations at the step's peak (forward + backward)",
+        "activation_peak": "Activations at their own peak (forward + backward)",
+    }[column]
+    fig, ax = new_figure(title, "encoder layers L", "MiB")
+    for index, (label, part) in enumerate(frame.groupby("policy", sort=False)):
+        color = f"C{index}"
+        ax.plot(part["layers"], part[predicted] / 2**20, "-", color=color, alpha=0.6)
+        ax.plot(part["layers"], part[column] / 2**20, "o", color=color, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(frame["layers"].unique(), labels=map(str, frame["layers"].unique()))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    # plain numbers ("30", "0.5") rather than "3×10¹" on the log axis
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend(title="measured (o), predicted (—)", fontsize=8)
+    return fig
+
+
+def plot_step_memory(frame: pd.DataFrame, title: str):
+    """Peak memory of one training step per policy, stacked by component."""
+    breakdowns = [{c: row[c] for c in CATEGORIES} for _, row in frame.iterrows()]
+    return stacked_memory_bars(
+        list(frame["policy"]),
+        breakdowns,
+        title=title,
+        unit="MiB",
+        bar_labels=[f"{r:.2f}x" for r in frame["memory_vs_none"]],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark(layers: int = 12) -> None:
+    """``python -m chapter20 bench checkpointing``: activation-memory and step-time ratios of
+    each policy to no checkpointing for a ``layers``-deep encoder, in one run."""
+    frame = step_report(layers, repeat=5)
+    print(
+        f"{layers}-layer Transformer encoder (d_model 64, batch 16 x 64 tokens), one Adam step, "
+        f"{frame['measured_by'].iloc[0]}:"
+    )
+    for row in frame.itertuples():
+        print(
+            f"  {row.policy:<14} activations {format_bytes(row.activations):>10} "
+            f"({row.activations_vs_none:4.2f}x)  whole step {format_bytes(row.peak_bytes):>10} "
+            f"({row.memory_vs_none:4.2f}x)  time {row.time_vs_none:4.2f}x"
+        )

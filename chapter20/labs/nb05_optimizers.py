@@ -1,0 +1,253 @@
+"""§20.3.2 and the §20.3 checklist, run and measured: the experiments behind notebook 05 and
+``python -m chapter20 bench optimizers``."""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+import torch
+
+from chapter20.core.corpora import PairData
+from chapter20.core.measure import format_bytes, time_interleaved
+from chapter20.core.plotting import new_figure
+from chapter20.labs.common import heldout_run
+from chapter20.techniques.memory_planner import EncoderShape, plan
+from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
+from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
+
+__all__ = [
+    "STATE_KINDS",
+    "state_bytes_per_parameter",
+    "convergence",
+    "ACCUMULATION_ASIDE",
+    "CHECKLIST",
+    "measure_step",
+    "checklist_replay",
+    "plan_vs_measured",
+    "plot_state_bytes",
+    "plot_convergence",
+    "benchmark",
+]
+
+STATE_KINDS = ("adamw", "sgd_nesterov", "adamw8bit")
+
+
+def _quiet_optimizer(params, kind: str, lr: float, **kwargs) -> torch.optim.Optimizer:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fallbacks are reported by make_optimizer's callers
+        return make_optimizer(params, kind, lr, **kwargs)
+
+
+def _quiet_trainer(model: torch.nn.Module, config: TrainConfig) -> Trainer:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # as _quiet_optimizer
+        return Trainer(model, config)
+
+
+def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_048_576)):
+    """Optimizer state bytes per parameter, read from the real state after one step, for a
+    parameter tensor of each size and each of ``STATE_KINDS`` (§20.3.2, claims C11, C12)."""
+    records = []
+    for size in sizes:
+        for kind in STATE_KINDS:
+            parameter = torch.nn.Parameter(torch.randn(size))
+            optimizer = _quiet_optimizer([parameter], kind, 1e-3)
+            parameter.grad = torch.randn(size)
+            optimizer.step()
+            frame = optimizer_state_bytes(optimizer)
+            records.append(
+                {
+                    "numel": size,
+                    "optimizer": kind,
+                    "bytes_per_parameter": float(frame["bytes"].sum()) / size,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def convergence(
+    data: PairData,
+    kinds: tuple[str, ...] = ("adamw", "adamw8bit"),
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    steps: int = 150,
+    batch: int = 256,
+    lr: float = 3e-3,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs
+    with each optimizer kind, once per seed, the embedding table's state in the kind's own
+    format (8-bit included; §20.3.2). Same weights and data order for every kind of a seed.
+    Returns a row per run (final loss, recall@1/@10 scored in float32, seconds) and the first
+    seed's per-step losses (a column per kind)."""
+    records, losses = [], {}
+    for seed in seeds:
+        for kind in kinds:
+            config = TrainConfig(optimizer=kind, lr=lr, state_32bit_tables=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # as _quiet_optimizer
+                run = heldout_run(data, config, steps=steps, batch=batch, seed=seed)
+            records.append(
+                {
+                    "optimizer": kind,
+                    "seed": seed,
+                    "final_loss": run.final_loss,
+                    "recall@1": run.recall[1],
+                    "recall@10": run.recall[10],
+                    "seconds": run.seconds,
+                }
+            )
+            if seed == seeds[0]:
+                losses[kind] = run.losses
+    return pd.DataFrame(records), pd.DataFrame(losses)
+
+
+#: The chapter's checklist example in its order, cumulative (claim C13: 40 → 20 → 8 → 5 GB):
+#: (label, precision, micro-batches, checkpointing policy, optimizer); then accumulation,
+#: which the chapter's example does not have, measured apart from the chain (``in_chain`` False).
+CHECKLIST = (
+    ("fp32 + AdamW", "fp32", 1, "none", "adamw"),
+    ("+ mixed precision (bf16)", "bf16", 1, "none", "adamw"),
+    ("+ checkpointing (every layer)", "bf16", 1, "every_layer", "adamw"),
+    ("+ 8-bit AdamW", "bf16", 1, "every_layer", "adamw8bit"),
+)
+ACCUMULATION_ASIDE = ("apart: bf16 + accumulation (4 micro-batches)", "bf16", 4, "none", "adamw")
+
+
+def measure_step(
+    shape: EncoderShape,
+    *,
+    batch: int,
+    seq_len: int,
+    precision: str,
+    micro_batches: int,
+    checkpointing: str,
+    optimizer: str,
+):
+    """Peak memory (by component) of one training step of ``batch`` pairs in ``micro_batches``
+    (accumulation: the activations of one micro-batch; naive for InfoNCE, see notebook 02)."""
+    config = TrainConfig(
+        precision=precision,
+        checkpointing=checkpointing,
+        optimizer=optimizer,
+        lr=1e-4,
+        state_32bit_tables=False,
+    )
+    trainer = _quiet_trainer(shape.build(seed=0), config)
+    ids = torch.randint(
+        1,
+        shape.vocab_size,
+        (2, batch // micro_batches, seq_len),
+        generator=torch.Generator().manual_seed(0),
+    )
+    return step_peak_memory(trainer, tuple(ids))
+
+
+def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_len: int = 64):
+    """The §20.3 checklist on one configuration: each step measured (peak bytes by component)
+    and planned, cumulative in the chapter's order, with the ratio to the first row (claim C13's
+    40 → 20 → 8 → 5 GB); a last row, ``in_chain`` False, measures accumulation apart."""
+    shape = shape or EncoderShape(8_000, d_model=128, n_heads=4, n_layers=6, max_len=64)
+    records = []
+    for label, precision, micro, policy, kind in (*CHECKLIST, ACCUMULATION_ASIDE):
+        report = measure_step(
+            shape,
+            batch=batch,
+            seq_len=seq_len,
+            precision=precision,
+            micro_batches=micro,
+            checkpointing=policy,
+            optimizer=kind,
+        )
+        planned = plan(
+            shape,
+            batch=batch,
+            seq_len=seq_len,
+            precision=precision,
+            optimizer=kind,
+            checkpointing=policy,
+            micro_batches=micro,
+        )
+        records.append(
+            {
+                "step": label,
+                "peak_bytes": report.peak_bytes,
+                **report.breakdown,
+                "planned_bytes": planned.peak_bytes,
+                "measured_by": report.method,
+                "in_chain": label != ACCUMULATION_ASIDE[0],
+            }
+        )
+    frame = pd.DataFrame(records)
+    frame["vs_start"] = frame["peak_bytes"] / frame["peak_bytes"].iloc[0]
+    return frame
+
+
+def plan_vs_measured(configs: list[dict]) -> pd.DataFrame:
+    """``memory.plan`` next to the measured peak for each config (keys: shape, batch, seq_len,
+    precision, optimizer, checkpointing)."""
+    records = []
+    for config in configs:
+        settings = {k: v for k, v in config.items() if k != "shape"}
+        report = measure_step(config["shape"], micro_batches=1, **settings)
+        planned = plan(config["shape"], **settings)
+        records.append(
+            {
+                **settings,
+                "vocab": config["shape"].vocab_size,
+                "layers": config["shape"].n_layers,
+                "measured": report.peak_bytes,
+                "planned": planned.peak_bytes,
+                "phase": planned.settings["peak_phase"],
+                "planned / measured": planned.peak_bytes / report.peak_bytes,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def plot_state_bytes(frame: pd.DataFrame):
+    """Optimizer state bytes per parameter, by tensor size and optimizer."""
+    fig, ax = new_figure(
+        "Optimizer state per parameter",
+        "parameter tensor size (elements)",
+        "bytes of state per parameter",
+    )
+    for kind, part in frame.groupby("optimizer", sort=False):
+        ax.plot(part["numel"], part["bytes_per_parameter"], "o-", label=kind)
+    ax.set_xscale("log")
+    ax.axhline(4, color="#8C8C8C", linestyle=":", label="the weight itself (fp32)")
+    ax.legend()
+    return fig
+
+
+def plot_convergence(losses: pd.DataFrame):
+    """Training loss per step for each optimizer."""
+    fig, ax = new_figure("Training loss on real text", "step", "InfoNCE loss")
+    for kind in losses.columns:
+        ax.plot(losses.index, losses[kind].rolling(5, min_periods=1).mean(), label=kind)
+    ax.legend()
+    return fig
+
+
+def benchmark(size: int = 4_194_304) -> None:
+    """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on one tensor of
+    ``size`` parameters (target >= 3.8x) and the step-time ratio, in one run."""
+    parameters = {kind: torch.nn.Parameter(torch.randn(size)) for kind in ("adamw", "adamw8bit")}
+    optimizers = {kind: _quiet_optimizer([p], kind, 1e-3) for kind, p in parameters.items()}
+    for parameter in parameters.values():
+        parameter.grad = torch.randn(size)
+    steps = {kind: optimizers[kind].step for kind in optimizers}
+    timing = time_interleaved(steps, warmup=1, repeat=5, device="cpu")
+    state = {kind: int(optimizer_state_bytes(o)["bytes"].sum()) for kind, o in optimizers.items()}
+    ratio = state["adamw"] / state["adamw8bit"]
+    print(f"one tensor of {size:,} parameters:")
+    for kind in optimizers:
+        print(
+            f"  {kind:<10} state {format_bytes(state[kind]):>10} "
+            f"({state[kind] / size:.3f} B/param)  step {timing[kind]}"
+        )
+    verdict = "meets" if ratio >= 3.8 else "misses"
+    print(
+        f"state AdamW / AdamW8bit = {ratio:.2f}x (target >= 3.8x: {verdict}); step time "
+        f"AdamW8bit / AdamW = {timing['adamw8bit'].median / timing['adamw'].median:.2f}x"
+    )

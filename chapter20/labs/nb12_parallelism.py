@@ -1,0 +1,676 @@
+"""§20.1.1, §20.3.2, §20.4.1 beyond plain data parallelism, run and measured: the experiments
+behind notebook 12 and ``python -m chapter20 bench parallelism``.
+
+Each ``*_on_rank`` function runs on every rank of a local gloo group
+(``chapter20.techniques.distributed.run_local_group``); the functions without the suffix start the
+group and gather the ranks' results into frames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from chapter20.core.corpora import next_sentence_pairs, uniform_ids, wiki_sentences, word_vocabulary
+from chapter20.core.device import set_seed
+from chapter20.core.measure import format_bytes, time_interleaved
+from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
+from chapter20.core.plotting import new_figure
+from chapter20.techniques import parallelism
+from chapter20.techniques.distributed import (
+    allreduce_times_on_rank,
+    free_port,
+    group_rank_and_size,
+    run_local_group,
+)
+from chapter20.techniques.memory_planner import EncoderShape, plan
+from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
+from chapter20.techniques.parallelism import (
+    TokenizingPairs,
+    bubble_fraction,
+    deep_encoder,
+    local_state_bytes,
+    log_buckets,
+    pipeline_p2p_bytes,
+    pipeline_schedule,
+    predicted_overlap,
+    split_stages,
+    zero_adamw,
+)
+from chapter20.training.trainer import TrainConfig, Trainer
+
+__all__ = [
+    "PIPELINE_MODEL",
+    "pipeline_batch",
+    "cross_entropy_per_example",
+    "single_process_gradients",
+    "pipeline_on_rank",
+    "measure_pipeline",
+    "pipeline_results",
+    "zero_on_rank",
+    "measure_zero",
+    "overlap_on_rank",
+    "measure_overlap",
+    "no_sync_on_rank",
+    "count_allreduces",
+    "l2_on_rank",
+    "corrected_l2",
+    "optimizer_step_times",
+    "loader_throughput",
+    "demo_step_throughput",
+    "two_node_torchrun",
+    "plot_bubble",
+    "plot_overlap",
+    "benchmark",
+]
+
+#: Seconds a local group may take: generous, because a machine shared with other jobs starts
+#: processes slowly (on an idle 2-core machine each group takes a few seconds).
+TIMEOUT_S = 600.0
+
+#: The deep encoder the pipeline and overlap experiments split or replicate.
+PIPELINE_MODEL = {"vocab_size": 1_000, "width": 256, "depth": 8, "classes": 16}
+
+
+def pipeline_batch(batch: int, model: dict, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded batch for the deep encoder: ``batch`` rows of 16 token ids and a class each."""
+    ids = uniform_ids((batch, 16), model["vocab_size"], seed=seed)
+    labels = uniform_ids(batch, model["classes"], seed=seed + 1)
+    return ids, labels
+
+
+def cross_entropy_per_example(model: nn.Module, batch) -> torch.Tensor:
+    """The per-example loss the Trainer accumulates exactly (one value per row)."""
+    ids, labels = batch
+    return nn.functional.cross_entropy(model(ids), labels, reduction="none")
+
+
+def _mean_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return nn.functional.cross_entropy(output, target)
+
+
+def single_process_gradients(
+    micro_batches: int, batch: int = 256, model: dict = PIPELINE_MODEL, seed: int = 0
+) -> tuple[float, dict[str, torch.Tensor]]:
+    """The reference of the pipeline proof: one step of the composed Trainer on one process,
+    exact accumulation over ``micro_batches``; its loss and the gradients by parameter name."""
+    set_seed(seed)
+    encoder = deep_encoder(**model)
+    trainer = Trainer(
+        encoder, TrainConfig(micro_batches=micro_batches), loss=cross_entropy_per_example
+    )
+    result = trainer.step(pipeline_batch(batch, model, seed))
+    return result.loss, {n: p.grad.clone() for n, p in encoder.named_parameters()}
+
+
+def pipeline_on_rank(
+    kinds: tuple[str, ...],
+    micro_batches: tuple[int, ...],
+    batch: int,
+    steps: int,
+    model: dict = PIPELINE_MODEL,
+    seed: int = 0,
+) -> dict:
+    """This rank's stage of the deep encoder, pipelined over the group (one stage per rank) by
+    each schedule and micro-batch count: the first step's loss and gradients (the proof), and
+    for each configuration the median step time, the compute seconds in it, the bytes sent."""
+    rank, world = group_rank_and_size()
+    set_seed(seed)
+    full = deep_encoder(**model)
+    names = {id(p): n for n, p in full.named_parameters()}
+    part = split_stages(full, world)[rank]
+    ids, labels = pipeline_batch(batch, model, seed)
+    records, proofs = [], {}
+    for kind in kinds:
+        for count in micro_batches:
+            if kind == "1f1b" and count < world:
+                continue  # 1F1B's steady state needs a micro-batch in every stage
+            stage = parallelism.TimedStage(part, rank, world, torch.device("cpu"))
+            schedule = pipeline_schedule(stage, kind, count, _mean_cross_entropy)
+            walls, computes, sent = [], [], 0
+            for step in range(steps + 1):
+                part.zero_grad(set_to_none=True)
+                stage.reset()
+                losses: list = []
+                dist.barrier()
+                start = time.perf_counter()
+                if rank == 0:
+                    schedule.step(ids)
+                elif rank == world - 1:
+                    schedule.step(target=labels, losses=losses)
+                else:
+                    schedule.step()
+                wall = time.perf_counter() - start
+                if step == 0 and count == max(micro_batches):
+                    proofs[kind] = {
+                        "losses": [float(x.detach()) for x in losses],
+                        "grads": {names[id(p)]: p.grad.clone() for p in part.parameters()},
+                    }
+                if step:  # the first step also infers shapes and exchanges metadata
+                    walls.append(wall)
+                    computes.append(stage.counters.compute_seconds)
+                    sent = stage.counters.sent_bytes
+            records.append(
+                {
+                    "rank": rank,
+                    "schedule": kind,
+                    "micro_batches": count,
+                    "step_seconds": float(np.median(walls)),
+                    "compute_seconds": float(np.median(computes)),
+                    "sent_bytes": sent,
+                }
+            )
+    return {"records": records, "proofs": proofs}
+
+
+def measure_pipeline(
+    kinds: tuple[str, ...] = ("gpipe", "1f1b"),
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+    batch: int = 256,
+    steps: int = 3,
+    model: dict = PIPELINE_MODEL,
+    stages: int = 2,
+) -> tuple[pd.DataFrame, dict]:
+    """The deep encoder in ``stages`` stages on as many gloo ranks: per schedule and micro-batch
+    count, the measured bubble (1 − compute / step time, mean over the stages) next to
+    (S−1)/(M+S−1), and the bytes sent point to point per step next to the formula. Also
+    returns, per schedule, the proof: the micro-batch losses and every stage's gradients of
+    the first step at the largest micro-batch count."""
+    results = run_local_group(
+        pipeline_on_rank, stages, (kinds, micro_batches, batch, steps, model), timeout_s=TIMEOUT_S
+    )
+    return pipeline_results(results, batch, model)
+
+
+def pipeline_results(results: list[dict], batch: int, model: dict = PIPELINE_MODEL):
+    """The frame and proofs of :func:`measure_pipeline` from every rank's
+    :func:`pipeline_on_rank` result."""
+    stages = len(results)
+    frame = pd.DataFrame([r for result in results for r in result["records"]])
+    frame["idle"] = 1 - frame["compute_seconds"] / frame["step_seconds"]
+    table = frame.groupby(["schedule", "micro_batches"], sort=False).agg(
+        step_ms=("step_seconds", lambda s: 1e3 * s.max()),
+        bubble_measured=("idle", "mean"),
+        sent_bytes=("sent_bytes", "sum"),
+    )
+    table = table.reset_index()
+    table["bubble_formula"] = [bubble_fraction(stages, m) for m in table["micro_batches"]]
+    table["bytes_formula"] = pipeline_p2p_bytes(batch, model["width"], stages)
+    proofs = {
+        kind: {
+            "micro_batches": int(table[table.schedule == kind]["micro_batches"].max()),
+            "losses": results[-1]["proofs"][kind]["losses"],
+            "grads": {k: v for r in results for k, v in r["proofs"][kind]["grads"].items()},
+        }
+        for kind in results[0]["proofs"]
+    }
+    return table, proofs
+
+
+# --------------------------------------------------------------------------------------------
+# ZeRO stage 1
+# --------------------------------------------------------------------------------------------
+
+#: The Transformer encoder of the ZeRO experiment (``TransformerEncoder`` arguments).
+ZERO_MODEL = {"vocab_size": 2_000, "d_model": 64, "n_heads": 4, "n_layers": 2, "max_len": 16}
+
+
+def zero_on_rank(steps: int, global_batch: int, model: dict = ZERO_MODEL, seed: int = 0):
+    """Two Trainers on this rank, same weights and batches, DDP over the group and contrastive
+    with cross-rank negatives: one with plain AdamW, one with ZeRO-1 AdamW
+    (:func:`chapter20.techniques.parallelism.zero_adamw`). After ``steps`` steps: the largest weight
+    difference and each optimizer's state bytes on this rank."""
+    rank, world = group_rank_and_size()
+    config = TrainConfig(optimizer="adamw", lr=1e-2, weight_decay=0.01)
+    set_seed(seed)
+    plain = Trainer(TransformerEncoder(**model, dropout=0.0), config)
+    set_seed(seed)
+    encoder = TransformerEncoder(**model, dropout=0.0)
+    zero = Trainer(encoder, config, optimizer=zero_adamw(encoder, config.lr, weight_decay=0.01))
+    ids = uniform_ids((steps, 2, global_batch, model["max_len"]), model["vocab_size"], seed=seed)
+    mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
+    losses = []
+    for step in range(steps):
+        batch = (ids[step, 0, mine], ids[step, 1, mine])
+        losses.append((plain.step(batch).loss, zero.step(batch).loss))
+    gap = max(
+        float((a - b).detach().abs().max())
+        for a, b in zip(plain.encoder.parameters(), zero.encoder.parameters())
+    )
+    return {
+        "rank": rank,
+        "world": world,
+        "max_weight_diff": gap,
+        "losses": losses,
+        "plain_state_bytes": local_state_bytes(plain.optimizer),
+        "zero_state_bytes": local_state_bytes(zero.optimizer),
+    }
+
+
+def measure_zero(
+    world_sizes: tuple[int, ...] = (2, 3), steps: int = 4, global_batch: int = 24
+) -> pd.DataFrame:
+    """ZeRO-1 vs plain AdamW on each world size: the weights after ``steps`` steps (max |Δ|),
+    and the optimizer state per rank measured, vs the plain state / W and vs the memory
+    planner's ZeRO-1 prediction (``memory.plan(..., zero_stage=1)``)."""
+    records = []
+    with torch.device("meta"):  # the shape without allocating the weights
+        shape = EncoderShape.of(TransformerEncoder(**ZERO_MODEL))
+    for world in world_sizes:
+        predicted = plan(
+            shape, batch=global_batch // world, seq_len=shape.max_len, world_size=world,
+            zero_stage=1,
+        ).components["optimizer_state"]  # fmt: skip
+        for result in run_local_group(
+            zero_on_rank, world, (steps, global_batch), timeout_s=TIMEOUT_S
+        ):
+            records.append(
+                {
+                    "world_size": world,
+                    "rank": result["rank"],
+                    "max_weight_diff": result["max_weight_diff"],
+                    "plain_state_bytes": result["plain_state_bytes"],
+                    "zero_state_bytes": result["zero_state_bytes"],
+                    "plain / W": result["plain_state_bytes"] / world,
+                    "planned_zero1": predicted,
+                }
+            )
+    frame = pd.DataFrame(records)
+    frame["share"] = frame["zero_state_bytes"] / frame["plain_state_bytes"]
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# Overlap and no_sync
+# --------------------------------------------------------------------------------------------
+
+OVERLAP_MODEL = {"vocab_size": 1_000, "width": 512, "depth": 8, "classes": 16}
+
+
+def overlap_on_rank(
+    bucket_caps_mb: tuple[float, ...],
+    batch: int,
+    repeat: int,
+    model: dict = OVERLAP_MODEL,
+    seed: int = 0,
+) -> dict:
+    """Forward + backward of the deep encoder under DDP on this rank, timed in alternation for:
+    each bucket size (overlapped), default buckets with a blocking hook (communication forced
+    in line, nothing overlaps), no_sync (no communication), and the forward alone. Also fits
+    alpha and beta of the all-reduce from two message sizes, and records each variant's
+    buckets."""
+    rank, world = group_rank_and_size()
+    ids, labels = pipeline_batch(batch, model, seed + rank)
+    variants, logs = {}, {}
+
+    def wrapped(cap_mb, blocking=False):
+        set_seed(seed)
+        ddp = nn.parallel.DistributedDataParallel(deep_encoder(**model), bucket_cap_mb=cap_mb)
+        return ddp, log_buckets(ddp, blocking=blocking)
+
+    def step(ddp, sync=True):
+        def run():
+            dist.barrier()
+            ddp.zero_grad(set_to_none=True)
+            with ddp.no_sync() if not sync else contextlib.nullcontext():
+                cross_entropy_per_example(ddp, (ids, labels)).mean().backward()
+
+        return run
+
+    for cap in bucket_caps_mb:
+        ddp, logs[f"buckets of {cap:g} MiB"] = wrapped(cap)
+        variants[f"buckets of {cap:g} MiB"] = step(ddp)
+    ddp, logs["blocking hook"] = wrapped(None, blocking=True)
+    variants["blocking hook"] = step(ddp)
+    quiet, _ = wrapped(None)
+    variants["no_sync (no communication)"] = step(quiet, sync=False)
+
+    def forward_only():
+        dist.barrier()
+        with torch.no_grad():
+            cross_entropy_per_example(quiet, (ids, labels))
+
+    variants["forward only"] = forward_only
+    timing = time_interleaved(variants, warmup=2, repeat=repeat, device="cpu")
+    gradient_bytes = 4 * sum(p.numel() for p in quiet.parameters())
+    small, large = allreduce_times_on_rank((4096, gradient_bytes), repeat=5)
+    steps_ = 2 * (world - 1)
+    beta = max((large - small) / ((gradient_bytes - 4096) * steps_ / world), 1e-15)
+    alpha = max((small - 4096 * steps_ / world * beta) / steps_, 0.0)
+    buckets = {}
+    for name, log in logs.items():  # one more step of each, logged alone
+        log.reset()
+        variants[name]()
+        buckets[name] = list(log.bucket_bytes)
+    return {
+        "rank": rank,
+        "world": world,
+        "seconds": {name: t.median for name, t in timing.items()},
+        "buckets": buckets,
+        "alpha": alpha,
+        "bandwidth": 1 / beta,
+        "gradient_bytes": gradient_bytes,
+    }
+
+
+def measure_overlap(
+    bucket_caps_mb: tuple[float, ...] = (1.0, 4.0, 1000.0), batch: int = 32, repeat: int = 5
+) -> tuple[pd.DataFrame, dict]:
+    """DDP's overlap on 2 gloo ranks: per variant the median step time (slowest rank), its
+    buckets, the share of the communication hidden behind the backward, measured against the
+    step whose communication all comes after the backward (one bucket, the largest cap) as
+    1 − (t − t_no_sync) / (t_one_bucket − t_no_sync), and the alpha-beta model's prediction
+    (:func:`chapter20.techniques.parallelism.predicted_overlap`, alpha and beta fitted here). The
+    blocking hook's row shows what waiting inside the backward costs on top."""
+    results = run_local_group(
+        overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
+    )
+    seconds = {name: max(r["seconds"][name] for r in results) for name in results[0]["seconds"]}
+    first = results[0]
+    quiet = seconds["no_sync (no communication)"]
+    after = seconds[f"buckets of {max(bucket_caps_mb):g} MiB"]
+    backward = quiet - seconds["forward only"]
+    records = []
+    for name, t in seconds.items():
+        row = {"variant": name, "step_ms": 1e3 * t}
+        if name in first["buckets"]:
+            buckets = first["buckets"][name]
+            model = predicted_overlap(buckets, backward, 2, first["alpha"], first["bandwidth"])
+            hidden = 1 - (t - quiet) / (after - quiet) if after > quiet else np.nan
+            row.update(
+                buckets=len(buckets),
+                hidden_measured=hidden,
+                hidden_model=0.0 if name == "blocking hook" else model["hidden_fraction"],
+                comm_model_ms=1e3 * model["comm_seconds"],
+            )
+        records.append(row)
+    fit = {
+        "alpha": first["alpha"],
+        "bandwidth": first["bandwidth"],
+        "gradient_bytes": first["gradient_bytes"],
+        "backward_ms": 1e3 * backward,
+        "comm_after_backward_ms": 1e3 * (after - quiet),
+    }
+    return pd.DataFrame(records), fit
+
+
+def no_sync_on_rank(micro_batches: int, batch: int, model: dict = PIPELINE_MODEL) -> dict:
+    """All-reduces per optimizer step of the composed Trainer (exact accumulation over
+    ``micro_batches``; ``no_sync`` on all but the last), counted by a DDP communication hook,
+    next to the same micro-batches' backward passes without ``no_sync``."""
+    rank, _ = group_rank_and_size()
+    set_seed(0)
+    trainer = Trainer(
+        deep_encoder(**model), TrainConfig(micro_batches=micro_batches),
+        loss=cross_entropy_per_example,
+    )  # fmt: skip
+    log = log_buckets(trainer.model)
+    data = pipeline_batch(batch, model, seed=rank)
+    trainer.step(data)  # the first step also rebuilds DDP's buckets in gradient order
+    log.reset()
+    trainer.step(data)
+    with_no_sync = log.calls
+    log.reset()
+    for micro in zip(*(t.chunk(micro_batches) for t in data)):
+        cross_entropy_per_example(trainer.model, micro).mean().backward()
+    return {"rank": rank, "with_no_sync": with_no_sync, "without_no_sync": log.calls}
+
+
+def count_allreduces(micro_batches: int = 4, batch: int = 32) -> dict:
+    """:func:`no_sync_on_rank` on 2 gloo ranks (rank 0's counts)."""
+    return run_local_group(no_sync_on_rank, 2, (micro_batches, batch), timeout_s=TIMEOUT_S)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Listing L2 corrected: the composed Trainer, cross-rank negatives, learned temperature
+# --------------------------------------------------------------------------------------------
+
+
+def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32) -> dict:
+    """Listing L2's model (embedding + linear projection) trained by the composed Trainer on
+    this rank's share of each global batch: InfoNCE with the keys of every rank as negatives and
+    a learned temperature inside the DDP-wrapped module. Returns the losses, the temperature
+    and a checksum of the weights."""
+    rank, world = group_rank_and_size()
+    set_seed(0)
+    encoder = BagOfEmbeddingsEncoder(vocab, dim)
+    config = TrainConfig(lr=1e-2, learn_temperature=True, temperature=0.1)
+    trainer = Trainer(encoder, config)
+    ids = uniform_ids((steps, 2, global_batch, 12), vocab, seed=1)
+    mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
+    losses = [trainer.step((ids[s, 0, mine], ids[s, 1, mine])).loss for s in range(steps)]
+    checksum = sum(float(p.detach().double().abs().sum()) for p in trainer.module.parameters())
+    wrapped = type(trainer.model).__name__
+    return {"rank": rank, "world": world, "losses": losses, "temperature": trainer.temperature,
+            "checksum": checksum, "wrapped": wrapped}  # fmt: skip
+
+
+def corrected_l2(steps: int = 5, global_batch: int = 32) -> pd.DataFrame:
+    """:func:`l2_on_rank` on one process and on 2 gloo ranks, one row per rank."""
+    rows = [l2_on_rank(steps, global_batch)]
+    rows += run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Fused optimizers; the input pipeline; two nodes on localhost
+# --------------------------------------------------------------------------------------------
+
+#: AdamW implementations timed by :func:`optimizer_step_times`: (label, make_optimizer kind,
+#: extra keyword arguments).
+ADAMW_VARIANTS = (
+    ("for-loop", "adamw", {"foreach": False}),
+    ("foreach", "adamw", {"foreach": True}),
+    ("fused", "adamw_fused", {}),
+    ("8-bit", "adamw8bit", {}),
+)
+
+
+def optimizer_step_times(
+    sizes: tuple[int, ...] = (100_000, 1_000_000), tensors: int = 16, repeat: int = 5
+) -> pd.DataFrame:
+    """Step time of AdamW as a for-loop, foreach (one kernel per operation over all tensors),
+    fused (one kernel per step) and 8-bit, each built by ``make_optimizer``, on ``tensors``
+    parameter tensors of ``size`` elements in all, timed in alternation; the state bytes per
+    parameter beside it, and how far each is from the for-loop after the timed steps."""
+    records = []
+    for size in sizes:
+        optimizers, params = {}, {}
+        for label, kind, extra in ADAMW_VARIANTS:
+            generator = torch.Generator().manual_seed(0)
+            params[label] = [nn.Parameter(torch.randn(size // tensors, generator=generator))
+                             for _ in range(tensors)]  # fmt: skip
+            for p in params[label]:
+                p.grad = torch.randn(p.shape, generator=generator)
+            optimizers[label] = make_optimizer(
+                params[label], kind, 1e-3, **extra
+            )  # warns on fallback
+        timing = time_interleaved({k: o.step for k, o in optimizers.items()}, warmup=1,
+                                  repeat=repeat, device="cpu")  # fmt: skip
+        for label, optimizer in optimizers.items():
+            state = int(optimizer_state_bytes(optimizer)["bytes"].sum())
+            gap = max(
+                float((a - b).detach().abs().max())
+                for a, b in zip(params[label], params["for-loop"])
+            )
+            records.append(
+                {
+                    "parameters": size,
+                    "variant": label,
+                    "class": type(optimizer).__name__ + (" (fused)" if getattr(
+                        optimizer, "defaults", {}).get("fused") else ""),
+                    "step_ms": 1e3 * timing[label].median,
+                    "state_bytes_per_param": state / size,
+                    "max_diff_vs_loop": gap,
+                }
+            )  # fmt: skip
+    frame = pd.DataFrame(records)
+    loop = frame[frame.variant == "for-loop"].set_index("parameters")["step_ms"]
+    frame["speedup_vs_loop"] = frame["parameters"].map(loop) / frame["step_ms"]
+    return frame
+
+
+def _text_pairs(count: int, vocab: int = 10_000):
+    pairs = next_sentence_pairs(wiki_sentences())[:count]
+    vocabulary = word_vocabulary([s for pair in pairs for s in pair], vocab)
+    return pairs, vocabulary
+
+
+def loader_throughput(
+    workers: tuple[int, ...] = (0, 1, 2),
+    pin: tuple[bool, ...] = (False, True),
+    pairs: int = 4_000,
+    batch: int = 64,
+    max_len: int = 32,
+    prefetch_factor: int = 2,
+) -> pd.DataFrame:
+    """Pairs per second of a ``DataLoader`` over real Wikipedia sentence pairs encoded as they
+    are read (:class:`chapter20.techniques.parallelism.TokenizingPairs`), for each ``num_workers``
+    and ``pin_memory``: the start (until the first batch) and the steady rate after it, one pass
+    each. Pinned memory only helps copies to a GPU; without one PyTorch ignores it (warning
+    silenced here)."""
+    text, vocabulary = _text_pairs(pairs)
+    dataset = TokenizingPairs(text, vocabulary, max_len)
+    records = []
+    for count in workers:
+        for pinned in pin:
+            options = {"prefetch_factor": prefetch_factor} if count else {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "pin_memory ... no accelerator is found"
+                loader = torch.utils.data.DataLoader(
+                    dataset, batch_size=batch, num_workers=count, pin_memory=pinned, **options
+                )
+                start = time.perf_counter()
+                iterator = iter(loader)
+                next(iterator)
+                first = time.perf_counter() - start
+                rest = sum(1 for _ in iterator)
+                steady = time.perf_counter() - start - first
+            records.append(
+                {
+                    "num_workers": count,
+                    "pin_memory": pinned,
+                    "start_ms": 1e3 * first,
+                    "pairs_per_s": rest * batch / steady,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 3):
+    """Pairs per second of the DDP demo's training step on one process (its default encoder,
+    the composed Trainer, InfoNCE, AdamW) on random ids: what the input pipeline must keep up
+    with."""
+    set_seed(0)
+    trainer = Trainer(BagOfEmbeddingsEncoder(vocab, dim), TrainConfig(lr=1e-3))
+    ids = uniform_ids((2, batch, 32), vocab, seed=0)
+    timing = time_interleaved({"step": lambda: trainer.step((ids[0], ids[1]))}, warmup=1,
+                              repeat=repeat, device="cpu")  # fmt: skip
+    return batch / timing["step"].median
+
+
+def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
+    """``chapter20/scripts/ddp_demo.py`` (run as a module) launched as two single-process
+    "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
+    listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
+    line and the run's summary dict."""
+    import json
+    import tempfile
+
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
+    summary = os.path.join(workdir, "summary.json")
+    args = ["--steps", str(steps), "--batch-size", "64", "--vocab", "2000", "--dim", "32",
+            "--lr", "0.02", "--warmup", "2", "--no-progress"]  # fmt: skip
+    results = {}
+
+    def node(rank: int) -> None:
+        launch = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
+                  "--master_addr=127.0.0.1", f"--master_port={port}"]  # fmt: skip
+        command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m",
+                   "chapter20.scripts.ddp_demo", *args, "--summary-json", summary]  # fmt: skip
+        results[rank] = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
+                                       timeout=timeout)  # fmt: skip
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for rank, result in results.items():
+        if result.returncode != 0:
+            raise RuntimeError(f"node {rank} failed:\n{result.stderr[-2000:]}")
+    with open(summary, encoding="utf-8") as fh:
+        data = json.load(fh)
+    lines = [line for line in results[0].stdout.splitlines() if line.startswith("done:")]
+    shown = "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=1 --master_addr=127.0.0.1 ..."
+    return {"command": shown, "line": lines[-1] if lines else "", "summary": data}
+
+
+# --------------------------------------------------------------------------------------------
+# Figures and the benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def plot_bubble(table: pd.DataFrame):
+    """Measured idle share of a pipelined step vs micro-batches, with (S−1)/(M+S−1)."""
+    fig, ax = new_figure("Pipeline bubble, 2 stages on 2 gloo ranks", "micro-batches M",
+                         "idle share of the step")  # fmt: skip
+    for kind, part in table.groupby("schedule", sort=False):
+        ax.plot(part["micro_batches"], part["bubble_measured"], "o-", label=f"{kind}, measured")
+    first = table[table.schedule == table.schedule.iloc[0]]
+    ax.plot(first["micro_batches"], first["bubble_formula"], "k:", label="(S-1)/(M+S-1)")
+    ax.set_xscale("log", base=2)
+    ax.legend()
+    return fig
+
+
+def plot_overlap(frame: pd.DataFrame):
+    """Communication hidden behind the backward: measured vs the alpha-beta model."""
+    rows = frame.dropna(subset=["hidden_model"])
+    fig, ax = new_figure("DDP overlap, 2 gloo ranks", "variant", "share of communication hidden")
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, rows["hidden_measured"], 0.4, label="measured")
+    ax.bar(x + 0.2, rows["hidden_model"], 0.4, label="alpha-beta model (free comm engine)")
+    ax.set_xticks(x, rows["variant"], rotation=15, fontsize=8)
+    ax.axhline(0, color="#8C8C8C", linewidth=0.8)
+    ax.legend()
+    return fig
+
+
+def benchmark(
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16),
+    pipeline_batch_size: int = 512,
+    world_sizes: tuple[int, ...] = (2, 3, 4),
+    bucket_caps: tuple[float, ...] = (0.25, 1.0, 4.0, 25.0, 1000.0),
+    optimizer_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000),
+) -> None:
+    """``python -m chapter20 bench parallelism``: the pipeline bubble vs micro-batches, ZeRO-1
+    state per rank on 2–4 ranks, DDP overlap vs bucket size, AdamW step time by implementation,
+    the DataLoader by worker count, and a two-node torchrun launch on localhost."""
+    pd.set_option("display.width", 160)
+    table, _ = measure_pipeline(micro_batches=micro_batches, batch=pipeline_batch_size, steps=5)
+    print("pipeline, 2 stages:\n" + table.round(3).to_string(index=False))
+    zero = measure_zero(world_sizes)
+    print("\nZeRO-1 vs AdamW:\n" + zero.round(4).to_string(index=False))
+    frame, fit = measure_overlap(bucket_caps, repeat=9)
+    print(
+        f"\noverlap (alpha {fit['alpha'] * 1e6:.0f} us, {fit['bandwidth'] / 1e9:.2f} GB/s, "
+        f"gradient {format_bytes(fit['gradient_bytes'])}):"
+    )
+    print(frame.round(3).to_string(index=False))
+    print("\nAdamW step:\n" + optimizer_step_times(optimizer_sizes).round(3).to_string(index=False))
+    print("\nDataLoader:\n" + loader_throughput().round(1).to_string(index=False))
+    nodes = two_node_torchrun()
+    print(f"\ntwo nodes on localhost: {nodes['command']}\n  {nodes['line']}")

@@ -1,0 +1,269 @@
+"""§20.3.2 Memory-efficient optimizers.
+
+Adam and AdamW keep two float32 moments per parameter: 8 bytes of state for every 4-byte
+weight. The chapter's ``MemoryEfficientOptimizer`` (listing L8) picks fused AdamW, SGD with
+Nesterov momentum (one buffer, 4 bytes) or bitsandbytes' 8-bit Adam (two uint8 moments plus one
+float32 scale per block of 256 values: about 2 bytes), and prints when it falls back.
+:func:`make_optimizer` does the same with warnings, on CPU and CUDA, and can keep the state of
+embedding tables in 32 bits inside the same optimizer (bitsandbytes' advice: rare rows get
+rare, large updates that 8-bit state quantises badly). For tables too large for any dense
+state, :func:`sparse_optimizers` updates only the rows a batch touched.
+:func:`optimizer_state_bytes` reports what an optimizer really holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.core.checks import check_positive
+from chapter20.core.device import check_dependency
+
+
+def _check_rates(lr: float, weight_decay: float, momentum: float) -> tuple[float, float, float]:
+    """The learning rate (> 0), weight decay and momentum (>= 0), each a finite number."""
+    return (
+        check_positive("lr", lr),
+        check_positive("weight_decay", weight_decay, zero=True),
+        check_positive("momentum", momentum, zero=True),
+    )
+
+
+__all__ = [
+    "OPTIMIZER_KINDS",
+    "bitsandbytes_available",
+    "make_optimizer",
+    "sparse_optimizers",
+    "MultiOptimizer",
+    "optimizer_state_bytes",
+]
+
+OPTIMIZER_KINDS = (
+    "adamw",
+    "adamw_fused",
+    "sgd_nesterov",
+    "adam8bit",
+    "adamw8bit",
+    "paged_adamw8bit",
+)
+_BNB_CLASSES = {
+    "adam8bit": "Adam8bit",
+    "adamw8bit": "AdamW8bit",
+    "paged_adamw8bit": "PagedAdamW8bit",
+}
+
+
+def bitsandbytes_available() -> bool:
+    """Whether bitsandbytes imports here (its import logs kernel notices; they are silenced)."""
+    return check_dependency("bitsandbytes").ok
+
+
+def _parameters(params) -> list:
+    """Parameters or parameter groups as a list, each group's ``params`` a list too (a
+    generator would be used up by the first reader)."""
+    params = list(params.parameters() if isinstance(params, nn.Module) else params)
+    if not params:
+        raise ValueError("params must hold at least one parameter (or parameter group)")
+    return [{**p, "params": list(p["params"])} if isinstance(p, dict) else p for p in params]
+
+
+def _tensors(params: list) -> list[torch.Tensor]:
+    out = []
+    for item in params:
+        out.extend(item["params"] if isinstance(item, dict) else [item])
+    return out
+
+
+def make_optimizer(
+    params: Iterable | nn.Module,
+    kind: str,
+    lr: float,
+    *,
+    weight_decay: float | None = None,
+    momentum: float = 0.9,
+    state_32bit: Iterable[nn.Module | torch.Tensor] = (),
+    **kwargs,
+) -> torch.optim.Optimizer:
+    """An optimizer of ``kind`` (one of ``OPTIMIZER_KINDS``) for ``params`` (§20.3.2).
+
+    - ``adamw``: ``torch.optim.AdamW``; ``adamw_fused``: with ``fused=True`` where the device
+      supports it, else a warning and the plain one.
+    - ``sgd_nesterov``: SGD with Nesterov ``momentum`` (one buffer per parameter).
+    - ``adam8bit`` / ``adamw8bit`` / ``paged_adamw8bit``: bitsandbytes' 8-bit optimizers (CPU and
+      CUDA). Paged state needs CUDA: elsewhere a warning and ``adamw8bit``. Without a working
+      bitsandbytes: a warning and ``torch.optim.AdamW`` (32-bit state).
+    - ``state_32bit``: modules (e.g. ``nn.Embedding`` tables, whose ``weight`` is meant) or
+      parameters that keep 32-bit state under the 8-bit optimizers, inside the same optimizer.
+
+    ``params`` may be a module, parameters or parameter groups (dicts); groups keep their own
+    options (``lr``, ``weight_decay``, ...). ``weight_decay`` None means the kind's default
+    (0.01, as ``torch.optim.AdamW``; 0 for ``adam8bit``, which like Adam decays only if asked);
+    a value given is always used. The result is one ``torch.optim.Optimizer``: LR schedulers
+    and ``state_dict``/``load_state_dict`` work on it. ``kwargs`` go to the optimizer.
+    ValueError for an unknown kind or a bad ``lr``/``weight_decay``.
+    """
+    if kind not in OPTIMIZER_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(OPTIMIZER_KINDS)}, got {kind!r}")
+    if weight_decay is None:
+        weight_decay = 0.0 if kind == "adam8bit" else 0.01
+    lr, weight_decay, momentum = _check_rates(lr, weight_decay, momentum)
+    params = _parameters(params)
+    state_32bit = list(state_32bit)
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    if kind == "adamw_fused":
+        try:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True, **kwargs)
+        except (RuntimeError, ValueError) as error:
+            warnings.warn(
+                f"fused AdamW is not available here ({error}); using torch.optim.AdamW",
+                stacklevel=2,
+            )
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    if kind == "sgd_nesterov":
+        return torch.optim.SGD(
+            params, lr=lr, momentum=momentum, nesterov=True, weight_decay=weight_decay, **kwargs
+        )
+    return _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs)
+
+
+def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs):
+    if not bitsandbytes_available():
+        warnings.warn(
+            f"bitsandbytes is not usable here ({check_dependency('bitsandbytes').detail}); "
+            f"{kind} falls back to torch.optim.AdamW with 32-bit state",
+            stacklevel=3,
+        )
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
+    bnb = importlib.import_module("bitsandbytes")
+    on_cuda = all(t.device.type == "cuda" for t in _tensors(params))
+    if kind == "paged_adamw8bit" and not on_cuda:
+        warnings.warn(
+            "paged optimizer state needs CUDA (unified memory); using adamw8bit", stacklevel=3
+        )
+        kind = "adamw8bit"
+    optimizer = getattr(bnb.optim, _BNB_CLASSES[kind])(
+        params, lr=lr, weight_decay=weight_decay, **kwargs
+    )
+    # Per-parameter 32-bit state through a manager of this optimizer's own. bitsandbytes'
+    # process-wide GlobalOptimManager would leak the override into every 8-bit optimizer
+    # created later in the process.
+    manager = type(optimizer.mng).__new__(type(optimizer.mng))
+    manager.initialize()
+    optimizer.mng = manager
+    tables = [t.weight if isinstance(t, nn.Module) else t for t in state_32bit]
+    optimized = {id(t) for t in _tensors(params)}
+    for table in tables:
+        if id(table) not in optimized:
+            raise ValueError("state_32bit names a parameter that is not among params")
+        manager.override_config(table, "optim_bits", 32)
+    return optimizer
+
+
+class MultiOptimizer(torch.optim.Optimizer):
+    """Several optimizers stepped as one real ``torch.optim.Optimizer`` (§20.3.2), e.g.
+    SparseAdam for a sparse table + AdamW for the rest.
+
+    Its ``param_groups`` are the inner optimizers' own group dicts, so an LR scheduler that
+    sets ``group["lr"]`` drives every inner optimizer; ``state`` holds every inner state;
+    ``state_dict``/``load_state_dict`` use PyTorch's format (groups in order, inner optimizers
+    in order) and hand each inner optimizer its part back.
+    """
+
+    def __init__(self, *optimizers: torch.optim.Optimizer):
+        if not optimizers:
+            raise ValueError("MultiOptimizer needs at least one optimizer")
+        for optimizer in optimizers:
+            if not isinstance(optimizer, torch.optim.Optimizer):
+                raise TypeError(
+                    f"optimizers must be torch.optim.Optimizer, got {type(optimizer).__name__}"
+                )
+        self.optimizers = optimizers
+        super().__init__([g for o in optimizers for g in o.param_groups], {})
+        self._share_groups()
+        self._gather_state()
+
+    def _share_groups(self) -> None:
+        """Each inner optimizer reads its groups from ours (the same dicts, in order)."""
+        start = 0
+        for optimizer in self.optimizers:
+            count = len(optimizer.param_groups)
+            optimizer.param_groups = self.param_groups[start : start + count]
+            start += count
+
+    def _gather_state(self) -> None:
+        self.state = defaultdict(dict, {p: s for o in self.optimizers for p, s in o.state.items()})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for optimizer in self.optimizers:
+            optimizer.step()
+        self._gather_state()  # inner optimizers create their state lazily, at the first step
+        return loss
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)  # new group dicts and state: hand them back
+        self._share_groups()
+        for optimizer in self.optimizers:
+            mine = [p for group in optimizer.param_groups for p in group["params"]]
+            optimizer.state = defaultdict(dict, {p: self.state[p] for p in mine if p in self.state})
+
+
+def sparse_optimizers(model: nn.Module, lr: float, *, weight_decay: float = 0.0) -> MultiOptimizer:
+    """SparseAdam for the embedding tables built with ``sparse=True`` and AdamW for every other
+    parameter, stepped together (§20.3.2, huge tables). The tables' gradients are sparse (the
+    rows a batch touched, not a dense V×D tensor) and SparseAdam reads and writes only those
+    rows of its moments: a step costs what the batch touched, not the table size. The moments
+    themselves are still allocated for the whole table. ValueError if there is no sparse table."""
+    lr, weight_decay, _ = _check_rates(lr, weight_decay, 0.0)
+    sparse, dense = [], []
+    for module in model.modules():
+        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse:
+            sparse.append(module.weight)
+    sparse_ids = {id(p) for p in sparse}
+    dense = [p for p in model.parameters() if id(p) not in sparse_ids]
+    if not sparse:
+        raise ValueError("model has no nn.Embedding / nn.EmbeddingBag with sparse=True")
+    optimizers = [torch.optim.SparseAdam(sparse, lr=lr)]
+    if dense:
+        optimizers.append(torch.optim.AdamW(dense, lr=lr, weight_decay=weight_decay))
+    return MultiOptimizer(*optimizers)
+
+
+def optimizer_state_bytes(
+    optimizer: torch.optim.Optimizer | MultiOptimizer, named: dict[str, torch.Tensor] | None = None
+) -> pd.DataFrame:
+    """Every tensor an optimizer holds in its state (§20.3.2): one row per (parameter, state
+    key) with shape, dtype and bytes, and ``bytes_per_parameter`` of each parameter's whole
+    state. ``named`` (e.g. ``dict(model.named_parameters())``) labels the parameters."""
+    names = {id(t): n for n, t in (named or {}).items()}
+    records = []
+    for index, parameter in enumerate(p for g in optimizer.param_groups for p in g["params"]):
+        state = optimizer.state.get(parameter, {})
+        label = names.get(id(parameter), f"param {index}")
+        tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+        total = sum(v.numel() * v.element_size() for v in tensors.values())
+        for key, value in tensors.items():
+            records.append(
+                {
+                    "parameter": label,
+                    "numel": parameter.numel(),
+                    "state": key,
+                    "shape": tuple(value.shape),
+                    "dtype": str(value.dtype).removeprefix("torch."),
+                    "bytes": value.numel() * value.element_size(),
+                    "bytes_per_parameter": total / parameter.numel(),
+                }
+            )
+    columns = ["parameter", "numel", "state", "shape", "dtype", "bytes", "bytes_per_parameter"]
+    return pd.DataFrame(records, columns=columns)

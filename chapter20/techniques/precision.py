@@ -1,0 +1,170 @@
+"""§20.2.2 Mixed precision on any device, with the current ``torch.amp`` API.
+
+The chapter's trainer (listing L5) uses ``torch.cuda.amp``, deprecated and CUDA-only. Here:
+
+- :func:`resolve_precision` and :func:`autocast` choose and enter
+  ``torch.amp.autocast(device_type=...)`` in bf16 or fp16 (or plain fp32) on any device. The
+  training step that uses them is ``chapter20.training.trainer.Trainer``
+  (``TrainConfig(precision=...)``): master weights, gradients and optimizer state stay fp32, the
+  loss is scaled with ``torch.amp.GradScaler`` when the dtype is fp16 — on CUDA, and on CPU too —
+  gradients are unscaled before clipping, and a step whose gradients are not finite is skipped and
+  counted, in every precision (bf16 needs no scaler, but an overflow still must not reach the
+  weights).
+- :func:`keep_batchnorm_fp32` is listing L6: a model cast to half precision whose BatchNorm
+  layers stay fp32 (their running statistics lose too much in fp16).
+- :func:`format_limits`, :func:`underflow_report` and :func:`gradient_underflow` show which
+  magnitudes fp16 and bf16 can hold, and how much of a model's gradient would vanish in fp16
+  without loss scaling (claim C08).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.core.checks import check_positive
+from chapter20.core.device import autocast_dtype, get_device
+
+__all__ = [
+    "PRECISIONS",
+    "resolve_precision",
+    "autocast",
+    "keep_batchnorm_fp32",
+    "format_limits",
+    "largest_rounding_to_zero",
+    "underflow_report",
+    "gradient_underflow",
+]
+
+#: Precision names → dtype of the autocast region ("auto": ``device.autocast_dtype``).
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _supports(device: torch.device, dtype: torch.dtype) -> bool:
+    if dtype == torch.float32 or device.type == "cpu":
+        return True  # CPU autocast runs bf16 and fp16 (fp16 slowly, without fast kernels)
+    if device.type == "cuda":
+        return dtype == torch.float16 or torch.cuda.is_bf16_supported()
+    return dtype == torch.float16  # MPS: fp16 everywhere, bf16 only on recent systems
+
+
+def resolve_precision(
+    precision: str | torch.dtype = "auto", device: torch.device | str | None = None
+) -> torch.dtype:
+    """The autocast dtype for ``precision`` ("auto", "fp32", "bf16", "fp16" or a dtype) on
+    ``device`` (§20.2.2). "auto" is ``device.autocast_dtype``: bf16 on CPU and on GPUs that
+    support it, else fp16. ValueError for an unknown name or a dtype the device cannot run."""
+    device = get_device() if device is None else torch.device(device)
+    if precision == "auto":
+        return autocast_dtype(device)
+    if isinstance(precision, torch.dtype):
+        dtype = precision
+        if dtype not in PRECISIONS.values():
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {dtype}")
+    elif precision in PRECISIONS:
+        dtype = PRECISIONS[precision]
+    else:
+        raise ValueError(
+            f"precision must be 'auto', 'fp32', 'bf16' or 'fp16' (or that dtype), got {precision!r}"
+        )
+    if not _supports(device, dtype):
+        raise ValueError(f"precision {precision!r} is not supported on {device} (try 'auto')")
+    return dtype
+
+
+def autocast(precision: str | torch.dtype = "auto", device: torch.device | str | None = None):
+    """``torch.amp.autocast`` for ``precision`` on ``device``; a null context for fp32 (§20.2.2).
+    For evaluation and for code that wants the trainer's precision without the trainer."""
+    device = get_device() if device is None else torch.device(device)
+    dtype = resolve_precision(precision, device)
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.amp.autocast(device_type=device.type, dtype=dtype)
+
+
+def keep_batchnorm_fp32(model: nn.Module) -> nn.Module:
+    """Listing L6: after ``model.half()`` (or ``.to(torch.bfloat16)``), put every BatchNorm layer
+    back in fp32 — its running mean and variance accumulate small updates that half precision
+    rounds away (§20.2.2 gotchas). Returns ``model`` (changed in place)."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.float()
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# What half precision can hold
+# --------------------------------------------------------------------------------------------
+
+
+def format_limits(dtypes: Iterable[torch.dtype] = (torch.float16, torch.bfloat16, torch.float32)):
+    """Per dtype: smallest subnormal, smallest normal, largest value, epsilon, and the largest
+    float32 value that rounds to zero — found by casting, not by formula (§20.2.2, C08)."""
+    records = []
+    for dtype in dtypes:
+        info = torch.finfo(dtype)
+        subnormal = info.smallest_normal * info.eps  # one unit in the last place below normal
+        records.append(
+            {
+                "dtype": str(dtype).removeprefix("torch."),
+                "smallest_subnormal": subnormal,
+                "smallest_normal": info.smallest_normal,
+                "max": info.max,
+                "eps": info.eps,
+                "largest_that_rounds_to_zero": largest_rounding_to_zero(dtype),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def largest_rounding_to_zero(dtype: torch.dtype) -> float:
+    """The largest positive float64 value whose cast to ``dtype`` is 0, by bisection on casts."""
+    low, high = 0.0, 1.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        if torch.tensor(mid, dtype=torch.float64).to(dtype).item() == 0:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def underflow_report(values: torch.Tensor, dtype: torch.dtype = torch.float16) -> dict[str, float]:
+    """Fractions of the non-zero ``values`` that become zero, subnormal (precision lost) or stay
+    normal when cast to ``dtype``; and of those that overflow to infinity."""
+    values = values.detach().flatten().float()
+    values = values[values != 0]
+    if values.numel() == 0:
+        raise ValueError("values must hold at least one non-zero number")
+    cast = values.to(dtype)
+    info = torch.finfo(dtype)
+    zero = cast == 0
+    infinite = torch.isinf(cast)
+    subnormal = ~zero & (cast.abs() < info.smallest_normal)
+    n = values.numel()
+    return {
+        "zero": float(zero.sum()) / n,
+        "subnormal": float(subnormal.sum()) / n,
+        "normal": float((~zero & ~subnormal & ~infinite).sum()) / n,
+        "infinite": float(infinite.sum()) / n,
+    }
+
+
+def gradient_underflow(
+    model: nn.Module, scales: Iterable[float] = (1.0, 2.0**8, 2.0**16), dtype=torch.float16
+) -> pd.DataFrame:
+    """For the fp32 gradients in ``model``: the share that fp16 would flush to zero, leave
+    subnormal, or overflow, if the loss were multiplied by each of ``scales`` (§20.2.2, loss
+    scaling). Call after a backward pass."""
+    scales = [check_positive("scales", scale) for scale in scales]
+    grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        raise ValueError("model has no gradients: run a backward pass first")
+    flat = torch.cat(grads).float()
+    return pd.DataFrame(
+        [{"loss_scale": scale, **underflow_report(flat * scale, dtype)} for scale in scales]
+    )
