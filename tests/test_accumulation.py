@@ -20,7 +20,8 @@ from chapter20.labs.nb02_contrastive import (
 )
 from chapter20.techniques.accumulation import example_weights, num_examples, split_batch
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer
 
 ATOL = 1e-6
 

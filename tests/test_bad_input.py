@@ -29,7 +29,8 @@ import chapter20
 from chapter20 import cost
 from chapter20.core import claims, models
 from chapter20.techniques import contrastive
-from chapter20.techniques import memory_planner as memory
+from chapter20.techniques import memory_model as memory
+from chapter20.training.config import TrainConfig
 
 AWKWARD = {
     "zero": 0,
@@ -69,9 +70,10 @@ def _catalog_config():
 
 
 def _plan():
-    from chapter20.techniques.memory_planner import EncoderShape, plan
+    from chapter20.techniques.memory_model import EncoderShape
+    from chapter20.training.memory_plan import plan
 
-    return plan(EncoderShape(1000), batch=8, seq_len=16)
+    return plan(EncoderShape(1000), TrainConfig(), batch=8, seq_len=16)
 
 
 def _corpus():
@@ -131,7 +133,7 @@ def _capstone_setup():
 
 
 def _run_config(**extra):
-    from chapter20.capstone.run import RunConfig
+    from chapter20.capstone.config import RunConfig
 
     return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
 
@@ -163,7 +165,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "padding_idx": 0,
         "seed": 0,
     },
-    "training.trainer.TrainConfig": lambda: {
+    "training.config.TrainConfig": lambda: {
         "lr": 1e-3,
         "weight_decay": 0.01,
         "warmup_steps": 2,
@@ -174,15 +176,8 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "micro_batches": 1,
         "chunk_size": 2,
         "temperature": 0.05,
-        "checkpointing": "every_k",
-        "checkpointing_k": 2,
-    },
-    "training.trainer.planned_step": lambda: {
-        "shape": memory.EncoderShape(1000),
-        "config": chapter20.training.trainer.TrainConfig(chunk_size=4),
-        "batch": 8,
-        "seq_len": 16,
-        "device": "cpu",
+        "activation_checkpointing": "every_k",
+        "activation_checkpointing_k": 2,
     },
     "training.trainer.TrainedModule": lambda: {"encoder": _linear(), "learned_temperature": 0.05},
     "techniques.activation_checkpointing.segment_size": lambda: {
@@ -333,11 +328,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "core.measure.format_difference": lambda: {"max_abs_diff": 1e-7, "tolerance": 1e-6},
     "core.measure.time_fn": lambda: {"fn": lambda: None, "warmup": 1, "repeat": 2},
     "core.measure.time_interleaved": lambda: {"fns": {"a": lambda: None}, "warmup": 1, "repeat": 2},
-    "techniques.memory_planner.training_state_bytes": lambda: {
+    "techniques.memory_model.training_state_bytes": lambda: {
         "num_parameters": 1000,
         "num_tensors": 2,
     },
-    "techniques.memory_planner.EncoderShape": lambda: {
+    "techniques.memory_model.EncoderShape": lambda: {
         "vocab_size": 1000,
         "d_model": 64,
         "n_heads": 4,
@@ -346,23 +341,23 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "max_len": 32,
         "output_dim": 16,
     },
-    "techniques.memory_planner.optimizer_state_bytes_predicted": lambda: {
+    "techniques.memory_model.optimizer_state_bytes_predicted": lambda: {
         "parameter_sizes": [10, 20],
         "optimizer": "adamw",
     },
-    "techniques.memory_planner.plan": lambda: {
+    "training.memory_plan.plan": lambda: {
         "model": memory.EncoderShape(1000),
+        "config": TrainConfig(
+            activation_checkpointing="every_k", activation_checkpointing_k=1, micro_batches=2
+        ),
         "batch": 8,
         "seq_len": 16,
-        "checkpointing": "every_k",
-        "k": 1,
-        "micro_batches": 2,
         "world_size": 2,
         "zero_stage": 1,
         "towers": 2,
         "gpu_bytes": 8e9,
     },
-    "techniques.memory_planner.parallelism_advice": lambda: {
+    "training.memory_plan.parallelism_advice": lambda: {
         "memory_plan": _plan(),
         "gpu_bytes": 8e9,
     },
@@ -480,16 +475,16 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "checkpoint_seconds": 30.0,
         "mtbf_seconds": 3600.0,
     },
-    "training.loop.SpotConfig": lambda: {
+    "training.spot_run.SpotConfig": lambda: {
         "checkpoint_dir": _tmp(),
         "steps": 10,
-        "global_batch": 8,
+        "batch": 8,
         "vocab": 100,
         "dim": 8,
-        "lr": 0.01,
-        "warmup": 2,
         "token_dropout": 0.1,
         "seed": 0,
+    },
+    "training.loop.LoopConfig": lambda: {
         "checkpoint_every": 5,
         "checkpoint_seconds": 60.0,
         "keep_last": 2,
@@ -497,6 +492,14 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "chaos_seed": 0,
         "step_delay": 0.0,
         "stop_after": 5,
+    },
+    "training.ddp_run.DemoConfig": lambda: {
+        "steps": 4,
+        "batch": 8,
+        "base_batch": 8,
+        "vocab": 100,
+        "dim": 8,
+        "seed": 0,
     },
     "training.resume_stress.run_uninterrupted": lambda: {
         "args": [],
@@ -522,18 +525,18 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "timeout": 60.0,
     },
     "core.device.deterministic_mode": lambda: {"threads": 1},
-    "training.loop.launch_spot_demo": lambda: {
+    "training.spot_run.launch_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
         "timeout": 60.0,
     },
-    "training.loop.start_spot_demo": lambda: {
+    "training.spot_run.start_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
     },
-    "training.loop.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
+    "training.spot_run.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
     "vocab.vocabulary.bpe_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
@@ -628,20 +631,17 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "eval_every": 1, "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]),
     },
     "capstone.recipe.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
-    "techniques.memory_planner.BagShape": lambda: {"vocab_size": 100, "dim": 8},
-    "capstone.run.RunConfig": lambda: {
-        "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "lr": 1e-3,
-        "base_batch": 8, "warmup": 0, "temperature": 0.2, "chunk_size": 4, "eval_every": 2,
-        "eval_pairs": 10, "checkpoint_every": 2, "checkpoint_seconds": 60.0, "keep_last": 2,
-        "chaos_kills": 0, "chaos_seed": 0, "step_delay": 0.0, "stop_after": 2,
-        "plan_gpu_gb": 80.0,
+    "techniques.memory_model.BagShape": lambda: {"vocab_size": 100, "dim": 8},
+    "capstone.config.RunConfig": lambda: {
+        "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "base_batch": 8,
+        "eval_every": 2, "eval_pairs": 10, "plan_gpu_gb": 80.0,
     },
-    "capstone.run.cost_projection": lambda: {"gpus": 8},
-    "capstone.run.memory_plan": lambda: {
+    "capstone.report.cost_projection": lambda: {"gpus": 8},
+    "capstone.report.memory_plan": lambda: {
         "config": _run_config(), "model": models.WeightedBagEncoder(50, 8), "world_size": 2,
     },
-    "capstone.run.plan_lines": lambda: {
-        "memory": _plan(), "projection": __import__("chapter20.capstone.run",
+    "capstone.report.plan_lines": lambda: {
+        "memory": _plan(), "projection": __import__("chapter20.capstone.report",
         fromlist=["x"]).cost_projection(), "gpu_gb": 80.0,
     },
     "capstone.evaluation.baseline_scores": lambda: {"seeds": (0,)},
@@ -702,11 +702,7 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.recipe.EncoderRecipe.seed",
             "capstone.recipe.EncoderRecipe.word_dropout",
             "capstone.recipe.train_encoder.steps",
-            "capstone.run.RunConfig.seed",
-            "capstone.run.RunConfig.warmup",
-            "capstone.run.RunConfig.chaos_kills",
-            "capstone.run.RunConfig.chaos_seed",
-            "capstone.run.RunConfig.step_delay",
+            "capstone.config.RunConfig.seed",
             "capstone.evaluation.baseline_scores.seeds",
             "capstone.evaluation.heldout_sentence_pairs.seed",
             "capstone.evaluation.lee_baseline.seed",
@@ -720,7 +716,7 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.activation_checkpointing.predicted_activation_bytes.layer_bytes",
             "core.corpora.pair_data.seed",
             "techniques.distributed.warmup_schedule.warmup_steps",
-            "techniques.memory_planner.optimizer_state_bytes_predicted.state_32bit",
+            "techniques.memory_model.optimizer_state_bytes_predicted.state_32bit",
             "techniques.sharding.ShardedBagEncoder.padding_idx",
             "techniques.sharding.ShardedBagEncoder.seed",
             "training.resume_stress.run_killed.kills",
@@ -729,8 +725,8 @@ ACCEPTS: dict[str, set[str]] = {
             "training.resume_stress.stress_resume.kills",
             "training.resume_stress.stress_resume.seed",
             "training.resume_stress.stress_resume.startup_share",
-            "training.trainer.TrainConfig.weight_decay",
-            "training.trainer.TrainConfig.warmup_steps",
+            "training.config.TrainConfig.weight_decay",
+            "training.config.TrainConfig.warmup_steps",
             "techniques.activation_checkpointing.predicted_activation_bytes.boundary_bytes",
             "techniques.activation_checkpointing.predicted_activation_bytes.selective_layer_bytes",
             "techniques.activation_checkpointing.predicted_activation_bytes.other_bytes",
@@ -762,12 +758,12 @@ ACCEPTS: dict[str, set[str]] = {
             "core.measure.format_bytes.n",
             "core.measure.format_difference.max_abs_diff",
             "core.measure.format_difference.tolerance",
-            "techniques.memory_planner.optimizer_state_bytes_predicted.parameter_sizes",
+            "techniques.memory_model.optimizer_state_bytes_predicted.parameter_sizes",
             "core.measure.time_fn.warmup",
             "core.measure.time_interleaved.warmup",
-            "techniques.memory_planner.plan.zero_stage",
-            "techniques.memory_planner.training_state_bytes.num_parameters",
-            "techniques.memory_planner.training_state_bytes.num_tensors",
+            "training.memory_plan.plan.zero_stage",
+            "techniques.memory_model.training_state_bytes.num_parameters",
+            "techniques.memory_model.training_state_bytes.num_tensors",
             "core.models.AttentionBlock.dropout",
             "core.models.FeedForwardBlock.dropout",
             "core.models.TransformerBlock.dropout",
@@ -798,13 +794,14 @@ ACCEPTS: dict[str, set[str]] = {
             "cost.preemption.simulate_wall_time.checkpoint_seconds",
             "cost.preemption.simulate_wall_time.restart_seconds",
             "cost.preemption.simulate_wall_time.seed",
-            "training.loop.SpotConfig.token_dropout",
-            "training.loop.SpotConfig.seed",
-            "training.loop.SpotConfig.chaos_kills",
-            "training.loop.SpotConfig.chaos_seed",
-            "training.loop.SpotConfig.step_delay",
-            "training.loop.launch_spot_demo.max_restarts",
-            "training.loop.start_spot_demo.max_restarts",
+            "training.spot_run.SpotConfig.token_dropout",
+            "training.spot_run.SpotConfig.seed",
+            "training.loop.LoopConfig.chaos_kills",
+            "training.loop.LoopConfig.chaos_seed",
+            "training.loop.LoopConfig.step_delay",
+            "training.ddp_run.DemoConfig.seed",
+            "training.spot_run.launch_spot_demo.max_restarts",
+            "training.spot_run.start_spot_demo.max_restarts",
             "vocab.vocabulary.bpe_table.min_frequency",
             "vocab.vocabulary.pca_compress.seed",
             "vocab.vocabulary.pca_compress.niter",
@@ -844,7 +841,7 @@ OUT_OF_SCOPE = {
     "word2vec.skipgram.WordVectors": "a result record that train_word2vec returns",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
-    "the numbers it reads come from a checked SpotConfig or RunConfig",
+    "the numbers it reads come from a checked LoopConfig",
     "techniques.parallelism.zero_adamw": "needs a process group (without one: RuntimeError); "
     "it checks lr and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
 }

@@ -16,25 +16,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from chapter20.capstone.run import (
-    RunConfig,
-    config_from_args,
-    cost_projection,
-    memory_plan,
-    parse_args,
-    run_capstone,
-)
+from chapter20.capstone.config import CAPSTONE_TRAINING, RunConfig
+from chapter20.capstone.report import cost_projection, memory_plan
+from chapter20.capstone.run import run_capstone
+from chapter20.cli.train import parse_args
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.core.paths import repo_root
 from chapter20.training.encoder_file import load_encoder
-from chapter20.training.loop import read_progress
+from chapter20.training.loop import LoopConfig, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED
 
 # Small enough for seconds: 8 steps of 32 documents, a 32-wide table, checkpoints every 2 steps.
-TINY = dict(dim=32, steps=8, batch=32, eval_every=4, eval_pairs=100, checkpoint_every=2,
-            warmup=2, progress=False)  # fmt: skip
-TINY_ARGS = ["--dim", "32", "--steps", "8", "--batch-size", "32", "--eval-every", "4",
-             "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup", "2",
+TINY = dict(dim=32, steps=8, batch=32, eval_every=4, eval_pairs=100, progress=False,
+            training=replace(CAPSTONE_TRAINING, warmup_steps=2),
+            loop=LoopConfig(checkpoint_every=2))  # fmt: skip
+TINY_ARGS = ["--dim", "32", "--steps", "8", "--batch", "32", "--eval-every", "4",
+             "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup-steps", "2",
              "--no-progress", "--no-baselines"]  # fmt: skip
 
 
@@ -80,9 +77,10 @@ def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(cle
 
 
 def test_a_stopped_launch_resumes_to_the_clean_fingerprint(clean, tmp_path):
-    config = RunConfig(output_dir=str(tmp_path), stop_after=3, **TINY)
-    assert run_capstone(config, log=lambda *_: None) == {"stopped_at": 3, "resumed_from": 0}
-    resumed = run_capstone(replace(config, stop_after=None), log=lambda *_: None)
+    config = RunConfig(output_dir=str(tmp_path), **TINY)
+    stopped = replace(config, loop=replace(config.loop, stop_after=3))
+    assert run_capstone(stopped, log=lambda *_: None) == {"stopped_at": 3, "resumed_from": 0}
+    resumed = run_capstone(config, log=lambda *_: None)
     assert resumed["resumed_from"] == 2
     assert resumed["fingerprint"] == clean[0]["fingerprint"]
     assert [e["step"] for e in resumed["evaluations"]] == [4, 8]
@@ -92,8 +90,9 @@ def test_the_plan_follows_the_techniques(tmp_path):
     model = WeightedBagEncoder(1000, 32)
     base = RunConfig(output_dir=str(tmp_path), dim=32, batch=64)
     plain = memory_plan(base, model)
-    cached = memory_plan(replace(base, chunk_size=8), model)
-    recomputed = memory_plan(replace(base, checkpointing="every_layer"), model)
+    cached = memory_plan(replace(base, training=replace(base.training, chunk_size=8)), model)
+    policy = replace(base.training, activation_checkpointing="every_layer")
+    recomputed = memory_plan(replace(base, training=policy), model)
     assert cached.components["activations"] < plain.components["activations"]
     assert recomputed.components["activations"] < plain.components["activations"]
     sharded = memory_plan(replace(base, sharded_table=True), model, world_size=2)
@@ -116,8 +115,8 @@ def test_the_cost_projection_fits_the_planned_step_and_spot_is_cheaper():
         ("model", "lstm", "model"),
         ("sharded_table", True, "sharded_table"),  # with the Transformer
         ("lr_scaling", "sqrt", "lr_scaling"),
-        ("checkpoint_every", None, "checkpoint_every"),
-        ("optimizer", "adam9", "optimizer"),
+        ("training", {"optimizer": "adam9"}, "training"),
+        ("loop", None, "loop"),
     ],
 )
 def test_bad_run_settings_are_refused(tmp_path, field, value, message):
@@ -127,11 +126,13 @@ def test_bad_run_settings_are_refused(tmp_path, field, value, message):
 
 
 def test_linear_lr_scaling_and_every_k_checkpointing_reach_the_train_config(tmp_path):
-    config = RunConfig(output_dir=str(tmp_path), batch=1024, base_batch=512, lr=1e-3,
-                       checkpointing="every_2", model="transformer")  # fmt: skip
+    training = replace(CAPSTONE_TRAINING, lr=1e-3, activation_checkpointing="every_k",
+                       activation_checkpointing_k=2)  # fmt: skip
+    config = RunConfig(output_dir=str(tmp_path), batch=1024, base_batch=512, training=training,
+                       model="transformer")  # fmt: skip
     train = config.train_config()
-    assert train.lr == pytest.approx(2e-3) and train.warmup_steps == config.warmup
-    assert (train.checkpointing, train.checkpointing_k) == ("every_k", 2)
+    assert train.lr == pytest.approx(2e-3) and train.warmup_steps == training.warmup_steps
+    assert (train.activation_checkpointing, train.activation_checkpointing_k) == ("every_k", 2)
     assert replace(config, lr_scaling="none").train_config().lr == pytest.approx(1e-3)
 
 
@@ -145,9 +146,9 @@ def _launch(args: list[str], **kwargs) -> subprocess.Popen:
 
 @pytest.mark.slow  # the resumable loop's kill and SIGTERM paths are proven in test_spot
 def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, tmp_path):
-    """Launch 1 SIGKILLs itself (--chaos 1); launch 2 gets SIGTERM mid-run, checkpoints and
+    """Launch 1 SIGKILLs itself (--chaos-kills 1); launch 2 gets SIGTERM mid-run, checkpoints and
     exits 143; the last launch (in this process) finishes: bitwise the uninterrupted run."""
-    args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--chaos", "1", "--step-delay", "0.2"]
+    args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--chaos-kills", "1", "--step-delay", "0.2"]
     first = _launch(args)
     output = first.communicate(timeout=300)[0]
     assert first.returncode == -signal.SIGKILL, output
@@ -159,7 +160,7 @@ def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, t
     second.send_signal(signal.SIGTERM)
     output = second.communicate(timeout=120)[0]
     assert second.returncode == EXIT_PREEMPTED, output
-    config = config_from_args(parse_args(args))
+    config, _ = parse_args(args)
     last = run_capstone(config, log=lambda *_: None)
     assert last["resumed_from"] > 0
     assert last["fingerprint"] == clean[0]["fingerprint"]
@@ -172,7 +173,7 @@ def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_pa
     from chapter20.techniques.distributed import free_port
 
     args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--sharded-table", "--chunk-size", "8",
-            "--chaos", "1"]  # fmt: skip
+            "--chaos-kills", "1"]  # fmt: skip
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                "--max-restarts=1", "--rdzv-backend=c10d",
                f"--rdzv-endpoint=localhost:{free_port()}",
@@ -187,14 +188,29 @@ def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_pa
 
 
 def test_the_command_line_maps_every_flag(tmp_path):
-    args = parse_args([*TINY_ARGS, "--output-dir", str(tmp_path), "--precision", "bf16",
-                       "--no-cross-rank-negatives", "--optimizer", "adamw8bit", "--chunk-size",
-                       "4", "--checkpointing", "every_layer", "--lr-scaling", "none",
-                       "--sharded-table", "--no-state-32bit-tables"])  # fmt: skip
-    config = config_from_args(args)
-    assert (config.precision, config.cross_rank_negatives, config.optimizer) == (
+    config, args = parse_args([*TINY_ARGS, "--output-dir", str(tmp_path), "--precision", "bf16",
+                               "--no-cross-rank-negatives", "--optimizer", "adamw8bit",
+                               "--chunk-size", "4", "--activation-checkpointing", "every_layer",
+                               "--lr-scaling", "none", "--sharded-table",
+                               "--no-state-32bit-tables", "--chaos-kills", "2"])  # fmt: skip
+    training = config.training
+    assert (training.precision, training.cross_rank_negatives, training.optimizer) == (
         "bf16", False, "adamw8bit")  # fmt: skip
-    assert (config.chunk_size, config.checkpointing, config.lr_scaling) == (
+    assert (training.chunk_size, training.activation_checkpointing, config.lr_scaling) == (
         4, "every_layer", "none")  # fmt: skip
-    assert config.sharded_table and not config.state_32bit_tables and not args.baselines
+    assert config.sharded_table and not training.state_32bit_tables and not args.baselines
     assert (config.steps, config.batch, config.output_dir) == (8, 32, str(tmp_path))
+    assert (config.loop.checkpoint_every, config.loop.chaos_kills) == (2, 2)
+    assert (training.temperature, training.symmetric) == (0.2, True)  # the recipe's defaults
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["--steps", "0"], "steps must be"), (["--precision", "fp8"], "invalid choice"),
+     (["--activation-checkpointing", "every_k"], "activation_checkpointing_k")],
+)  # fmt: skip
+def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and message in err[-1] and "Traceback" not in "".join(err)

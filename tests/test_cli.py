@@ -29,17 +29,17 @@ def test_env_reports_ok(capsys):
 def test_train_passes_its_flags_to_the_training_script(capsys, monkeypatch):
     """``chapter20 train --output-dir ... --steps ...``: the flags reach scripts/train.py's
     parser (argparse alone would refuse them as unknown options of ``chapter20``)."""
-    import chapter20.capstone.run as capstone_run
+    import chapter20.cli.train as train
 
     seen = []
-    monkeypatch.setattr(capstone_run, "main", seen.append)
+    monkeypatch.setattr(train, "main", seen.append)
     assert main(["train", "--output-dir", "runs/x", "--steps", "3", "--dim", "16"]) == 0
     assert seen == [["--output-dir", "runs/x", "--steps", "3", "--dim", "16"]]
     monkeypatch.undo()
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--help"])
     assert exit_.value.code == 0 and "--output-dir" in capsys.readouterr().out
-    config = capstone_run.config_from_args(capstone_run.parse_args(seen[0]))
+    config, _ = train.parse_args(seen[0])
     assert (config.output_dir, config.steps, config.dim) == ("runs/x", 3, 16)
 
 

@@ -18,7 +18,7 @@ SCRIPT = "chapter20/scripts/ddp_demo.py"
 ARGS = [
     "--steps",
     "6",
-    "--batch-size",
+    "--batch",
     "64",
     "--vocab",
     "2000",
@@ -26,7 +26,7 @@ ARGS = [
     "32",
     "--lr",
     "0.02",
-    "--warmup",
+    "--warmup-steps",
     "2",
     "--no-progress",
 ]
@@ -105,10 +105,20 @@ def test_a_global_batch_that_does_not_split_is_refused():
     from types import SimpleNamespace
 
     from chapter20.scripts import ddp_demo
+    from chapter20.training.ddp_run import run_ddp_demo
 
-    args = ddp_demo.parse_args([*ARGS, "--batch-size", "63"])
-    with pytest.raises(SystemExit, match="must be a multiple of the world size 2"):
-        ddp_demo.train(args, SimpleNamespace(world_size=2, rank=0))
+    config = ddp_demo.parse_args([*ARGS, "--batch", "63"])
+    with pytest.raises(ValueError, match="must be a multiple of the world size 2"):
+        run_ddp_demo(config, SimpleNamespace(world_size=2, rank=0))
+
+
+def test_the_demo_refuses_a_bad_flag_in_one_line(capsys):
+    from chapter20.scripts import ddp_demo
+
+    with pytest.raises(SystemExit) as exit_:
+        ddp_demo.parse_args(["--steps", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err == ["ddp_demo.py: error: steps must be an int >= 1, got 0"]
 
 
 SBATCH = "chapter20/scripts/ddp_demo.sbatch"
@@ -172,9 +182,9 @@ def test_sbatch_template_runs_the_capstone_under_slurm(tmp_path):
     reason = _slurm_missing()
     if reason:
         pytest.skip(reason)
-    tiny = ["--dim", "32", "--steps", "6", "--batch-size", "32", "--eval-every", "3",
-            "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup", "2", "--no-progress",
-            "--no-baselines"]  # fmt: skip
+    tiny = ["--dim", "32", "--steps", "6", "--batch", "32", "--eval-every", "3",
+            "--eval-pairs", "100", "--checkpoint-every", "2", "--warmup-steps", "2",
+            "--no-progress", "--no-baselines"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     plain = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
              "--rdzv-backend=c10d", f"--rdzv-endpoint=localhost:{free_port()}",

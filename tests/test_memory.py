@@ -1,4 +1,5 @@
-"""Tests for chapter20.techniques.memory_planner: predicted bytes of parameters, gradients and
+"""Tests for chapter20.techniques.memory_model and chapter20.training.memory_plan: predicted bytes
+of parameters, gradients and
 optimizer state."""
 
 import pytest
@@ -6,11 +7,12 @@ import torch
 from torch import nn
 
 from chapter20.core.measure import gradients_of, tensor_bytes
-from chapter20.techniques.memory_planner import (
+from chapter20.techniques.memory_model import (
     OPTIMIZER_STATE_ELEMENTS,
     EncoderShape,
     training_state_bytes,
 )
+from chapter20.training.config import TrainConfig
 
 
 def test_adam_float32_is_16_bytes_per_parameter_plus_step_counters():
@@ -100,7 +102,7 @@ def test_bad_arguments(args, kwargs, error, name):
 
 def test_encoder_shape_counts_parameters_exactly():
     from chapter20.core.models import TransformerEncoder, count_parameters
-    from chapter20.techniques.memory_planner import EncoderShape
+    from chapter20.techniques.memory_model import EncoderShape
 
     for kwargs in (
         dict(vocab_size=1000, d_model=64, n_heads=4, n_layers=3, max_len=64),
@@ -118,9 +120,9 @@ def planned_vs_measured():
     import warnings
 
     from chapter20.labs.nb05_optimizers import plan_vs_measured
-    from chapter20.techniques.memory_planner import EncoderShape
+    from chapter20.techniques.memory_model import EncoderShape
 
-    def config(layers, precision="fp32", checkpointing="none", vocab=2000, batch=16, seq_len=64):
+    def config(layers, precision="fp32", policy="none", vocab=2000, batch=16, seq_len=64):
         shape = EncoderShape(vocab, 64, 4, layers, max_len=64)
         return dict(
             shape=shape,
@@ -128,13 +130,13 @@ def planned_vs_measured():
             seq_len=seq_len,
             precision=precision,
             optimizer="adamw",
-            checkpointing=checkpointing,
+            activation_checkpointing=policy,
         )
 
     configs = [
         config(4),
         config(4, precision="bf16"),
-        config(8, checkpointing="every_layer"),
+        config(8, policy="every_layer"),
         config(2, vocab=50_000, batch=8, seq_len=32),  # an embedding-table-heavy model
     ]
     with warnings.catch_warnings():
@@ -149,33 +151,47 @@ def test_plan_is_within_15_percent_of_the_measured_peak(planned_vs_measured):
 
 
 def test_plan_zero_stages_shard_state_then_gradients_then_parameters():
-    from chapter20.techniques.memory_planner import EncoderShape, plan
+    from chapter20.techniques.memory_model import EncoderShape
+    from chapter20.training.memory_plan import plan
 
     shape = EncoderShape(10_000, 128, 4, 4)
-    base = plan(shape, batch=8, seq_len=32).components
+    base = plan(shape, TrainConfig(), batch=8, seq_len=32).components
     for stage, sharded in (
         (1, {"optimizer_state"}),
         (2, {"optimizer_state", "gradients"}),
         (3, {"optimizer_state", "gradients", "parameters"}),
     ):
-        got = plan(shape, batch=8, seq_len=32, world_size=4, zero_stage=stage).components
+        got = plan(
+            shape, TrainConfig(), batch=8, seq_len=32, world_size=4, zero_stage=stage
+        ).components
         for name in ("parameters", "gradients", "optimizer_state"):
             expected = base[name] // 4 if name in sharded else base[name]
             assert got[name] == expected, (stage, name)
 
 
 def test_plan_predicts_4x_less_state_for_8bit_and_fits():
-    from chapter20.techniques.memory_planner import EncoderShape, parallelism_advice, plan
+    from chapter20.techniques.memory_model import EncoderShape
+    from chapter20.training.memory_plan import parallelism_advice, plan
 
     shape = EncoderShape(100_000_000, 128, 4, 2)  # a 100M-row table
-    adam = plan(shape, batch=64, seq_len=32, gpu_bytes=80e9)
-    eight = plan(shape, batch=64, seq_len=32, optimizer="adamw8bit", gpu_bytes=80e9)
+    adam = plan(shape, TrainConfig(), batch=64, seq_len=32, gpu_bytes=80e9)
+    eight = plan(
+        shape,
+        TrainConfig(optimizer="adamw8bit", state_32bit_tables=False),
+        batch=64,
+        seq_len=32,
+        gpu_bytes=80e9,
+    )
     ratio = adam.components["optimizer_state"] / eight.components["optimizer_state"]
     assert 3.8 < ratio < 4.0
     assert adam.fits is False
     assert any("shard its rows" in line for line in parallelism_advice(adam, 80e9))
-    small = plan(EncoderShape(1000, 64, 4, 2), batch=8, seq_len=16, gpu_bytes=80e9)
+    small = plan(EncoderShape(1000, 64, 4, 2), TrainConfig(), batch=8, seq_len=16, gpu_bytes=80e9)
     assert small.fits and parallelism_advice(small, 80e9)[0].startswith("fits on one device")
+
+
+#: Arguments of plan() itself; the others belong to its TrainConfig.
+PLAN_ARGUMENTS = ("batch", "seq_len", "zero_stage")
 
 
 @pytest.mark.parametrize(
@@ -186,20 +202,22 @@ def test_plan_predicts_4x_less_state_for_8bit_and_fits():
         ({"zero_stage": 4}, "zero_stage"),
         ({"seq_len": 1000}, "seq_len must be <= max_len"),
         ({"batch": 0}, "batch"),
-        ({"checkpointing": "all"}, "policy must be one of"),
+        ({"activation_checkpointing": "all"}, "activation_checkpointing must be one of"),
     ],
 )
 def test_plan_rejects_bad_arguments(kwargs, match):
-    from chapter20.techniques.memory_planner import EncoderShape, plan
+    from chapter20.techniques.memory_model import EncoderShape
+    from chapter20.training.memory_plan import plan
 
-    arguments = {"batch": 8, "seq_len": 16, **kwargs}
+    sizes = {"batch": 8, "seq_len": 16, **{k: v for k, v in kwargs.items() if k in PLAN_ARGUMENTS}}
     with pytest.raises(ValueError, match=match):
-        plan(EncoderShape(100, 16, 2, 1), **arguments)
+        config = TrainConfig(**{k: v for k, v in kwargs.items() if k not in PLAN_ARGUMENTS})
+        plan(EncoderShape(100, 16, 2, 1), config, **sizes)
 
 
 def test_bag_shape_counts_the_trained_parameters_exactly():
     from chapter20.core.models import WeightedBagEncoder
-    from chapter20.techniques.memory_planner import BagShape
+    from chapter20.techniques.memory_model import BagShape
 
     for learn in (True, False):
         model = WeightedBagEncoder(700, 24, learn_weights=learn)
@@ -214,7 +232,7 @@ def test_bag_shape_counts_the_trained_parameters_exactly():
     "options",
     [
         {},
-        {"checkpointing": "every_layer"},
+        {"activation_checkpointing": "every_layer"},
         {"chunk_size": 16},
         {"optimizer": "adamw8bit", "state_32bit_tables": False},
     ],
@@ -226,8 +244,10 @@ def test_bag_plan_is_within_10_percent_of_the_measured_peak(options):
     import warnings
 
     from chapter20.core.models import WeightedBagEncoder
-    from chapter20.techniques.memory_planner import BagShape, plan
-    from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
+    from chapter20.techniques.memory_model import BagShape
+    from chapter20.training.config import TrainConfig
+    from chapter20.training.memory_plan import plan
+    from chapter20.training.trainer import Trainer, step_peak_memory
 
     torch.manual_seed(0)
     ids = torch.randint(1, 3000, (2, 64, 32))
@@ -237,28 +257,23 @@ def test_bag_plan_is_within_10_percent_of_the_measured_peak(options):
         warnings.simplefilter("ignore")  # bitsandbytes' notices about optional CPU kernels
         trainer = Trainer(WeightedBagEncoder(3000, 32), config)
         measured = step_peak_memory(trainer, (ids[0], ids[1])).peak_bytes
-    planned = plan(
-        BagShape(3000, 32),
-        batch=64,
-        seq_len=32,
-        optimizer=config.optimizer,
-        checkpointing=config.checkpointing,
-        chunk_size=config.chunk_size,
-        table_state_32bit=config.state_32bit_tables and "8bit" in config.optimizer,
-    )
+    planned = plan(BagShape(3000, 32), config, batch=64, seq_len=32)
     assert 0.9 < planned.peak_bytes / measured < 1.1, (planned.settings["peak_phase"], measured)
 
 
 def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
-    from chapter20.techniques.memory_planner import BagShape, EncoderShape, plan
+    from chapter20.techniques.memory_model import BagShape, EncoderShape
+    from chapter20.training.memory_plan import plan
 
-    whole = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4)
-    sharded = plan(BagShape(10_000, 64), batch=8, seq_len=16, world_size=4, sharded_table=True)
+    whole = plan(BagShape(10_000, 64), TrainConfig(), batch=8, seq_len=16, world_size=4)
+    sharded = plan(
+        BagShape(10_000, 64), TrainConfig(), batch=8, seq_len=16, world_size=4, sharded_table=True
+    )
     for name in ("parameters", "gradients"):
         table = 4 * 10_000 * 64
         assert whole.components[name] - sharded.components[name] == table - table // 4
     with pytest.raises(ValueError, match="BagShape only"):
-        plan(EncoderShape(100, 16, 2, 1), batch=2, seq_len=8, sharded_table=True)
+        plan(EncoderShape(100, 16, 2, 1), TrainConfig(), batch=2, seq_len=8, sharded_table=True)
 
 
 def test_a_shape_builds_the_encoder_it_describes():

@@ -21,7 +21,8 @@ from chapter20.techniques.precision import (
     resolve_precision,
     underflow_report,
 )
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer
 
 CPU_PRECISIONS = ["fp32", "bf16", "fp16"]
 

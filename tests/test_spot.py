@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -38,14 +39,16 @@ from chapter20.labs.nb07_spot import (
 )
 from chapter20.techniques.distributed import run_local_group
 from chapter20.training.checkpoints import SAVE_PHASES, CheckpointManager
-from chapter20.training.loop import (
-    SpotConfig,
-    launch_spot_demo,
-    read_progress,
-    run_spot_training,
-)
+from chapter20.training.config import TrainConfig
+from chapter20.training.loop import LoopConfig, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED, CheckpointSchedule, PreemptionHandler
 from chapter20.training.sampler import ResumableBatchSampler
+from chapter20.training.spot_run import (
+    SPOT_TRAINING,
+    SpotConfig,
+    launch_spot_demo,
+    run_spot_training,
+)
 from chapter20.training.state import (
     capture_state,
     parameter_fingerprint,
@@ -53,7 +56,7 @@ from chapter20.training.state import (
     rng_state,
     set_rng_state,
 )
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.trainer import Trainer
 
 # --- the interval model ---------------------------------------------------------------------
 
@@ -495,31 +498,33 @@ def test_preemption_handler_catches_sigterm_and_restores_the_old_handler(tmp_pat
 
 # --- the training run: resume == uninterrupted ----------------------------------------------
 
-FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
-DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
+DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch", "32"]
 # The composed step: bf16, gradient caching, a learned temperature, bitsandbytes state.
-COMPOSED = {
-    "precision": "bf16",
-    "chunk_size": 4,
-    "learn_temperature": True,
-    "optimizer": "adamw8bit",
-}
+COMPOSED = replace(
+    SPOT_TRAINING, precision="bf16", chunk_size=4, learn_temperature=True, optimizer="adamw8bit"
+)
 COMPOSED_DEMO = ["--precision", "bf16", "--chunk-size", "4", "--learn-temperature"]
 COMPOSED_DEMO += ["--optimizer", "adamw8bit"]
+
+
+def _fast(directory, *, steps: int = 24, training=SPOT_TRAINING, **loop) -> SpotConfig:
+    """24 steps of 32 pairs, checkpoints every 3 steps (``loop``: other LoopConfig fields)."""
+    loop = LoopConfig(**{"checkpoint_every": 3, **loop})
+    return SpotConfig(str(directory), steps=steps, batch=32, training=training, loop=loop)
 
 
 @pytest.fixture(scope="module")
 def single_reference(tmp_path_factory) -> str:
     """The fingerprint of an uninterrupted single-process run (in this process)."""
-    return run_spot_training(SpotConfig(str(tmp_path_factory.mktemp("ref")), **FAST))["fingerprint"]
+    return run_spot_training(_fast(tmp_path_factory.mktemp("ref")))["fingerprint"]
 
 
 def _two_rank_story(directory: str) -> dict:
     """On each of 2 gloo ranks: an uninterrupted run; a run stopped after step 10 (as if
     killed: the last checkpoint is step 9) and its resume; and sampler slices."""
-    reference = run_spot_training(SpotConfig(f"{directory}/a", **FAST, **COMPOSED))
-    run_spot_training(SpotConfig(f"{directory}/b", stop_after=10, **FAST, **COMPOSED))
-    resumed = run_spot_training(SpotConfig(f"{directory}/b", **FAST, **COMPOSED))
+    reference = run_spot_training(_fast(f"{directory}/a", training=COMPOSED))
+    run_spot_training(_fast(f"{directory}/b", training=COMPOSED, stop_after=10))
+    resumed = run_spot_training(_fast(f"{directory}/b", training=COMPOSED))
     sampler = ResumableBatchSampler(30, 6, seed=1)
     slices = [sampler.next_batch().tolist() for _ in range(7)]
     return {"reference": reference, "resumed": resumed, "slices": slices}
@@ -533,7 +538,7 @@ def two_ranks(tmp_path_factory) -> list[dict]:
 def test_notice_file_saves_and_exits_with_the_documented_code(tmp_path):
     notice = tmp_path / "notice"
     notice.touch()
-    config = SpotConfig(str(tmp_path / "ckpt"), notice_file=str(notice), **FAST)
+    config = _fast(tmp_path / "ckpt", notice_file=str(notice))
     with pytest.raises(SystemExit) as exit_info:
         run_spot_training(config)
     assert exit_info.value.code == EXIT_PREEMPTED == 143
@@ -542,9 +547,9 @@ def test_notice_file_saves_and_exits_with_the_documented_code(tmp_path):
 
 
 def test_resume_equals_uninterrupted_single_process(tmp_path, single_reference):
-    stopped = run_spot_training(SpotConfig(str(tmp_path), stop_after=7, **FAST))
+    stopped = run_spot_training(_fast(tmp_path, stop_after=7))
     assert stopped["stopped_at"] == 7  # killed after step 7: the last checkpoint is step 6
-    resumed = run_spot_training(SpotConfig(str(tmp_path), **FAST))
+    resumed = run_spot_training(_fast(tmp_path))
     assert resumed["resumed_from"] == 6
     assert resumed["fingerprint"] == single_reference
 
@@ -565,7 +570,7 @@ def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
     """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group: the
     composed trainer ends with the parameters of the uninterrupted 2-rank run (one thread per
     rank in both)."""
-    chaos_args = [*DEMO, *COMPOSED_DEMO, "--checkpoint-dir", str(tmp_path), "--chaos", "3"]
+    chaos_args = [*DEMO, *COMPOSED_DEMO, "--checkpoint-dir", str(tmp_path), "--chaos-kills", "3"]
     chaotic = launch_spot_demo(chaos_args, nproc=2, max_restarts=4)
     assert _fingerprint(chaotic) == two_ranks[0]["reference"]["fingerprint"]
     kills = json.loads((tmp_path / "chaos.json").read_text())["kills"]
@@ -575,7 +580,7 @@ def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
 
 @pytest.mark.slow  # the torchrun-restart test and notebook 07 cover resuming after a kill
 def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
-    script = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--chaos", "1"]
+    script = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--chaos-kills", "1"]
     script += ["--checkpoint-dir", str(tmp_path)]
     codes = []
     for _ in range(4):
@@ -614,9 +619,9 @@ def test_resume_equals_uninterrupted_on_cuda(tmp_path):
     """The CUDA RNG state is saved and restored too (token dropout stays on the CPU RNG, but a
     CUDA run must resume bit for bit all the same)."""
     cuda = torch.device("cuda")
-    reference = run_spot_training(SpotConfig(str(tmp_path / "a"), **FAST), cuda)
-    run_spot_training(SpotConfig(str(tmp_path / "b"), stop_after=7, **FAST), cuda)
-    resumed = run_spot_training(SpotConfig(str(tmp_path / "b"), **FAST), cuda)
+    reference = run_spot_training(_fast(tmp_path / "a"), cuda)
+    run_spot_training(_fast(tmp_path / "b", stop_after=7), cuda)
+    resumed = run_spot_training(_fast(tmp_path / "b"), cuda)
     assert resumed["fingerprint"] == reference["fingerprint"]
     assert "cuda" in CheckpointManager(tmp_path / "b").load_latest()["rng"][0]
 
@@ -633,9 +638,9 @@ def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path
 
     monkeypatch.setattr(Trainer, "step", spy)
     threads = torch.get_num_threads()
-    run_spot_training(SpotConfig(str(tmp_path / "a"), **{**FAST, "steps": 3}))
+    run_spot_training(_fast(tmp_path / "a", steps=3))
     assert seen == [(1, True)] * 3
     assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
     seen.clear()
-    run_spot_training(SpotConfig(str(tmp_path / "b"), deterministic=False, **{**FAST, "steps": 3}))
+    run_spot_training(_fast(tmp_path / "b", steps=3, deterministic=False))
     assert seen == [(threads, False)] * 3

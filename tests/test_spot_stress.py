@@ -13,16 +13,19 @@ import random
 
 import pytest
 
-from chapter20.training.loop import SpotConfig, run_spot_training
+from chapter20.training.loop import LoopConfig
 from chapter20.training.resume_stress import run_killed, stress_resume
+from chapter20.training.spot_run import SpotConfig, run_spot_training
 
-FAST = {"steps": 24, "checkpoint_every": 3, "global_batch": 32}
-DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch-size", "32"]
+FAST = {"steps": 24, "batch": 32}
+DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch", "32"]
 
 
 @pytest.mark.slow  # test_spot SIGKILLs each phase of a save; notebook 07 kills ranks in torchrun
 def test_killed_from_outside_equals_uninterrupted(tmp_path):
-    reference = run_spot_training(SpotConfig(str(tmp_path / "reference"), **FAST))
+    reference = run_spot_training(
+        SpotConfig(str(tmp_path / "reference"), **FAST, loop=LoopConfig(checkpoint_every=3))
+    )
     # One kill, a random fraction of a step after a random step was logged: mid-step or
     # mid-save (the script also aims kills at start-up); the seed makes the draw repeatable.
     killed = run_killed(

@@ -23,9 +23,10 @@ from chapter20.labs.common import train_on_pairs
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.sharding import ShardedBagEncoder
 from chapter20.training.checkpoints import CheckpointManager
+from chapter20.training.config import TrainConfig
 from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.state import parameter_fingerprint
-from chapter20.training.trainer import StepResult, TrainConfig, Trainer
+from chapter20.training.trainer import StepResult, Trainer
 
 ATOL = 1e-5
 VOCAB, DIM, GLOBAL_BATCH, STEPS = 37, 8, 13, 3  # 37 rows, 13 pairs: uneven on 2 and 3 ranks
@@ -96,9 +97,9 @@ def _mse(model: nn.Module, batch) -> torch.Tensor:
         (dict(chunk_size=4, micro_batches=2), ValueError, "not both"),
         (dict(temperature=-0.1), ValueError, "temperature"),
         (dict(learn_temperature=1), TypeError, "learn_temperature must be True or False"),
-        (dict(checkpointing="always"), ValueError, "checkpointing must be one of"),
-        (dict(checkpointing="every_k"), ValueError, "checkpointing_k"),
-        (dict(checkpointing_k=2), ValueError, "checkpointing_k"),
+        (dict(activation_checkpointing="always"), ValueError, "checkpointing must be one of"),
+        (dict(activation_checkpointing="every_k"), ValueError, "activation_checkpointing_k"),
+        (dict(activation_checkpointing_k=2), ValueError, "activation_checkpointing_k"),
     ],
 )
 def test_every_field_is_checked_with_a_message_naming_it(kwargs, error, match):
@@ -176,7 +177,9 @@ def test_checkpointing_with_gradient_caching_and_dropout_equals_caching_alone():
     model, batch = _transformer(dropout=0.2), _pairs()
     plain = _first_step_grads(model, TrainConfig(chunk_size=5), batch)
     for policy, k in (("every_layer", None), ("every_k", 2), ("sqrt", None), ("selective", None)):
-        config = TrainConfig(chunk_size=5, checkpointing=policy, checkpointing_k=k)
+        config = TrainConfig(
+            chunk_size=5, activation_checkpointing=policy, activation_checkpointing_k=k
+        )
         assert _max_diff(_first_step_grads(model, config, batch), plain) == 0, policy
 
 

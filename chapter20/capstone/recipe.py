@@ -39,8 +39,9 @@ from chapter20.capstone.views import (
 from chapter20.core.checks import check_int, check_optional_int, check_real
 from chapter20.core.device import set_seed
 from chapter20.core.models import TransformerEncoder, WeightedBagEncoder
+from chapter20.training.config import TrainConfig
 from chapter20.training.encoder_file import TextEncoder, save_encoder
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.trainer import Trainer
 from chapter20.vocab.tokenizers import TOKENIZERS, build_tokenizer
 
 __all__ = [
@@ -229,7 +230,7 @@ def evaluate_encoder(encode: Callable, retrieval: tuple[list[str], list[str]] | 
 def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> TrainConfig:
     """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
     ``temperature``, AdamW at ``lr`` without weight decay, constant rate; ``techniques`` are
-    further ``chapter20.training.trainer.TrainConfig`` fields (precision, chunk_size, ...)."""
+    further ``chapter20.training.config.TrainConfig`` fields (precision, chunk_size, ...)."""
     lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
     return TrainConfig(**{"optimizer": "adamw", "lr": lr, "weight_decay": 0.0,
                           "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip

@@ -296,7 +296,7 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
 
 
 def cmd_train(options: list[str]) -> int:
-    from chapter20.capstone.run import main as train_main
+    from chapter20.cli.train import main as train_main
 
     train_main(options)
     return 0

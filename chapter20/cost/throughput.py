@@ -14,7 +14,8 @@ from chapter20.core.device import get_device, set_seed
 from chapter20.core.measure import time_fn
 from chapter20.core.models import TransformerEncoder
 from chapter20.cost.model import EMBEDDING_WORKLOAD, Workload
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer
 
 __all__ = ["measure_throughput"]
 

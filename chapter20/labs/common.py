@@ -18,7 +18,8 @@ from chapter20.core.corpora import PairData, shuffled_batches
 from chapter20.core.device import set_seed
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.techniques.contrastive import recall_at_k
-from chapter20.training.trainer import StepResult, TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import StepResult, Trainer
 
 __all__ = ["HeldoutRun", "heldout_run", "train_on_pairs"]
 

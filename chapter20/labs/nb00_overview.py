@@ -21,7 +21,7 @@ from chapter20.core.measure import CATEGORIES, MemoryReport, peak_memory
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.core.plotting import new_panels, stacked_memory_bars
 from chapter20.techniques.contrastive import info_nce
-from chapter20.techniques.memory_planner import training_state_bytes
+from chapter20.techniques.memory_model import training_state_bytes
 
 STATIC = ("parameters", "gradients", "optimizer_state")
 

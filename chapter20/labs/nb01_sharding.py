@@ -20,7 +20,7 @@ from chapter20.core.corpora import uniform_ids, zipf_ids
 from chapter20.core.measure import format_bytes, time_fn, time_interleaved
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
-from chapter20.techniques.memory_planner import training_state_bytes
+from chapter20.techniques.memory_model import training_state_bytes
 from chapter20.techniques.sharding import (
     INPUT_MODES,
     PARTITIONS,

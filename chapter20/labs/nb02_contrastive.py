@@ -30,7 +30,8 @@ from chapter20.techniques.contrastive import (
     info_nce,
 )
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer
 
 __all__ = [
     "max_grad_diff",

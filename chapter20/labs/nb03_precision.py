@@ -23,7 +23,8 @@ from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_
 from chapter20.labs.common import heldout_run
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.precision import PRECISIONS, format_limits, resolve_precision
-from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
     "available_precisions",

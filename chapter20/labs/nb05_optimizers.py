@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import pandas as pd
 import torch
@@ -12,9 +13,11 @@ from chapter20.core.corpora import PairData
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.plotting import new_figure
 from chapter20.labs.common import heldout_run
-from chapter20.techniques.memory_planner import EncoderShape, plan
+from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
-from chapter20.training.trainer import TrainConfig, Trainer, step_peak_memory
+from chapter20.training.config import TrainConfig
+from chapter20.training.memory_plan import plan
+from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
     "STATE_KINDS",
@@ -114,30 +117,31 @@ CHECKLIST = (
 ACCUMULATION_ASIDE = ("apart: bf16 + accumulation (4 micro-batches)", "bf16", 4, "none", "adamw")
 
 
-def measure_step(
-    shape: EncoderShape,
-    *,
-    batch: int,
-    seq_len: int,
-    precision: str,
-    micro_batches: int,
-    checkpointing: str,
-    optimizer: str,
-):
-    """Peak memory (by component) of one training step of ``batch`` pairs in ``micro_batches``
-    (accumulation: the activations of one micro-batch; naive for InfoNCE, see notebook 02)."""
-    config = TrainConfig(
+def checklist_config(
+    precision: str, optimizer: str, policy: str = "none", micro_batches: int = 1
+) -> TrainConfig:
+    """The composed step's settings of one row of the checklist (§20.3): 8-bit state for every
+    tensor (the chapter's optimizer step), activation checkpointing ``policy``."""
+    return TrainConfig(
         precision=precision,
-        checkpointing=checkpointing,
         optimizer=optimizer,
+        activation_checkpointing=policy,
+        micro_batches=micro_batches,
         lr=1e-4,
         state_32bit_tables=False,
     )
-    trainer = _quiet_trainer(shape.build(seed=0), config)
+
+
+def measure_step(shape: EncoderShape, config: TrainConfig, *, batch: int, seq_len: int):
+    """Peak memory (by component) of one training step of ``batch`` pairs in
+    ``config.micro_batches`` (accumulation: the activations of one micro-batch are measured;
+    naive for InfoNCE, see notebook 02)."""
+    micro = config.micro_batches
+    trainer = _quiet_trainer(shape.build(seed=0), replace(config, micro_batches=1))
     ids = torch.randint(
         1,
         shape.vocab_size,
-        (2, batch // micro_batches, seq_len),
+        (2, batch // micro, seq_len),
         generator=torch.Generator().manual_seed(0),
     )
     return step_peak_memory(trainer, tuple(ids))
@@ -150,24 +154,9 @@ def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_
     shape = shape or EncoderShape(8_000, d_model=128, n_heads=4, n_layers=6, max_len=64)
     records = []
     for label, precision, micro, policy, kind in (*CHECKLIST, ACCUMULATION_ASIDE):
-        report = measure_step(
-            shape,
-            batch=batch,
-            seq_len=seq_len,
-            precision=precision,
-            micro_batches=micro,
-            checkpointing=policy,
-            optimizer=kind,
-        )
-        planned = plan(
-            shape,
-            batch=batch,
-            seq_len=seq_len,
-            precision=precision,
-            optimizer=kind,
-            checkpointing=policy,
-            micro_batches=micro,
-        )
+        config = checklist_config(precision, kind, policy, micro)
+        report = measure_step(shape, config, batch=batch, seq_len=seq_len)
+        planned = plan(shape, config, batch=batch, seq_len=seq_len)
         records.append(
             {
                 "step": label,
@@ -184,18 +173,23 @@ def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_
 
 
 def plan_vs_measured(configs: list[dict]) -> pd.DataFrame:
-    """``memory.plan`` next to the measured peak for each config (keys: shape, batch, seq_len,
-    precision, optimizer, checkpointing)."""
+    """``memory_plan.plan`` next to the measured peak for each config (keys: shape, batch,
+    seq_len, precision, optimizer, activation_checkpointing)."""
     records = []
-    for config in configs:
-        settings = {k: v for k, v in config.items() if k != "shape"}
-        report = measure_step(config["shape"], micro_batches=1, **settings)
-        planned = plan(config["shape"], **settings)
+    for entry in configs:
+        settings = {k: v for k, v in entry.items() if k not in ("shape", "batch", "seq_len")}
+        config = checklist_config(
+            settings["precision"], settings["optimizer"], settings["activation_checkpointing"]
+        )
+        sizes = {"batch": entry["batch"], "seq_len": entry["seq_len"]}
+        report = measure_step(entry["shape"], config, **sizes)
+        planned = plan(entry["shape"], config, **sizes)
         records.append(
             {
+                **sizes,
                 **settings,
-                "vocab": config["shape"].vocab_size,
-                "layers": config["shape"].n_layers,
+                "vocab": entry["shape"].vocab_size,
+                "layers": entry["shape"].n_layers,
                 "measured": report.peak_bytes,
                 "planned": planned.peak_bytes,
                 "phase": planned.settings["peak_phase"],

@@ -31,15 +31,15 @@ from chapter20.training.checkpoints import (
     CheckpointDirectoryBusyError,
     CheckpointManager,
 )
-from chapter20.training.loop import (
+from chapter20.training.loop import LoopConfig, read_progress
+from chapter20.training.resume_stress import demo_fingerprint
+from chapter20.training.sampler import ResumableBatchSampler
+from chapter20.training.spot_run import (
     SpotConfig,
-    read_progress,
     run_spot_training,
     start_spot_demo,
     wait_for_spot_demos,
 )
-from chapter20.training.resume_stress import demo_fingerprint
-from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.state import capture_state, restore_state
 
 __all__ = [
@@ -78,7 +78,7 @@ def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: 
     (each rank's arithmetic is deterministic). Returns both fingerprints and both runs' progress
     records (launch, step, wall time, kills)."""
     directory = Path(directory)
-    chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos", str(kills)]
+    chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos-kills", str(kills)]
     clean_args = [*args, "--checkpoint-dir", str(directory / "clean")]
     results = wait_for_spot_demos(
         {
@@ -168,10 +168,8 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
             for deterministic in (True, False):
-                config = SpotConfig(
-                    f"{tmp}/{i}-{deterministic}",
-                    **{**run, "checkpoint_every": steps, "deterministic": deterministic},
-                )
+                loop = LoopConfig(checkpoint_every=steps, deterministic=deterministic)
+                config = SpotConfig(f"{tmp}/{i}-{deterministic}", **run, loop=loop)
                 start = time.perf_counter()
                 prints[deterministic] = run_spot_training(config)["fingerprint"]
                 times[deterministic].append(time.perf_counter() - start)

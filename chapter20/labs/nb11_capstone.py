@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from chapter20.capstone.config import CAPSTONE_TRAINING, RunConfig
 from chapter20.capstone.evaluation import (
     LEE_INTER_RATER,
     baseline_scores,
@@ -28,11 +29,13 @@ from chapter20.capstone.evaluation import (
     summarize_seeds,
 )
 from chapter20.capstone.recipe import EncoderRecipe, build_encoder, recipe_study, train_encoder
-from chapter20.capstone.run import RunConfig, memory_plan, run_capstone
+from chapter20.capstone.report import memory_plan
+from chapter20.capstone.run import run_capstone
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.training.loop import LoopConfig
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 #: The recipe study as measured once (see data/README.md for when and how).
@@ -222,26 +225,33 @@ def benchmark(steps: int = 120, batch: int = 256, out: str = "") -> None:
         print(f"written: {out}")
 
 
-#: The ablation (§20.6): the composed run's techniques, and each one switched off in turn —
-#: variant → the ``RunConfig`` fields that differ from :func:`_composed`. Gradient caching off
-#: means the batch that fits without it: the chunk's size (fewer in-batch negatives).
+#  The ablation (§20.6): the composed run's techniques, and each one switched off in turn —  variant
+# → the ``TrainConfig`` fields (or the batch) that differ from :func:`_composed`. Gradient caching
+# off  means the batch that fits without it: the chunk's size (fewer in-batch negatives).
 ABLATION: dict[str, dict] = {
     "all techniques": {},
     "fp32 (no bf16)": {"precision": "fp32"},
     "no gradient caching (small batch)": {"chunk_size": None, "batch": None},
     "32-bit optimizer state (no 8-bit)": {"optimizer": "adamw"},
-    "no activation checkpointing": {"checkpointing": "none"},
+    "no activation checkpointing": {"activation_checkpointing": "none"},
 }
 
 
+#: The composed run's step: bf16, 8-bit AdamW, every layer recomputed (gradient caching's chunk
+#: is the ablation's argument), no warm-up.
+COMPOSED_TRAINING = replace(
+    CAPSTONE_TRAINING, precision="bf16", optimizer="adamw8bit",
+    activation_checkpointing="every_layer", warmup_steps=0,
+)  # fmt: skip
+
+
 def _composed(batch: int, chunk: int, dim: int, seed: int, changes: dict) -> RunConfig:
-    fields = {"precision": "bf16", "chunk_size": chunk, "optimizer": "adamw8bit",
-              "checkpointing": "every_layer", "batch": batch}  # fmt: skip
-    fields.update(changes)
-    if fields["batch"] is None:  # what fits without caching: one chunk's rows
-        fields["batch"] = chunk
-    return RunConfig(output_dir="-", dim=dim, seed=seed, base_batch=batch, lr_scaling="none",
-                     warmup=0, **fields)  # fmt: skip
+    """The composed run with ``changes`` (``TrainConfig`` fields, or ``batch``)."""
+    training = replace(COMPOSED_TRAINING, chunk_size=chunk,
+                       **{k: v for k, v in changes.items() if k != "batch"})  # fmt: skip
+    batch = changes.get("batch", batch) or chunk  # None: what fits without caching, one chunk
+    return RunConfig(output_dir="-", dim=dim, seed=seed, batch=batch, base_batch=batch,
+                     lr_scaling="none", training=training)  # fmt: skip
 
 
 def ablation(
@@ -253,7 +263,7 @@ def ablation(
     ``chapter20.training.trainer.Trainer`` (``chapter20.capstone.recipe.train_encoder``). One row
     per variant: Lee Pearson and held-out recall@1 after training, mean step time (seconds of the
     training steps / steps), one step's peak memory measured (``step_peak_memory``) and planned
-    (``chapter20.techniques.memory_planner.plan``). Batches are ``batch`` documents, or ``chunk``
+    (``chapter20.training.memory_plan.plan``). Batches are ``batch`` documents, or ``chunk``
     when gradient caching is off. One process: cross-rank negatives need 2 ranks
     (:func:`ablation_benchmark`)."""
     setup = build_encoder(EncoderRecipe(dim=dim, seed=seed))
@@ -304,7 +314,7 @@ def cross_rank_ablation(
             config = replace(
                 _composed(batch, chunk, dim, seed, {"cross_rank_negatives": cross}),
                 output_dir=f"{tmp}/{cross}", steps=steps, eval_every=None,
-                checkpoint_every=steps, progress=False,
+                loop=LoopConfig(checkpoint_every=steps), progress=False,
             )  # fmt: skip
             summary = run_local_group(_rank_of_a_run, ranks, (config,), timeout_s=900)[0]
             final, measured = summary["final"], summary["measured_peak_bytes"]

@@ -18,8 +18,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from chapter20.core.device import get_device
 from chapter20.core.measure import format_bytes, time_interleaved
-from chapter20.techniques.memory_planner import EncoderShape
-from chapter20.training.trainer import TrainConfig, Trainer, planned_step, step_peak_memory
+from chapter20.techniques.memory_model import EncoderShape
+from chapter20.training.config import TrainConfig
+from chapter20.training.memory_plan import plan
+from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
     "BENCH_SHAPE",
@@ -39,7 +41,7 @@ COMPOSED = TrainConfig(
     lr=1e-4,
     precision="bf16",
     chunk_size=16,
-    checkpointing="every_layer",
+    activation_checkpointing="every_layer",
     state_32bit_tables=True,
 )
 
@@ -61,7 +63,7 @@ TECHNIQUES = {
     "plain fp32 AdamW": {},
     "bf16 alone": {"precision": "bf16"},
     "gradient caching alone": {"chunk_size": COMPOSED.chunk_size},
-    "checkpointing alone": {"checkpointing": COMPOSED.checkpointing},
+    "checkpointing alone": {"activation_checkpointing": COMPOSED.activation_checkpointing},
     "8-bit (32-bit table) alone": {"optimizer": COMPOSED.optimizer},
     "composed": COMPOSED.__dict__,
 }
@@ -86,7 +88,7 @@ def composed_vs_plain(
     records = []
     for name, config in configs.items():
         report = step_peak_memory(_trainer(shape, config, device), pairs, device)
-        planned = planned_step(shape, config, batch=batch, seq_len=seq_len, device=device)
+        planned = plan(shape, config, batch=batch, seq_len=seq_len, device=device)
         records.append(
             {
                 "step": name,
@@ -154,7 +156,8 @@ def benchmark() -> None:
     )
     print(
         f"composed = {COMPOSED.precision} + gradient caching (chunks of {COMPOSED.chunk_size}) + "
-        f"{COMPOSED.checkpointing} checkpointing + {COMPOSED.optimizer} with a 32-bit table"
+        f"{COMPOSED.activation_checkpointing} checkpointing + {COMPOSED.optimizer} "
+        "with a 32-bit table"
     )
     print(f"memory: {frame['measured_by'].iloc[0]}")
     for row in frame.itertuples():

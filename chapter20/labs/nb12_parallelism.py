@@ -34,7 +34,7 @@ from chapter20.techniques.distributed import (
     group_rank_and_size,
     run_local_group,
 )
-from chapter20.techniques.memory_planner import EncoderShape, plan
+from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
 from chapter20.techniques.parallelism import (
     TokenizingPairs,
@@ -48,7 +48,9 @@ from chapter20.techniques.parallelism import (
     split_stages,
     zero_adamw,
 )
-from chapter20.training.trainer import TrainConfig, Trainer
+from chapter20.training.config import TrainConfig
+from chapter20.training.memory_plan import plan
+from chapter20.training.trainer import Trainer
 
 __all__ = [
     "PIPELINE_MODEL",
@@ -263,14 +265,14 @@ def measure_zero(
 ) -> pd.DataFrame:
     """ZeRO-1 vs plain AdamW on each world size: the weights after ``steps`` steps (max |Δ|),
     and the optimizer state per rank measured, vs the plain state / W and vs the memory
-    planner's ZeRO-1 prediction (``memory.plan(..., zero_stage=1)``)."""
+    planner's ZeRO-1 prediction (``memory_plan.plan(..., zero_stage=1)``)."""
     records = []
     with torch.device("meta"):  # the shape without allocating the weights
         shape = EncoderShape.of(TransformerEncoder(**ZERO_MODEL))
     for world in world_sizes:
         predicted = plan(
-            shape, batch=global_batch // world, seq_len=shape.max_len, world_size=world,
-            zero_stage=1,
+            shape, TrainConfig(), batch=global_batch // world, seq_len=shape.max_len,
+            world_size=world, zero_stage=1,
         ).components["optimizer_state"]  # fmt: skip
         for result in run_local_group(
             zero_on_rank, world, (steps, global_batch), timeout_s=TIMEOUT_S
@@ -591,8 +593,8 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
     summary = os.path.join(workdir, "summary.json")
-    args = ["--steps", str(steps), "--batch-size", "64", "--vocab", "2000", "--dim", "32",
-            "--lr", "0.02", "--warmup", "2", "--no-progress"]  # fmt: skip
+    args = ["--steps", str(steps), "--batch", "64", "--vocab", "2000", "--dim", "32",
+            "--lr", "0.02", "--warmup-steps", "2", "--no-progress"]  # fmt: skip
     results = {}
 
     def node(rank: int) -> None:

@@ -45,6 +45,7 @@ from chapter20.core.device import dist_backend, get_device
 from chapter20.core.paths import atomic_torch_save
 
 __all__ = [
+    "COMPRESSIONS",
     "ring_allreduce_seconds",
     "allreduce_times_on_rank",
     "group_rank_and_size",
@@ -565,6 +566,8 @@ class CompressionStats:
 
 
 _COMPRESSIONS = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+#: Gradient all-reduce compressions of :func:`compress_gradients`.
+COMPRESSIONS = tuple(_COMPRESSIONS)
 
 
 def compress_gradients(model: nn.parallel.DistributedDataParallel, kind: str = "fp16"):

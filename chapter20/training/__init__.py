@@ -11,8 +11,9 @@ The names readers use most are importable from here::
     from chapter20.training import TrainConfig, Trainer, load_encoder
 """
 
+from chapter20.training.config import TrainConfig
 from chapter20.training.encoder_file import TextEncoder, load_encoder, save_encoder
-from chapter20.training.trainer import StepResult, TrainConfig, TrainedModule, Trainer
+from chapter20.training.trainer import StepResult, TrainedModule, Trainer
 
 __all__ = [
     "StepResult",

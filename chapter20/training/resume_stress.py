@@ -12,7 +12,7 @@ the comparison the way a user (or a cluster) would meet the failure:
    until it finishes;
 
 alternating, ``repetitions`` times, and counts the final fingerprints: they must all be equal.
-The demo's self-inflicted ``--chaos`` kills land only between steps; these land anywhere.
+The demo's self-inflicted ``--chaos-kills`` kills land only between steps; these land anywhere.
 ``scripts/spot_stress.py`` is the command line; ``tests/test_spot_stress.py`` runs a short one.
 """
 

@@ -49,117 +49,28 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.core.checks import check_int, check_optional_positive, check_positive
+from chapter20.core.checks import check_positive
 from chapter20.core.measure import peak_memory
 from chapter20.techniques.accumulation import num_examples, split_batch
-from chapter20.techniques.activation_checkpointing import POLICIES, apply_checkpointing
+from chapter20.techniques.activation_checkpointing import apply_checkpointing
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
     grad_cache_backward,
     info_nce,
 )
 from chapter20.techniques.distributed import group_rank_and_size, warmup_schedule
-from chapter20.techniques.memory_planner import plan
-from chapter20.techniques.optimizers import OPTIMIZER_KINDS, make_optimizer
+from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.techniques.sharding import ShardedEmbedding, data_parallel_ignored_names
+from chapter20.training.config import TrainConfig
 from chapter20.training.state import capture_state, restore_state
 
 __all__ = [
-    "TrainConfig",
     "StepResult",
     "TrainedModule",
     "Trainer",
-    "planned_step",
     "step_peak_memory",
 ]
-
-SCHEDULES = ("constant", "cosine")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Every switch of the composed training step (§20.6); each field is checked on creation.
-
-    Optimizer and schedule: ``optimizer`` (a kind of
-    ``chapter20.techniques.optimizers.OPTIMIZER_KINDS``), ``lr``, ``weight_decay`` (None: the kind's
-    default), ``warmup_steps`` (linear warm-up, 0 for none), ``schedule`` ("constant" after the
-    warm-up, or "cosine" decay to 0 at ``total_steps``), ``clip_norm`` (None: no clipping),
-    ``state_32bit_tables`` (8-bit optimizers keep 32-bit state for embedding tables). Precision:
-    ``precision`` ("fp32", "bf16", "fp16" or "auto"), ``init_scale`` (fp16 loss scale). Batch:
-    ``micro_batches`` (exact accumulation, for a per-example loss) or ``chunk_size`` (gradient
-    caching, for the contrastive loss). Contrastive loss: ``temperature``, ``learn_temperature``,
-    ``symmetric``, ``cross_rank_negatives`` (gather the keys of every rank). Memory:
-    ``checkpointing`` (a policy of ``chapter20.techniques.activation_checkpointing.POLICIES``) and
-    ``checkpointing_k`` (for "every_k").
-    """
-
-    optimizer: str = "adamw"
-    lr: float = 1e-3
-    weight_decay: float | None = None
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    total_steps: int | None = None
-    clip_norm: float | None = None
-    state_32bit_tables: bool = True
-    precision: str = "fp32"
-    init_scale: float = 2.0**16
-    micro_batches: int = 1
-    chunk_size: int | None = None
-    temperature: float = 0.05
-    learn_temperature: bool = False
-    symmetric: bool = False
-    cross_rank_negatives: bool = True
-    checkpointing: str = "none"
-    checkpointing_k: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZER_KINDS:
-            raise ValueError(
-                f"optimizer must be one of {', '.join(OPTIMIZER_KINDS)}, got {self.optimizer!r}"
-            )
-        check_positive("lr", self.lr)
-        if self.weight_decay is not None:
-            check_positive("weight_decay", self.weight_decay, zero=True)
-        check_int("warmup_steps", self.warmup_steps, 0)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.total_steps is not None:
-            check_int("total_steps", self.total_steps, 1)
-        if self.schedule == "cosine" and self.total_steps is None:
-            raise ValueError("schedule 'cosine' needs total_steps (the step where the rate is 0)")
-        check_optional_positive("clip_norm", self.clip_norm)
-        for name in (
-            "state_32bit_tables",
-            "learn_temperature",
-            "symmetric",
-            "cross_rank_negatives",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.precision != "auto" and self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision must be 'auto' or one of {', '.join(PRECISIONS)}, "
-                f"got {self.precision!r}"
-            )
-        check_positive("init_scale", self.init_scale)
-        check_int("micro_batches", self.micro_batches, 1)
-        if self.chunk_size is not None:
-            check_int("chunk_size", self.chunk_size, 1)
-            if self.micro_batches > 1:
-                raise ValueError(
-                    "give micro_batches (accumulation, per-example losses) or chunk_size "
-                    "(gradient caching, the contrastive loss), not both"
-                )
-        check_positive("temperature", self.temperature)
-        if self.checkpointing not in POLICIES:
-            raise ValueError(
-                f"checkpointing must be one of {', '.join(POLICIES)}, got {self.checkpointing!r}"
-            )
-        if (self.checkpointing == "every_k") != (self.checkpointing_k is not None):
-            raise ValueError("checkpointing_k is needed by, and only by, checkpointing='every_k'")
-        if self.checkpointing_k is not None:
-            check_int("checkpointing_k", self.checkpointing_k, 1)
 
 
 @dataclass(frozen=True)
@@ -256,8 +167,10 @@ class Trainer:
         self.rank, self.world_size = group_rank_and_size(group)
         self.device = _device_of(encoder)
         self.dtype = resolve_precision(config.precision, self.device)
-        if config.checkpointing != "none":
-            apply_checkpointing(encoder, config.checkpointing, k=config.checkpointing_k)
+        if config.activation_checkpointing != "none":
+            apply_checkpointing(
+                encoder, config.activation_checkpointing, k=config.activation_checkpointing_k
+            )
         learned = config.temperature if config.learn_temperature else None
         self.module = TrainedModule(encoder, learned)
         self.tables = [m for m in encoder.modules() if _is_table(m)]
@@ -586,28 +499,4 @@ def step_peak_memory(trainer: Trainer, batch: Any, device: torch.device | str | 
         optimizer=trainer.optimizer,
         inputs=batch,
         device=device,
-    )
-
-
-def planned_step(
-    shape, config: TrainConfig, *, batch: int, seq_len: int,
-    device: torch.device | str | None = None, **options,
-):  # fmt: skip
-    """``chapter20.techniques.memory_planner.plan`` of one step of ``config`` on a model of
-    ``shape`` (§20.3): the config's precision ("auto" resolved for ``device``), optimizer,
-    checkpointing policy, gradient-caching chunk and 32-bit table state; ``options`` are further
-    ``plan`` arguments
-    (``world_size``, ``sharded_table``, ``gpu_bytes``). What :func:`step_peak_memory` measures."""
-    dtype = resolve_precision(config.precision, device)
-    return plan(
-        shape,
-        batch=batch,
-        seq_len=seq_len,
-        precision=next(name for name, d in PRECISIONS.items() if d == dtype),
-        optimizer=config.optimizer,
-        checkpointing=config.checkpointing,
-        k=config.checkpointing_k,
-        chunk_size=config.chunk_size,
-        table_state_32bit=config.state_32bit_tables and "8bit" in config.optimizer,
-        **options,
     )

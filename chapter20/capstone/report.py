@@ -1,0 +1,207 @@
+"""§20.6 What the capstone run prints before and after training: the plan, the cost, the summary.
+
+- :func:`memory_plan`: the memory planner (``chapter20.training.memory_plan.plan``) on one step of
+  the run's own configuration, per rank;
+- :func:`cost_projection`: the time and cost of the chapter's workload at its stated size on
+  the cheapest catalog configuration that holds its planned step, on demand and on spot
+  (``chapter20.cost``);
+- :func:`plan_lines` and :func:`summary_lines`: the lines ``chapter20 train`` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from torch import nn
+
+from chapter20.capstone.config import RunConfig
+from chapter20.core.checks import check_int, check_positive
+from chapter20.core.measure import format_bytes
+from chapter20.core.models import WeightedBagEncoder
+from chapter20.cost.model import (
+    EMBEDDING_WORKLOAD,
+    Preemption,
+    Workload,
+    load_catalog,
+    snapshot_label,
+    training_options,
+)
+from chapter20.techniques.memory_model import BagShape, EncoderShape
+from chapter20.training.config import TrainConfig
+from chapter20.training.memory_plan import MemoryPlan, parallelism_advice, plan
+
+__all__ = [
+    "PROJECTION_PREEMPTION",
+    "cost_projection",
+    "memory_plan",
+    "plan_lines",
+    "summary_lines",
+]
+
+#: Spot preemptions of the projection, as notebook 08 assumes them: an instance is reclaimed
+#: every 8 hours on average, a checkpoint takes 60 s, a restart 300 s.
+PROJECTION_PREEMPTION = Preemption(mtbf_hours=8, checkpoint_seconds=60, restart_seconds=300)
+
+
+def _shape(model: nn.Module) -> BagShape | EncoderShape:
+    if isinstance(model, WeightedBagEncoder):
+        return BagShape(model.vocab_size, model.embedding_dim, model.log_weight.requires_grad)
+    return EncoderShape.of(model)
+
+
+def memory_plan(config: RunConfig, model: nn.Module, world_size: int = 1) -> MemoryPlan:
+    """``chapter20.training.memory_plan.plan`` of one step of this run on each of
+    ``world_size`` ranks (§20.3): ``batch / world_size`` documents, views of up to ``max_span``
+    tokens, checked
+    against a GPU of ``config.plan_gpu_gb`` GB."""
+    world_size = check_int("world_size", world_size, 1)
+    if config.batch % world_size:
+        raise ValueError(f"world_size ({world_size}) must divide the batch ({config.batch})")
+    return plan(
+        _shape(model),
+        config.train_config(),
+        batch=config.batch // world_size,
+        seq_len=config.recipe().max_span,
+        world_size=world_size,
+        sharded_table=config.sharded_table,
+        gpu_bytes=config.plan_gpu_gb * 1e9,
+    )
+
+
+def _workload_shape(workload: Workload) -> EncoderShape:
+    return EncoderShape(
+        vocab_size=workload.vocab,
+        d_model=workload.d_model,
+        n_heads=workload.n_heads,
+        n_layers=workload.n_layers,
+        d_ff=4 * workload.d_model,
+        max_len=workload.seq_len,
+    )
+
+
+def cost_projection(
+    workload: Workload = EMBEDDING_WORKLOAD,
+    *,
+    gpus: int = 8,
+    preemption: Preemption = PROJECTION_PREEMPTION,
+) -> dict[str, Any]:
+    """Time and cost of ``workload`` (the chapter's stated size: a MiniLM-sized encoder on 1B
+    pairs, ``chapter20.cost.model.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest catalog
+    configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot at
+    the middle of the spot range with the expected preemption overhead of ``preemption``
+    (Young/Daly checkpoint interval). Throughput is ``chapter20.cost.model``'s model, calibrated on
+    one GPU measurement. Returns the plan's peak, the two options and the snapshot label."""
+    gpus = check_int("gpus", gpus, 1)
+    if not isinstance(preemption, Preemption):
+        raise TypeError(f"preemption must be a chapter20.cost.model.Preemption, got {preemption!r}")
+    peak = plan(
+        _workload_shape(workload),
+        TrainConfig(precision=workload.precision),
+        batch=workload.pairs_per_gpu,
+        seq_len=workload.seq_len,
+    ).peak_bytes
+    catalog = load_catalog()
+    memory = dict(zip(catalog["instance"], catalog["gpu_memory_gb"]))
+    options = {}
+    for spot in (False, True):
+        frame = training_options(
+            workload, (gpus,), spot=spot, preemption=preemption if spot else None
+        )
+        frame = frame[frame["instance"].map(memory) * 1e9 >= peak]
+        if frame.empty:
+            options["spot" if spot else "on_demand"] = None
+            continue
+        best = frame.sort_values(["cost", "hours", "instance"], kind="stable").iloc[0]
+        options["spot" if spot else "on_demand"] = {
+            "instance": best["instance"],
+            "provider": best["provider"],
+            "gpu_model": best["gpu_model"],
+            "gpu_memory_gb": float(memory[best["instance"]]),
+            "gpus": int(best["gpus"]),
+            "hours": float(best["hours"]),
+            "price_per_hour": float(best["price_per_hour"]),
+            "cost": float(best["cost"]),
+        }
+    return {
+        "workload": workload.name,
+        "pairs": workload.pairs,
+        "gpus": gpus,
+        "planned_peak_bytes": int(peak),
+        "preemption": asdict(preemption),
+        "snapshot": snapshot_label(catalog),
+        **options,
+    }
+
+
+def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) -> list[str]:
+    """The plan and the projection as the lines ``scripts/train.py`` prints before training."""
+    gpu_gb = check_positive("gpu_gb", gpu_gb)
+    lines = ["memory plan of one step (chapter20.training.memory_plan.plan), per rank:"]
+    for name, value in memory.components.items():
+        lines.append(f"  {name:<16} {format_bytes(value):>10}")
+    verdict = "fits" if memory.fits else "does NOT fit"
+    lines.append(
+        f"  peak {format_bytes(memory.peak_bytes)} ({memory.settings['peak_phase']}): "
+        f"{verdict} on a {gpu_gb:g} GB GPU"
+    )
+    lines += [f"  advice: {a}" for a in parallelism_advice(memory, gpu_gb * 1e9)]
+    lines.append(
+        f"cost projection: {projection['workload']} on {projection['gpus']} GPUs "
+        f"(step planned at {format_bytes(projection['planned_peak_bytes'])} per GPU)"
+    )
+    for key, label in (("on_demand", "on demand"), ("spot", "spot (mid price, preemptions)")):
+        option = projection[key]
+        if option is None:
+            lines.append(f"  {label}: no catalog configuration fits")
+            continue
+        lines.append(
+            f"  {label}: {option['instance']} ({option['provider']}, "
+            f"{option['gpu_model']} {option['gpu_memory_gb']:g} GB): "
+            f"{option['hours']:,.1f} h, ${option['cost']:,.0f}"
+        )
+    p = projection["preemption"]
+    lines.append(
+        f"  spot assumes a preemption every {p['mtbf_hours']:g} h per instance, "
+        f"{p['checkpoint_seconds']:g} s per checkpoint, {p['restart_seconds']:g} s "
+        f"per restart; {projection['snapshot']}"
+    )
+    return lines
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """What ``scripts/train.py`` prints after training."""
+    lines = [
+        f"done: {summary['steps']} steps on {summary['world_size']} process(es), resumed "
+        f"from step {summary['resumed_from']}; fingerprint {summary['fingerprint']}"
+    ]
+    planned, measured = summary["planned_peak_bytes"], summary["measured_peak_bytes"]
+    if measured is None:
+        lines.append(
+            f"peak memory of a step: planned {format_bytes(planned)} per rank "
+            "(measured in one-process runs only)"
+        )
+    else:
+        lines.append(
+            f"peak memory of a step: planned {format_bytes(planned)}, measured "
+            f"{format_bytes(measured)} (measured / planned {measured / planned:.2f})"
+        )
+    if summary["pairs_per_second"] is not None:
+        lines.append(
+            f"throughput: {summary['pairs_per_second']:,.0f} documents (view pairs) "
+            f"per second over {summary['train_seconds_this_launch']:.0f} s of steps"
+        )
+    if summary["final"] is not None:
+        final = summary["final"]
+        lines.append(
+            f"final: Lee Pearson {final['lee_pearson']:.3f}, Spearman "
+            f"{final['lee_spearman']:.3f}; held-out recall@1 {final['recall@1']:.3f} "
+            f"(chance {final['chance@1']:.4f}), recall@10 {final['recall@10']:.3f} "
+            f"(chance {final['chance@10']:.4f})"
+        )
+    if "encoder_file" in summary:
+        lines.append(
+            f"encoder: {summary['encoder_file']} (chapter20.training.encoder_file.load_encoder); "
+            f"summary: {summary['summary_file']}"
+        )
+    return lines

@@ -1,0 +1,151 @@
+"""Configurations as dataclasses, and command-line options derived from their fields.
+
+A setting is written once: as a field of a frozen dataclass (``TrainConfig``, ``LoopConfig``,
+``RunConfig``, ...) declared with :func:`option`, which records its help text and, for a
+choice, the allowed values. :func:`add_options` turns the fields into ``argparse`` options
+(``chunk_size`` → ``--chunk-size``; a bool → ``--flag/--no-flag``; a field whose type is itself
+such a dataclass → an option group of its own fields), and :func:`from_options` builds the
+configuration back from the parsed namespace, so the dataclass's own checks judge the values
+given on the command line, with the same messages. :func:`parse_config` does both and turns a
+value the dataclass refuses into one line on stderr and exit status 2, as argparse does for its
+own errors. The scripts and ``chapter20 train`` use these functions; none of them lists its
+options by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["option", "add_options", "from_options", "config_fields", "parse_config"]
+
+#: Metadata keys of :func:`option`.
+_HELP, _CHOICES, _CLI = "help", "choices", "cli"
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    choices: Sequence[Any] | None = None,
+    cli: bool = True,
+    default_factory: Any = dataclasses.MISSING,
+    kw_only: bool = False,
+) -> Any:
+    """A dataclass field with its help text and allowed ``choices`` for the command line;
+    ``cli=False`` keeps it off the command line (set by code only)."""
+    metadata = {_HELP: help, _CHOICES: tuple(choices) if choices is not None else None, _CLI: cli}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(
+            default_factory=default_factory, metadata=metadata, kw_only=kw_only
+        )
+    return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
+
+
+def config_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
+    """``(field, resolved type)`` of every field of the dataclass ``cls`` that the command line
+    sets."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"cls must be a dataclass type, got {cls!r}")
+    hints = typing.get_type_hints(cls)
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls) if f.metadata.get(_CLI, True)]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(hint: Any) -> tuple[Any, bool]:
+    """(the type without ``None``, whether ``None`` is allowed) of a field's type hint."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return (args[0] if len(args) == 1 else str), len(args) < len(typing.get_args(hint))
+    return hint, False
+
+
+def _parser_for(kind: Any, optional: bool):
+    def parse(text: str):
+        if optional and text.lower() == "none":
+            return None
+        return kind(text)
+
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names it in its errors
+    return parse
+
+
+def _is_config(kind: Any) -> bool:
+    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
+
+
+def add_options(parser: argparse.ArgumentParser | Any, cls: type, defaults: Any = None) -> None:
+    """Add one option per command-line field of the dataclass ``cls`` to ``parser`` (a parser
+    or an argument group). ``defaults`` (an instance of ``cls``) gives the defaults; without it
+    the fields' own defaults are used, and a field without one becomes a required option. A
+    field whose type is a dataclass adds a group with that dataclass's fields."""
+    for f, hint in config_fields(cls):
+        kind, optional = _base_type(hint)
+        if defaults is not None:
+            default = getattr(defaults, f.name)
+        elif f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        help_text = f.metadata.get(_HELP, "")
+        if _is_config(kind):
+            title = help_text or kind.__name__
+            group = getattr(parser, "add_argument_group", None)
+            target = group(title) if group is not None else parser
+            add_options(target, kind, None if default is dataclasses.MISSING else default)
+            continue
+        kwargs: dict[str, Any] = {"dest": f.name, "help": help_text}
+        if default is dataclasses.MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+            if kind is not bool:
+                kwargs["help"] = f"{help_text} (default: {default})".strip()
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _parser_for(kind, optional)
+            kwargs["metavar"] = f.name.upper()
+            if f.metadata.get(_CHOICES):
+                kwargs["choices"] = f.metadata[_CHOICES] + ((None,) if optional else ())
+                kwargs["metavar"] = "{" + ",".join(map(str, f.metadata[_CHOICES])) + "}"
+        parser.add_argument(_flag(f.name), **kwargs)
+
+
+def from_options(cls: type, namespace: argparse.Namespace, **fixed: Any) -> Any:
+    """The ``cls`` instance that ``namespace`` (parsed with :func:`add_options`) describes; the
+    fields of nested dataclasses are read from the same namespace. ``fixed`` gives fields that
+    are not on the command line (or overrides them). The dataclass checks every value."""
+    values = dict(fixed)
+    for f, hint in config_fields(cls):
+        if f.name in values:
+            continue
+        kind, _ = _base_type(hint)
+        values[f.name] = (
+            from_options(kind, namespace) if _is_config(kind) else getattr(namespace, f.name)
+        )
+    return cls(**values)
+
+
+def parse_config(
+    parser: argparse.ArgumentParser, cls: type, argv: Sequence[str] | None = None, **fixed: Any
+) -> tuple[Any, argparse.Namespace]:
+    """Parse ``argv`` with ``parser`` (to which :func:`add_options` added ``cls``'s options) and
+    build the configuration (:func:`from_options`). A value the dataclass refuses ends the
+    program as argparse's own errors do: ``PROG: error: MESSAGE`` on one line of stderr, exit
+    status 2, no traceback. Returns the configuration and the namespace (for options that are
+    not fields)."""
+    namespace = parser.parse_args(argv)
+    try:
+        return from_options(cls, namespace, **fixed), namespace
+    except (ValueError, TypeError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")

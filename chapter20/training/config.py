@@ -1,0 +1,123 @@
+"""§20.6 The one configuration of the composed training step: :class:`TrainConfig`.
+
+Every switch of ``chapter20.training.trainer.Trainer`` is a field here, checked on creation,
+with its help text: the scripts' and ``chapter20 train``'s command-line options are derived
+from these fields (``chapter20.core.options``), the memory planner
+(``chapter20.training.memory_plan``) predicts one step of a ``TrainConfig``, and the run
+configurations of the spot demo and the capstone hold one instead of copying its fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chapter20.core.checks import check_int, check_optional_positive, check_positive
+from chapter20.core.options import option
+from chapter20.techniques.activation_checkpointing import POLICIES
+from chapter20.techniques.optimizers import OPTIMIZER_KINDS
+from chapter20.techniques.precision import PRECISIONS
+
+__all__ = ["SCHEDULES", "TrainConfig"]
+
+#: Learning-rate schedules after the warm-up.
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every switch of the composed training step (§20.6); each field is checked on creation.
+
+    - optimizer and schedule (§20.3.2, §20.4.1): ``optimizer``, ``lr``, ``weight_decay`` (None:
+      the kind's default), ``warmup_steps``, ``schedule`` ("cosine" decays to 0 at
+      ``total_steps``), ``clip_norm`` (None: no clipping), ``state_32bit_tables``;
+    - precision (§20.2.2): ``precision`` ("auto": bf16 where the device runs it fast, else
+      fp32), ``init_scale`` (the fp16 loss scale to start from);
+    - a bigger batch than fits (§20.2.1): ``micro_batches`` (exact accumulation, for a loss
+      that is a mean over examples) or ``chunk_size`` (gradient caching, for the contrastive
+      loss, whose examples are each other's negatives);
+    - the contrastive loss (§20.1): ``temperature``, ``learn_temperature``, ``symmetric``,
+      ``cross_rank_negatives``;
+    - activation checkpointing (§20.3.1): ``activation_checkpointing`` (a policy of
+      ``chapter20.techniques.activation_checkpointing.POLICIES``) and, for "every_k",
+      ``activation_checkpointing_k``. (Saved checkpoints of the training state are the
+      resumable loop's: ``chapter20.training.loop.LoopConfig``.)
+    """
+
+    optimizer: str = option("adamw", "optimizer kind (§20.3.2)", choices=OPTIMIZER_KINDS)
+    lr: float = option(1e-3, "peak learning rate")
+    weight_decay: float | None = option(None, "weight decay (none: the optimizer kind's)")
+    warmup_steps: int = option(0, "linear warm-up steps")
+    schedule: str = option("constant", "rate after the warm-up", choices=SCHEDULES)
+    total_steps: int | None = option(None, "the step where a cosine schedule reaches 0")
+    clip_norm: float | None = option(None, "clip the gradient norm to this (none: no clipping)")
+    state_32bit_tables: bool = option(True, "8-bit optimizers keep 32-bit state for tables")
+    precision: str = option("fp32", "autocast precision (§20.2.2)", choices=(*PRECISIONS, "auto"))
+    init_scale: float = option(2.0**16, "initial fp16 loss scale")
+    micro_batches: int = option(1, "exact accumulation over this many micro-batches (§20.2.1)")
+    chunk_size: int | None = option(
+        None, "gradient caching: rows per chunk, for the contrastive loss (§20.2.1)"
+    )
+    temperature: float = option(0.05, "InfoNCE temperature (the start, if learned)")
+    learn_temperature: bool = option(False, "learn the temperature (a parameter under DDP)")
+    symmetric: bool = option(False, "InfoNCE in both directions")
+    cross_rank_negatives: bool = option(True, "negatives from every rank's keys (§20.1)")
+    activation_checkpointing: str = option(
+        "none", "activation checkpointing policy (§20.3.1)", choices=POLICIES
+    )
+    activation_checkpointing_k: int | None = option(
+        None, "layers per checkpointed segment, for the policy every_k"
+    )
+
+    def __post_init__(self) -> None:
+        self._check_optimizer()
+        self._check_precision_and_batch()
+        check_positive("temperature", self.temperature)
+        policy, k = self.activation_checkpointing, self.activation_checkpointing_k
+        if policy not in POLICIES:
+            raise ValueError(
+                f"activation_checkpointing must be one of {', '.join(POLICIES)}, got {policy!r}"
+            )
+        if (policy == "every_k") != (k is not None):
+            raise ValueError(
+                "activation_checkpointing_k is needed by, and only by, "
+                "activation_checkpointing='every_k'"
+            )
+        if k is not None:
+            check_int("activation_checkpointing_k", k, 1)
+        for name in ("state_32bit_tables", "learn_temperature", "symmetric",
+                     "cross_rank_negatives"):  # fmt: skip
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def _check_optimizer(self) -> None:
+        if self.optimizer not in OPTIMIZER_KINDS:
+            raise ValueError(
+                f"optimizer must be one of {', '.join(OPTIMIZER_KINDS)}, got {self.optimizer!r}"
+            )
+        check_positive("lr", self.lr)
+        if self.weight_decay is not None:
+            check_positive("weight_decay", self.weight_decay, zero=True)
+        check_int("warmup_steps", self.warmup_steps, 0)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.total_steps is not None:
+            check_int("total_steps", self.total_steps, 1)
+        if self.schedule == "cosine" and self.total_steps is None:
+            raise ValueError("schedule 'cosine' needs total_steps (the step where the rate is 0)")
+        check_optional_positive("clip_norm", self.clip_norm)
+
+    def _check_precision_and_batch(self) -> None:
+        if self.precision != "auto" and self.precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be 'auto' or one of {', '.join(PRECISIONS)}, "
+                f"got {self.precision!r}"
+            )
+        check_positive("init_scale", self.init_scale)
+        check_int("micro_batches", self.micro_batches, 1)
+        if self.chunk_size is not None:
+            check_int("chunk_size", self.chunk_size, 1)
+            if self.micro_batches > 1:
+                raise ValueError(
+                    "give micro_batches (accumulation, per-example losses) or chunk_size "
+                    "(gradient caching, the contrastive loss), not both"
+                )
