@@ -11,6 +11,7 @@ import torch
 
 from chapter20.core.corpora import encode_texts
 from chapter20.labs import nb12_parallelism as lab
+from chapter20.labs import nb12_practices as practices
 from chapter20.techniques.distributed import run_local_group
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.parallelism import (
@@ -55,7 +56,7 @@ def _checks_on_rank(small: dict, zero: dict) -> dict:
         "pipeline": lab.pipeline_on_rank(("gpipe", "1f1b"), (1, 4), 32, 1, small),
         "zero": lab.zero_on_rank(3, 12, zero),
         "no_sync": lab.no_sync_on_rank(4, 16, small),
-        "l2": lab.l2_on_rank(3, 16),
+        "l2": practices.l2_on_rank(3, 16),
     }
 
 
@@ -109,7 +110,7 @@ def test_no_sync_defers_the_allreduce_to_the_last_micro_batch(group):
 
 
 def test_corrected_l2_on_two_ranks_equals_one_process(group):
-    one = lab.l2_on_rank(3, 16)
+    one = practices.l2_on_rank(3, 16)
     assert one["wrapped"] == "TrainedModule"
     for rank in (r["l2"] for r in group):
         assert rank["wrapped"] == "DistributedDataParallel"
@@ -131,7 +132,7 @@ def test_predicted_overlap():
 
 def test_fused_and_foreach_adamw_equal_the_for_loop():
     params = {}
-    for label, kind, extra in lab.ADAMW_VARIANTS[:3]:
+    for label, kind, extra in practices.ADAMW_VARIANTS[:3]:
         generator = torch.Generator().manual_seed(0)
         params[label] = [torch.nn.Parameter(torch.randn(100, generator=generator)) for _ in "ab"]
         optimizer = make_optimizer(params[label], kind, 1e-2, **extra)

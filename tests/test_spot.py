@@ -30,7 +30,7 @@ from chapter20.cost.preemption import (
     simulate_wall_time,
     young_daly_interval,
 )
-from chapter20.labs.nb07_spot import (
+from chapter20.labs.nb07_faults import (
     damaged_newest,
     disk_full_during_save,
     resume_at_other_world_size,

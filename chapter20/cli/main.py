@@ -68,7 +68,12 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "parallelism": (
         "chapter20.labs.nb12_parallelism",
         "benchmark",
-        "pipeline bubble, ZeRO-1 state per rank, DDP overlap, AdamW variants, DataLoader workers",
+        "pipeline bubble, ZeRO-1 state per rank, DDP overlap vs bucket size",
+    ),
+    "practices": (
+        "chapter20.labs.nb12_practices",
+        "benchmark",
+        "AdamW implementations, DataLoader workers and pinned memory, two nodes on localhost",
     ),
     "word2vec": (
         "chapter20.labs.nb09_word2vec",

@@ -21,7 +21,7 @@ from chapter20.techniques.contrastive import recall_at_k
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
-__all__ = ["HeldoutRun", "heldout_run", "train_on_pairs"]
+__all__ = ["LOCAL_GROUP_TIMEOUT_S", "HeldoutRun", "heldout_run", "train_on_pairs"]
 
 
 def train_on_pairs(
@@ -101,3 +101,8 @@ def heldout_run(
         seconds,
         {k: v.detach().clone() for k, v in model.state_dict().items()},
     )
+
+
+#: Seconds a local gloo group of a lab may take: generous, because a machine shared with other
+#: jobs starts processes slowly (on an idle 2-core machine each group takes a few seconds).
+LOCAL_GROUP_TIMEOUT_S = 600.0

@@ -1,0 +1,241 @@
+"""§20.3.2, §20.4 practices of notebook 12, run and measured: listing L2 corrected by the composed
+``Trainer``, AdamW's implementations timed, the input pipeline (DataLoader workers, pinned memory)
+and a two-node ``torchrun`` on localhost; ``python -m chapter20 bench practices``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pandas as pd
+import torch
+from torch import nn
+
+from chapter20.core.corpora import next_sentence_pairs, uniform_ids, wiki_sentences, word_vocabulary
+from chapter20.core.device import set_seed
+from chapter20.core.measure import time_interleaved
+from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
+from chapter20.techniques.distributed import (
+    free_port,
+    group_rank_and_size,
+    run_local_group,
+)
+from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
+from chapter20.techniques.parallelism import (
+    TokenizingPairs,
+)
+from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer
+
+__all__ = [
+    "benchmark",
+    "l2_on_rank",
+    "corrected_l2",
+    "ADAMW_VARIANTS",
+    "optimizer_step_times",
+    "loader_throughput",
+    "demo_step_throughput",
+    "two_node_torchrun",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Listing L2 corrected: the composed Trainer, cross-rank negatives, learned temperature
+# --------------------------------------------------------------------------------------------
+
+
+def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32) -> dict:
+    """Listing L2's model (embedding + linear projection) trained by the composed Trainer on
+    this rank's share of each global batch: InfoNCE with the keys of every rank as negatives and
+    a learned temperature inside the DDP-wrapped module. Returns the losses, the temperature
+    and a checksum of the weights."""
+    rank, world = group_rank_and_size()
+    set_seed(0)
+    encoder = BagOfEmbeddingsEncoder(vocab, dim)
+    config = TrainConfig(lr=1e-2, learn_temperature=True, temperature=0.1)
+    trainer = Trainer(encoder, config)
+    ids = uniform_ids((steps, 2, global_batch, 12), vocab, seed=1)
+    mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
+    losses = [trainer.step((ids[s, 0, mine], ids[s, 1, mine])).loss for s in range(steps)]
+    checksum = sum(float(p.detach().double().abs().sum()) for p in trainer.module.parameters())
+    wrapped = type(trainer.model).__name__
+    return {"rank": rank, "world": world, "losses": losses, "temperature": trainer.temperature,
+            "checksum": checksum, "wrapped": wrapped}  # fmt: skip
+
+
+def corrected_l2(steps: int = 5, global_batch: int = 32) -> pd.DataFrame:
+    """:func:`l2_on_rank` on one process and on 2 gloo ranks, one row per rank."""
+    rows = [l2_on_rank(steps, global_batch)]
+    rows += run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Fused optimizers; the input pipeline; two nodes on localhost
+# --------------------------------------------------------------------------------------------
+
+#: AdamW implementations timed by :func:`optimizer_step_times`: (label, make_optimizer kind,
+#: extra keyword arguments).
+ADAMW_VARIANTS = (
+    ("for-loop", "adamw", {"foreach": False}),
+    ("foreach", "adamw", {"foreach": True}),
+    ("fused", "adamw_fused", {}),
+    ("8-bit", "adamw8bit", {}),
+)
+
+
+def optimizer_step_times(
+    sizes: tuple[int, ...] = (100_000, 1_000_000), tensors: int = 16, repeat: int = 5
+) -> pd.DataFrame:
+    """Step time of AdamW as a for-loop, foreach (one kernel per operation over all tensors),
+    fused (one kernel per step) and 8-bit, each built by ``make_optimizer``, on ``tensors``
+    parameter tensors of ``size`` elements in all, timed in alternation; the state bytes per
+    parameter beside it, and how far each is from the for-loop after the timed steps."""
+    records = []
+    for size in sizes:
+        optimizers, params = {}, {}
+        for label, kind, extra in ADAMW_VARIANTS:
+            generator = torch.Generator().manual_seed(0)
+            params[label] = [nn.Parameter(torch.randn(size // tensors, generator=generator))
+                             for _ in range(tensors)]  # fmt: skip
+            for p in params[label]:
+                p.grad = torch.randn(p.shape, generator=generator)
+            optimizers[label] = make_optimizer(
+                params[label], kind, 1e-3, **extra
+            )  # warns on fallback
+        timing = time_interleaved({k: o.step for k, o in optimizers.items()}, warmup=1,
+                                  repeat=repeat, device="cpu")  # fmt: skip
+        for label, optimizer in optimizers.items():
+            state = int(optimizer_state_bytes(optimizer)["bytes"].sum())
+            gap = max(
+                float((a - b).detach().abs().max())
+                for a, b in zip(params[label], params["for-loop"])
+            )
+            records.append(
+                {
+                    "parameters": size,
+                    "variant": label,
+                    "class": type(optimizer).__name__ + (" (fused)" if getattr(
+                        optimizer, "defaults", {}).get("fused") else ""),
+                    "step_ms": 1e3 * timing[label].median,
+                    "state_bytes_per_param": state / size,
+                    "max_diff_vs_loop": gap,
+                }
+            )  # fmt: skip
+    frame = pd.DataFrame(records)
+    loop = frame[frame.variant == "for-loop"].set_index("parameters")["step_ms"]
+    frame["speedup_vs_loop"] = frame["parameters"].map(loop) / frame["step_ms"]
+    return frame
+
+
+def _text_pairs(count: int, vocab: int = 10_000):
+    pairs = next_sentence_pairs(wiki_sentences())[:count]
+    vocabulary = word_vocabulary([s for pair in pairs for s in pair], vocab)
+    return pairs, vocabulary
+
+
+def loader_throughput(
+    workers: tuple[int, ...] = (0, 1, 2),
+    pin: tuple[bool, ...] = (False, True),
+    pairs: int = 4_000,
+    batch: int = 64,
+    max_len: int = 32,
+    prefetch_factor: int = 2,
+) -> pd.DataFrame:
+    """Pairs per second of a ``DataLoader`` over real Wikipedia sentence pairs encoded as they
+    are read (:class:`chapter20.techniques.parallelism.TokenizingPairs`), for each ``num_workers``
+    and ``pin_memory``: the start (until the first batch) and the steady rate after it, one pass
+    each. Pinned memory only helps copies to a GPU; without one PyTorch ignores it (warning
+    silenced here)."""
+    text, vocabulary = _text_pairs(pairs)
+    dataset = TokenizingPairs(text, vocabulary, max_len)
+    records = []
+    for count in workers:
+        for pinned in pin:
+            options = {"prefetch_factor": prefetch_factor} if count else {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "pin_memory ... no accelerator is found"
+                loader = torch.utils.data.DataLoader(
+                    dataset, batch_size=batch, num_workers=count, pin_memory=pinned, **options
+                )
+                start = time.perf_counter()
+                iterator = iter(loader)
+                next(iterator)
+                first = time.perf_counter() - start
+                rest = sum(1 for _ in iterator)
+                steady = time.perf_counter() - start - first
+            records.append(
+                {
+                    "num_workers": count,
+                    "pin_memory": pinned,
+                    "start_ms": 1e3 * first,
+                    "pairs_per_s": rest * batch / steady,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 3):
+    """Pairs per second of the DDP demo's training step on one process (its default encoder,
+    the composed Trainer, InfoNCE, AdamW) on random ids: what the input pipeline must keep up
+    with."""
+    set_seed(0)
+    trainer = Trainer(BagOfEmbeddingsEncoder(vocab, dim), TrainConfig(lr=1e-3))
+    ids = uniform_ids((2, batch, 32), vocab, seed=0)
+    timing = time_interleaved({"step": lambda: trainer.step((ids[0], ids[1]))}, warmup=1,
+                              repeat=repeat, device="cpu")  # fmt: skip
+    return batch / timing["step"].median
+
+
+def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
+    """``chapter20/scripts/ddp_demo.py`` (run as a module) launched as two single-process
+    "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
+    listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
+    line and the run's summary dict."""
+    import json
+    import tempfile
+
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
+    summary = os.path.join(workdir, "summary.json")
+    args = ["--steps", str(steps), "--batch", "64", "--vocab", "2000", "--dim", "32",
+            "--lr", "0.02", "--warmup-steps", "2", "--no-progress"]  # fmt: skip
+    results = {}
+
+    def node(rank: int) -> None:
+        launch = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
+                  "--master_addr=127.0.0.1", f"--master_port={port}"]  # fmt: skip
+        command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m",
+                   "chapter20.scripts.ddp_demo", *args, "--summary-json", summary]  # fmt: skip
+        results[rank] = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
+                                       timeout=timeout)  # fmt: skip
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for rank, result in results.items():
+        if result.returncode != 0:
+            raise RuntimeError(f"node {rank} failed:\n{result.stderr[-2000:]}")
+    with open(summary, encoding="utf-8") as fh:
+        data = json.load(fh)
+    lines = [line for line in results[0].stdout.splitlines() if line.startswith("done:")]
+    shown = "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=1 --master_addr=127.0.0.1 ..."
+    return {"command": shown, "line": lines[-1] if lines else "", "summary": data}
+
+
+def benchmark(optimizer_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)) -> None:
+    """``python -m chapter20 bench practices``: AdamW step time by implementation, the
+    DataLoader by worker count, and a two-node torchrun launch on localhost (§20.3.2, §20.4)."""
+    pd.set_option("display.width", 160)
+    print("AdamW step:\n" + optimizer_step_times(optimizer_sizes).round(3).to_string(index=False))
+    print("\nDataLoader:\n" + loader_throughput().round(1).to_string(index=False))
+    nodes = two_node_torchrun()
+    print(f"\ntwo nodes on localhost: {nodes['command']}\n  {nodes['line']}")
