@@ -1,5 +1,5 @@
 """Shared test settings: tests marked ``cuda`` or ``multigpu`` skip cleanly without the hardware
-(DESIGN.md, "Tests"), so a mark is all a GPU-only test needs."""
+(ARCHITECTURE.md, "Tests"), so a mark is all a GPU-only test needs."""
 
 import os
 

@@ -1,7 +1,7 @@
-"""Bad input across the public API (DESIGN.md, "Code"): every public function and constructor of
-the library gets the awkward values for each of its numeric parameters — 0, a negative number,
-NaN, infinity, a wrong type, a size no machine has — and must answer with a ValueError or
-TypeError that names the parameter: never a hang, a silent result or an unrelated exception.
+"""Bad input across the public API (ARCHITECTURE.md, "Code"): every public function and constructor
+of the library gets the awkward values for each of its numeric parameters — 0, a negative number,
+NaN, infinity, a wrong type, a size no machine has — and must answer with a ValueError or TypeError
+that names the parameter: never a hang, a silent result or an unrelated exception.
 
 Each callable is called with valid arguments (``BASE``) except the one parameter under test.
 A value the parameter legitimately accepts (a seed of 0, no weight decay) is listed in

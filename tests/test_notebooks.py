@@ -1,4 +1,4 @@
-"""Notebook hygiene (DESIGN.md, "Notebooks"): what nbval does not check.
+"""Notebook hygiene (ARCHITECTURE.md, "Notebooks"): what nbval does not check.
 
 nbval (``make test``) re-runs every notebook and compares its outputs; these tests check how the
 committed notebooks were produced and what they may contain.

@@ -1,5 +1,5 @@
 """Argument checks shared by every module: a bad value raises an error that names the argument
-and what is allowed (DESIGN.md, "Code")."""
+and what is allowed (ARCHITECTURE.md, "Code")."""
 
 from __future__ import annotations
 

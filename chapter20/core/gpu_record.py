@@ -1,12 +1,12 @@
 """The dated record of figures measured on GPUs: ``data/gpu_measurements.csv``.
 
-DESIGN.md: "GPU figures measured once live in a dated data file with their provenance, never
-in prose". Each row is one figure: when (``date``, UTC), on what (``device``, NVIDIA
-``driver``, ``torch`` version with its CUDA), by which ``command``, the ``quantity``, its
+GPU figures measured once live here with their provenance, never in prose (ARCHITECTURE.md,
+"Claims"). Each row is one figure: when (``date``, UTC), on what (``device``,
+NVIDIA ``driver``, ``torch`` version with its CUDA), by which ``command``, the ``quantity``, its
 ``value`` and ``unit``, and ``notes`` (settings, comparison, load). ``make gpu-check``
 (``chapter20/scripts/gpu_check.py``) appends to it; notebooks and the audit read it with
-:func:`read_gpu_measurements`. Rows are only ever appended, never rewritten: a figure that a
-newer run supersedes stays, dated, beside the new one.
+:func:`read_gpu_measurements`. Rows are only ever appended, never rewritten: a figure that a newer
+run supersedes stays, dated, beside the new one.
 
 The file is found through ``chapter20.core.paths.data_file``, wherever the package keeps its data.
 """
