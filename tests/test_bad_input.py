@@ -63,7 +63,7 @@ def _sgd():
 
 
 def _catalog_config():
-    from chapter20.cost.model import configuration
+    from chapter20.cost.estimates import configuration
 
     return configuration("p4d.24xlarge")
 
@@ -225,12 +225,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "chunk_size": 1,
         "loss_fn": lambda a, b: contrastive.info_nce(a, b),
     },
-    "cost.model.Preemption": lambda: {
+    "cost.estimates.Preemption": lambda: {
         "mtbf_hours": 2.0,
         "checkpoint_seconds": 30.0,
         "restart_seconds": 300.0,
     },
-    "cost.model.Workload": lambda: {
+    "cost.estimates.Workload": lambda: {
         "name": "w",
         "pairs": 1e6,
         "vocab": 1000,
@@ -240,13 +240,13 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "seq_len": 16,
         "pairs_per_gpu": 32,
     },
-    "cost.model.cheapest_config": lambda: {
+    "cost.estimates.cheapest_config": lambda: {
         "target_gpus": 8,
         "budget_per_hour": 50.0,
         "min_gpu_memory_gb": 16.0,
     },
-    "cost.model.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
-    "cost.model.cost_breakdown": lambda: {
+    "cost.estimates.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
+    "cost.estimates.cost_breakdown": lambda: {
         "compute_cost": 1000.0,
         "run_hours": 10.0,
         "dataset_gb": 10.0,
@@ -258,12 +258,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "storage_per_gb_month": 0.023,
         "egress_per_gb": 0.09,
     },
-    "cost.model.cost_to_train": lambda: {
+    "cost.estimates.cost_to_train": lambda: {
         "config": _catalog_config(),
         "train_seconds": 3600.0,
         "interval_seconds": 600.0,
     },
-    "cost.model.data_parallel_efficiency": lambda: {
+    "cost.estimates.data_parallel_efficiency": lambda: {
         "config": _catalog_config(),
         "gradient_bytes": 1e8,
         "step_compute_seconds": 0.3,
@@ -271,21 +271,21 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "gpu_link_latency_s": 3e-6,
         "network_latency_s": 2e-5,
     },
-    "cost.model.mixed_precision_saving": lambda: {"speedup": 1.5},
-    "cost.model.overhead_vs_interval": lambda: {
+    "cost.estimates.mixed_precision_saving": lambda: {"speedup": 1.5},
+    "cost.estimates.overhead_vs_interval": lambda: {
         "train_seconds": 3600.0,
         "preemption": cost.Preemption(2, 30, 300),
         "intervals": (60.0, 600.0),
         "n_instances": 1,
     },
-    "cost.model.spot_savings": lambda: {"train_hours": 10.0},
-    "cost.model.time_to_train": lambda: {
+    "cost.estimates.spot_savings": lambda: {"train_hours": 10.0},
+    "cost.estimates.time_to_train": lambda: {
         "work": 1e6,
         "throughput_per_gpu": 100.0,
         "n_gpus": 8,
         "scaling_efficiency": 0.9,
     },
-    "cost.model.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
+    "cost.estimates.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
     "core.corpora.encode_texts": lambda: {
         "texts": TEXTS,
         "vocabulary": {"the": 1, "cat": 2},
@@ -735,19 +735,19 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.activation_checkpointing.predicted_activation_bytes.selective_layer_bytes",
             "techniques.activation_checkpointing.predicted_activation_bytes.other_bytes",
             "core.claims.check.measured",
-            "cost.model.Preemption.restart_seconds",
-            "cost.model.cost_breakdown.dataset_gb",
-            "cost.model.cost_breakdown.checkpoint_gb",
-            "cost.model.cost_breakdown.checkpoints_kept",
-            "cost.model.cost_breakdown.retention_months",
-            "cost.model.cost_breakdown.egress_gb",
-            "cost.model.cost_breakdown.other",
-            "cost.model.cost_breakdown.storage_per_gb_month",
-            "cost.model.cost_breakdown.egress_per_gb",
-            "cost.model.data_parallel_efficiency.overlap",
-            "cost.model.data_parallel_efficiency.gpu_link_latency_s",
-            "cost.model.data_parallel_efficiency.network_latency_s",
-            "cost.model.training_options.overlap",
+            "cost.estimates.Preemption.restart_seconds",
+            "cost.estimates.cost_breakdown.dataset_gb",
+            "cost.estimates.cost_breakdown.checkpoint_gb",
+            "cost.estimates.cost_breakdown.checkpoints_kept",
+            "cost.estimates.cost_breakdown.retention_months",
+            "cost.estimates.cost_breakdown.egress_gb",
+            "cost.estimates.cost_breakdown.other",
+            "cost.estimates.cost_breakdown.storage_per_gb_month",
+            "cost.estimates.cost_breakdown.egress_per_gb",
+            "cost.estimates.data_parallel_efficiency.overlap",
+            "cost.estimates.data_parallel_efficiency.gpu_link_latency_s",
+            "cost.estimates.data_parallel_efficiency.network_latency_s",
+            "cost.estimates.training_options.overlap",
             "core.corpora.train_test_split_articles.seed",
             "core.corpora.uniform_ids.shape",
             "core.corpora.uniform_ids.seed",
@@ -838,8 +838,8 @@ ACCEPTS: dict[str, set[str]] = {
 OUT_OF_SCOPE = {
     "cost.throughput.measure_throughput": "a benchmark: times real training steps of a "
     "6-layer encoder",
-    "cost.model.plot_pareto": "draws computed frames; its numbers are results, not parameters",
-    "cost.model.plot_spot_overhead": "draws computed frames; its numbers are results, not "
+    "cost.estimates.plot_pareto": "draws computed frames; its numbers are results, not parameters",
+    "cost.estimates.plot_spot_overhead": "draws computed frames; its numbers are results, not "
     "parameters",
     "word2vec.skipgram.WordVectors": "a result record that train_word2vec returns",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",

@@ -119,7 +119,7 @@ def test_an_upward_import_is_caught(importer, imported):
         ("techniques.sharding", "core.checks"),
         ("training.trainer", "techniques.precision"),
         ("training.trainer", "training.state"),
-        ("capstone.run", "cost.model"),
+        ("capstone.run", "cost.estimates"),
         ("labs.nb02_contrastive", "labs.common"),
         ("labs.nb02_contrastive", "capstone.evaluation"),
         ("cli.main", "labs.nb01_sharding"),

@@ -10,7 +10,7 @@ preemption notices: ``chapter20.training.loop.resumable_loop``).
 - Before training, :func:`memory_plan` predicts the step's memory
   (``chapter20.techniques.memory_planner.plan``)
   and :func:`cost_projection` the time and cost of the chapter's workload at its stated size
-  on the cheapest catalog configuration that fits, on demand and on spot (``chapter20.cost.model``).
+  on the cheapest catalog configuration that fits, on demand and on spot (``chapter20.cost``).
 - :func:`run_capstone` trains through ``chapter20.training.trainer.Trainer`` inside
   :func:`~chapter20.training.loop.resumable_loop` under ``deterministic_mode`` (a killed and resumed
   run ends bitwise equal to a clean one), with a progress bar on rank 0 and periodic held-out
@@ -52,7 +52,7 @@ from chapter20.core.checks import (
 from chapter20.core.device import deterministic_mode, scaled
 from chapter20.core.measure import format_bytes
 from chapter20.core.models import WeightedBagEncoder
-from chapter20.cost.model import (
+from chapter20.cost.estimates import (
     EMBEDDING_WORKLOAD,
     Preemption,
     Workload,
@@ -258,14 +258,17 @@ def cost_projection(
     preemption: Preemption = PROJECTION_PREEMPTION,
 ) -> dict[str, Any]:
     """Time and cost of ``workload`` (the chapter's stated size: a MiniLM-sized encoder on 1B
-    pairs, ``chapter20.cost.model.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest catalog
-    configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot at
-    the middle of the spot range with the expected preemption overhead of ``preemption``
-    (Young/Daly checkpoint interval). Throughput is ``chapter20.cost.model``'s model, calibrated on
-    one GPU measurement. Returns the plan's peak, the two options and the snapshot label."""
+    pairs, ``chapter20.cost.estimates.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest
+    catalog configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot
+    at the middle of the spot range with the expected preemption overhead of ``preemption``
+    (Young/Daly checkpoint interval). Throughput is the model of ``chapter20.cost.estimates``,
+    calibrated on one GPU measurement. Returns the plan's peak, the two options and the snapshot
+    label."""
     gpus = check_int("gpus", gpus, 1)
     if not isinstance(preemption, Preemption):
-        raise TypeError(f"preemption must be a chapter20.cost.model.Preemption, got {preemption!r}")
+        raise TypeError(
+            f"preemption must be a chapter20.cost.estimates.Preemption, got {preemption!r}"
+        )
     peak = plan(
         _workload_shape(workload),
         batch=workload.pairs_per_gpu,

@@ -1,12 +1,12 @@
 """§20.5 Training cost: the price catalog, time and cost to train, spot preemptions.
 
-``model``: the catalog, the instance selector of listing L12 corrected, time and cost to train,
+``estimates``: the catalog, the instance selector of listing L12 corrected, time and cost to train,
 the Pareto frontier and the cost breakdown; ``preemption``: the Young/Daly checkpoint interval
 and the expected overhead of preemptions; ``throughput``: one training step timed here.
 Everything public is importable from ``chapter20.cost``.
 """
 
-from chapter20.cost.model import (
+from chapter20.cost.estimates import (
     CATALOG_COLUMNS,
     EGRESS_PER_GB,
     EMBEDDING_WORKLOAD,
