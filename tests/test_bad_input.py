@@ -63,7 +63,7 @@ def _sgd():
 
 
 def _catalog_config():
-    from chapter20.cost.estimates import configuration
+    from chapter20.cost.selection import configuration
 
     return configuration("p4d.24xlarge")
 
@@ -240,12 +240,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "seq_len": 16,
         "pairs_per_gpu": 32,
     },
-    "cost.estimates.cheapest_config": lambda: {
+    "cost.selection.cheapest_config": lambda: {
         "target_gpus": 8,
         "budget_per_hour": 50.0,
         "min_gpu_memory_gb": 16.0,
     },
-    "cost.estimates.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
+    "cost.selection.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
     "cost.estimates.cost_breakdown": lambda: {
         "compute_cost": 1000.0,
         "run_hours": 10.0,
@@ -285,7 +285,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "n_gpus": 8,
         "scaling_efficiency": 0.9,
     },
-    "cost.estimates.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
+    "cost.options.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
     "core.corpora.encode_texts": lambda: {
         "texts": TEXTS,
         "vocabulary": {"the": 1, "cat": 2},
@@ -747,7 +747,7 @@ ACCEPTS: dict[str, set[str]] = {
             "cost.estimates.data_parallel_efficiency.overlap",
             "cost.estimates.data_parallel_efficiency.gpu_link_latency_s",
             "cost.estimates.data_parallel_efficiency.network_latency_s",
-            "cost.estimates.training_options.overlap",
+            "cost.options.training_options.overlap",
             "core.corpora.train_test_split_articles.seed",
             "core.corpora.uniform_ids.shape",
             "core.corpora.uniform_ids.seed",
@@ -838,8 +838,8 @@ ACCEPTS: dict[str, set[str]] = {
 OUT_OF_SCOPE = {
     "cost.throughput.measure_throughput": "a benchmark: times real training steps of a "
     "6-layer encoder",
-    "cost.estimates.plot_pareto": "draws computed frames; its numbers are results, not parameters",
-    "cost.estimates.plot_spot_overhead": "draws computed frames; its numbers are results, not "
+    "cost.plots.plot_pareto": "draws computed frames; its numbers are results, not parameters",
+    "cost.plots.plot_spot_overhead": "draws computed frames; its numbers are results, not "
     "parameters",
     "word2vec.skipgram.WordVectors": "a result record that train_word2vec returns",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",

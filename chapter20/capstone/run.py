@@ -52,14 +52,9 @@ from chapter20.core.checks import (
 from chapter20.core.device import deterministic_mode, scaled
 from chapter20.core.measure import format_bytes
 from chapter20.core.models import WeightedBagEncoder
-from chapter20.cost.estimates import (
-    EMBEDDING_WORKLOAD,
-    Preemption,
-    Workload,
-    load_catalog,
-    snapshot_label,
-    training_options,
-)
+from chapter20.cost.catalog import load_catalog, snapshot_label
+from chapter20.cost.estimates import EMBEDDING_WORKLOAD, Preemption, Workload
+from chapter20.cost.options import training_options
 from chapter20.techniques.activation_checkpointing import POLICIES
 from chapter20.techniques.distributed import distributed, group_rank_and_size, scale_lr
 from chapter20.techniques.memory_planner import (
