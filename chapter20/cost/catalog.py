@@ -211,7 +211,8 @@ def gpu_models(catalog: pd.DataFrame | None = None) -> list[str]:
 
 
 def snapshot_label(catalog: pd.DataFrame | None = None) -> str:
-    """A caption for anything that shows catalog prices: which snapshot they come from."""
+    """A caption for anything that shows catalog prices: which snapshot they come from
+    (§20.5.1)."""
     dates = sorted(catalog_or_default(catalog)["snapshot_date"].unique())
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return f"list prices of a {when} snapshot (not live prices; see data/README.md)"
