@@ -3,6 +3,7 @@
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -27,3 +28,53 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if item.get_closest_marker("multigpu") and gpus < 2:
             item.add_marker(pytest.mark.skip(reason="needs two or more CUDA GPUs"))
+
+
+# --- corpora and matrices shared by the vocabulary, BPE, PCA and notebook-10 tests ----------
+
+
+@pytest.fixture(scope="module")
+def corpus_cache(tmp_path_factory):
+    """One temporary cache per test module: corpora are parsed once, never into ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CHAPTER20_CACHE", str(tmp_path_factory.mktemp("chapter20-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def lee_background(corpus_cache):
+    """The Lee background corpus: documents as token lists."""
+    from chapter20.core.corpora import lee_background
+
+    return lee_background()
+
+
+@pytest.fixture(scope="module")
+def lee_split(lee_background):
+    """The Lee documents split into training and held-out documents (20% held out, seed 0)."""
+    from chapter20.core.corpora import train_test_split_articles
+
+    return train_test_split_articles(lee_background, 0.2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def bpe_small(lee_split):
+    """A byte-level BPE vocabulary of 600 entries trained on the Lee training documents."""
+    from chapter20.vocab.bpe import train_bpe
+
+    return train_bpe(lee_split[0], 600)
+
+
+def _low_rank_matrix(n=120, d=40, rank=6, noise=0.01, seed=0, dtype=np.float64):
+    """A matrix with a clear spectral gap after ``rank`` components, plus an offset mean."""
+    rng = np.random.default_rng(seed)
+    scales = np.linspace(5.0, 1.0, rank)
+    signal = (rng.standard_normal((n, rank)) * scales) @ rng.standard_normal((rank, d))
+    return (signal + noise * rng.standard_normal((n, d)) + 3.0).astype(dtype)
+
+
+@pytest.fixture(scope="session")
+def low_rank_matrix():
+    """``low_rank_matrix(n, d, rank, noise, seed, dtype)``: a matrix with a clear spectral gap
+    after ``rank`` components, plus an offset mean."""
+    return _low_rank_matrix

@@ -64,7 +64,7 @@ def _sgd():
 
 
 def _catalog_config():
-    from chapter20.cost.model import configuration
+    from chapter20.cost.selection import configuration
 
     return configuration("p4d.24xlarge")
 
@@ -220,12 +220,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "chunk_size": 1,
         "loss_fn": lambda a, b: contrastive.info_nce(a, b),
     },
-    "cost.model.Preemption": lambda: {
+    "cost.estimates.Preemption": lambda: {
         "mtbf_hours": 2.0,
         "checkpoint_seconds": 30.0,
         "restart_seconds": 300.0,
     },
-    "cost.model.Workload": lambda: {
+    "cost.estimates.Workload": lambda: {
         "name": "w",
         "pairs": 1e6,
         "vocab": 1000,
@@ -235,13 +235,13 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "seq_len": 16,
         "pairs_per_gpu": 32,
     },
-    "cost.model.cheapest_config": lambda: {
+    "cost.selection.cheapest_config": lambda: {
         "target_gpus": 8,
         "budget_per_hour": 50.0,
         "min_gpu_memory_gb": 16.0,
     },
-    "cost.model.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
-    "cost.model.cost_breakdown": lambda: {
+    "cost.selection.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
+    "cost.estimates.cost_breakdown": lambda: {
         "compute_cost": 1000.0,
         "run_hours": 10.0,
         "dataset_gb": 10.0,
@@ -253,12 +253,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "storage_per_gb_month": 0.023,
         "egress_per_gb": 0.09,
     },
-    "cost.model.cost_to_train": lambda: {
+    "cost.estimates.cost_to_train": lambda: {
         "config": _catalog_config(),
         "train_seconds": 3600.0,
         "interval_seconds": 600.0,
     },
-    "cost.model.data_parallel_efficiency": lambda: {
+    "cost.estimates.data_parallel_efficiency": lambda: {
         "config": _catalog_config(),
         "gradient_bytes": 1e8,
         "step_compute_seconds": 0.3,
@@ -266,21 +266,21 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "gpu_link_latency_s": 3e-6,
         "network_latency_s": 2e-5,
     },
-    "cost.model.mixed_precision_saving": lambda: {"speedup": 1.5},
-    "cost.model.overhead_vs_interval": lambda: {
+    "cost.estimates.mixed_precision_saving": lambda: {"speedup": 1.5},
+    "cost.estimates.overhead_vs_interval": lambda: {
         "train_seconds": 3600.0,
         "preemption": cost.Preemption(2, 30, 300),
         "intervals": (60.0, 600.0),
         "n_instances": 1,
     },
-    "cost.model.spot_savings": lambda: {"train_hours": 10.0},
-    "cost.model.time_to_train": lambda: {
+    "cost.estimates.spot_savings": lambda: {"train_hours": 10.0},
+    "cost.estimates.time_to_train": lambda: {
         "work": 1e6,
         "throughput_per_gpu": 100.0,
         "n_gpus": 8,
         "scaling_efficiency": 0.9,
     },
-    "cost.model.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
+    "cost.options.training_options": lambda: {"gpu_counts": (1, 2), "overlap": 0.0},
     "core.corpora.encode_texts": lambda: {
         "texts": TEXTS,
         "vocabulary": {"the": 1, "cat": 2},
@@ -361,6 +361,16 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "memory_plan": _plan(),
         "gpu_bytes": 8e9,
     },
+    "core.show.show_code": lambda: {"obj": _linear().forward, "max_lines": 20},
+    "core.findings.compare": lambda: {
+        "name": "a",
+        "value": 2.0,
+        "reference_name": "b",
+        "reference": 1.0,
+        "spread": 0.1,
+        "tolerance": 0.02,
+    },
+    "core.findings.share": lambda: {"name": "a", "part": 1.0, "whole": 2.0},
     "core.models.check_ids": lambda: {"ids": _ids(), "num_embeddings": 10},
     "core.models.BagOfEmbeddingsEncoder": lambda: {
         "vocab_size": 20,
@@ -537,28 +547,35 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "max_restarts": 0,
     },
     "training.spot_run.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
-    "vocab.vocabulary.bpe_table": lambda: {
+    "vocab.bpe.bpe_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
         "vocab_sizes": (300,),
         "dim": 8,
         "min_frequency": 1,
     },
-    "vocab.vocabulary.build_vocab": lambda: {"texts": TEXTS, "min_count": 1, "max_size": 10},
-    "vocab.vocabulary.pca_compress": lambda: {
+    "vocab.bpe.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
+    "vocab.pca.pca_compress": lambda: {
         "x": torch.randn(20, 6),
         "k": 2,
         "seed": 0,
         "niter": 2,
         "oversample": 2,
     },
+    "vocab.sparse_input.ProjectionModel": lambda: {
+        "kind": "dense_linear",
+        "input_dim": 10,
+        "out_dim": 4,
+        "n_classes": 3,
+    },
+    "vocab.sparse_input.break_even_out_dim": lambda: {"input_dim": 10_000, "k": 300},
+    "vocab.vocabulary.build_vocab": lambda: {"texts": TEXTS, "min_count": 1, "max_size": 10},
     "vocab.vocabulary.pruning_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
         "min_counts": (1, 2),
         "dim": 8,
     },
-    "vocab.vocabulary.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
     "word2vec.skipgram.SkipGram": lambda: {
         "objective": "negative",
         "counts": [5, 3, 2],
@@ -731,19 +748,19 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.activation_checkpointing.predicted_activation_bytes.selective_layer_bytes",
             "techniques.activation_checkpointing.predicted_activation_bytes.other_bytes",
             "core.claims.check.measured",
-            "cost.model.Preemption.restart_seconds",
-            "cost.model.cost_breakdown.dataset_gb",
-            "cost.model.cost_breakdown.checkpoint_gb",
-            "cost.model.cost_breakdown.checkpoints_kept",
-            "cost.model.cost_breakdown.retention_months",
-            "cost.model.cost_breakdown.egress_gb",
-            "cost.model.cost_breakdown.other",
-            "cost.model.cost_breakdown.storage_per_gb_month",
-            "cost.model.cost_breakdown.egress_per_gb",
-            "cost.model.data_parallel_efficiency.overlap",
-            "cost.model.data_parallel_efficiency.gpu_link_latency_s",
-            "cost.model.data_parallel_efficiency.network_latency_s",
-            "cost.model.training_options.overlap",
+            "cost.estimates.Preemption.restart_seconds",
+            "cost.estimates.cost_breakdown.dataset_gb",
+            "cost.estimates.cost_breakdown.checkpoint_gb",
+            "cost.estimates.cost_breakdown.checkpoints_kept",
+            "cost.estimates.cost_breakdown.retention_months",
+            "cost.estimates.cost_breakdown.egress_gb",
+            "cost.estimates.cost_breakdown.other",
+            "cost.estimates.cost_breakdown.storage_per_gb_month",
+            "cost.estimates.cost_breakdown.egress_per_gb",
+            "cost.estimates.data_parallel_efficiency.overlap",
+            "cost.estimates.data_parallel_efficiency.gpu_link_latency_s",
+            "cost.estimates.data_parallel_efficiency.network_latency_s",
+            "cost.options.training_options.overlap",
             "core.corpora.train_test_split_articles.seed",
             "core.corpora.uniform_ids.shape",
             "core.corpora.uniform_ids.seed",
@@ -802,11 +819,11 @@ ACCEPTS: dict[str, set[str]] = {
             "training.ddp_run.DemoConfig.seed",
             "training.spot_run.launch_spot_demo.max_restarts",
             "training.spot_run.start_spot_demo.max_restarts",
-            "vocab.vocabulary.bpe_table.min_frequency",
-            "vocab.vocabulary.pca_compress.seed",
-            "vocab.vocabulary.pca_compress.niter",
-            "vocab.vocabulary.pca_compress.oversample",
-            "vocab.vocabulary.train_bpe.min_frequency",
+            "vocab.bpe.bpe_table.min_frequency",
+            "vocab.pca.pca_compress.seed",
+            "vocab.pca.pca_compress.niter",
+            "vocab.pca.pca_compress.oversample",
+            "vocab.bpe.train_bpe.min_frequency",
             "word2vec.skipgram.SkipGram.seed",
             "word2vec.skipgram.Workspace.output_rows",
             "word2vec.skipgram.Workspace.input_rows",
@@ -828,6 +845,10 @@ ACCEPTS: dict[str, set[str]] = {
     # A size difference may be negative; a failed comparison's difference is NaN or infinite
     # and prints as ✗, which is the proof's answer, not a silent one.
     "core.measure.format_bytes.n": {"zero", "negative"},
+    # No spread or tolerance is a valid choice; a share may be nothing, or negative (printed so).
+    "core.findings.compare.spread": {"zero"},
+    "core.findings.compare.tolerance": {"zero"},
+    "core.findings.share.part": {"zero", "negative"},
     "core.measure.format_difference.max_abs_diff": {"zero", "nan", "inf"},
 }
 
@@ -835,8 +856,8 @@ ACCEPTS: dict[str, set[str]] = {
 OUT_OF_SCOPE = {
     "cost.throughput.measure_throughput": "a benchmark: times real training steps of a "
     "6-layer encoder",
-    "cost.model.plot_pareto": "draws computed frames; its numbers are results, not parameters",
-    "cost.model.plot_spot_overhead": "draws computed frames; its numbers are results, not "
+    "cost.plots.plot_pareto": "draws computed frames; its numbers are results, not parameters",
+    "cost.plots.plot_spot_overhead": "draws computed frames; its numbers are results, not "
     "parameters",
     "word2vec.skipgram.WordVectors": "a result record that train_word2vec returns",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",

@@ -119,7 +119,7 @@ def test_an_upward_import_is_caught(importer, imported):
         ("techniques.sharding", "core.checks"),
         ("training.trainer", "techniques.precision"),
         ("training.trainer", "training.state"),
-        ("capstone.run", "cost.model"),
+        ("capstone.run", "cost.estimates"),
         ("labs.nb02_contrastive", "labs.common"),
         ("labs.nb02_contrastive", "capstone.evaluation"),
         ("cli.main", "labs.nb01_sharding"),
@@ -152,6 +152,22 @@ def test_a_deliberately_wrong_import_fails_the_check(tmp_path):
     target.write_text(target.read_text() + "\nfrom chapter20.training.trainer import Trainer\n")
     found = violations(copy)
     assert len(found) == 1 and "core/measure.py imports training.trainer" in found[0], found
+
+
+@pytest.mark.parametrize("folder", ["cost", "vocab"])
+def test_a_facade_re_exports_the_public_names_of_the_modules_it_imports(folder):
+    """``from chapter20 import cost; cost.load_catalog()`` (notebooks, tests): a folder's
+    ``__init__`` re-exports exactly the ``__all__`` of the modules it imports, the same objects."""
+    import importlib
+
+    facade = importlib.import_module(f"chapter20.{folder}")
+    exported = {}
+    for module in imported_modules(PACKAGE / folder / "__init__.py"):
+        names = importlib.import_module(f"chapter20.{module}").__all__
+        exported.update({name: f"chapter20.{module}" for name in names})
+    assert sorted(facade.__all__) == sorted(exported)
+    for name, module in exported.items():
+        assert getattr(facade, name) is getattr(importlib.import_module(module), name), name
 
 
 def test_a_training_launch_does_not_import_what_it_does_not_use():

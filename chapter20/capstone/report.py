@@ -19,14 +19,9 @@ from chapter20.capstone.config import RunConfig
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.measure import format_bytes
 from chapter20.core.models import WeightedBagEncoder
-from chapter20.cost.model import (
-    EMBEDDING_WORKLOAD,
-    Preemption,
-    Workload,
-    load_catalog,
-    snapshot_label,
-    training_options,
-)
+from chapter20.cost.catalog import load_catalog, snapshot_label
+from chapter20.cost.estimates import EMBEDDING_WORKLOAD, Preemption, Workload
+from chapter20.cost.options import training_options
 from chapter20.techniques.memory_model import BagShape, EncoderShape
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import MemoryPlan, parallelism_advice, plan
@@ -87,14 +82,16 @@ def cost_projection(
     preemption: Preemption = PROJECTION_PREEMPTION,
 ) -> dict[str, Any]:
     """Time and cost of ``workload`` (the chapter's stated size: a MiniLM-sized encoder on 1B
-    pairs, ``chapter20.cost.model.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest catalog
-    configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot at
-    the middle of the spot range with the expected preemption overhead of ``preemption``
-    (Young/Daly checkpoint interval). Throughput is ``chapter20.cost.model``'s model, calibrated on
+    pairs, ``chapter20.cost.estimates.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest catalog
+    configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot at the
+    middle of the spot range with the expected preemption overhead of ``preemption`` (Young/Daly
+    checkpoint interval). Throughput is ``chapter20.cost.estimates``' model, calibrated on
     one GPU measurement. Returns the plan's peak, the two options and the snapshot label."""
     gpus = check_int("gpus", gpus, 1)
     if not isinstance(preemption, Preemption):
-        raise TypeError(f"preemption must be a chapter20.cost.model.Preemption, got {preemption!r}")
+        raise TypeError(
+            f"preemption must be a chapter20.cost.estimates.Preemption, got {preemption!r}"
+        )
     peak = plan(
         _workload_shape(workload),
         TrainConfig(precision=workload.precision),

@@ -1,50 +1,68 @@
-"""§20.5 Training cost: the price catalog, time and cost to train, spot preemptions.
+"""§20.5 Training cost: the price catalog, configurations, time and cost to train, spot preemptions.
 
-``model``: the catalog, the instance selector of listing L12 corrected, time and cost to train,
-the Pareto frontier and the cost breakdown; ``preemption``: the Young/Daly checkpoint interval
-and the expected overhead of preemptions; ``throughput``: one training step timed here.
-Everything public is importable from ``chapter20.cost``.
+- ``catalog``: the dated price snapshot, validated as it is read (§20.5.1);
+- ``selection``: configurations of catalog instance types and the instance selector of listing
+  L12, corrected (§20.5.1);
+- ``estimates``: a workload and its throughput, the scaling efficiency, time and cost to train on
+  demand and on spot, the cost breakdown (§20.5, §20.5.2);
+- ``options``: every option over the catalog and the Pareto frontier of time and cost (§20.5);
+- ``plots``: the figures of notebook 08;
+- ``preemption``: the Young/Daly checkpoint interval and the expected overhead of preemptions
+  (§20.5.2);
+- ``throughput``: one training step timed here (it imports the trainer: not re-exported).
+
+Everything public but ``throughput`` is importable from ``chapter20.cost``; inside the package,
+import from the submodule.
 """
 
-from chapter20.cost.model import (
+from chapter20.cost.catalog import (
     CATALOG_COLUMNS,
+    catalog_or_default,
+    gpu_models,
+    load_catalog,
+    price_table,
+    snapshot_label,
+)
+from chapter20.cost.estimates import (
     EGRESS_PER_GB,
     EMBEDDING_WORKLOAD,
     GPU_TFLOPS,
     H200_MEASUREMENT,
-    SPOT_QUOTES,
     STORAGE_PER_GB_MONTH,
-    Config,
     CostBreakdown,
     Preemption,
     ThroughputRecord,
     TrainingCost,
     Workload,
-    cheapest_config,
-    configuration,
     cost_breakdown,
     cost_to_train,
     data_parallel_efficiency,
-    gpu_models,
-    load_catalog,
     mixed_precision_saving,
     overhead_vs_interval,
-    pareto_frontier,
-    plot_pareto,
-    plot_spot_overhead,
-    plot_time_and_cost,
-    price_table,
-    snapshot_label,
     spot_savings,
     throughput_per_gpu,
     time_to_train,
+)
+from chapter20.cost.options import (
+    pareto_frontier,
     training_options,
+)
+from chapter20.cost.plots import (
+    plot_pareto,
+    plot_spot_overhead,
+    plot_time_and_cost,
 )
 from chapter20.cost.preemption import (
     expected_wall_time,
     preemption_overhead,
     simulate_wall_time,
     young_daly_interval,
+)
+from chapter20.cost.selection import (
+    SPOT_QUOTES,
+    Config,
+    cheapest_config,
+    configuration,
 )
 
 __all__ = [
@@ -61,6 +79,7 @@ __all__ = [
     "ThroughputRecord",
     "TrainingCost",
     "Workload",
+    "catalog_or_default",
     "cheapest_config",
     "configuration",
     "cost_breakdown",

@@ -2,7 +2,7 @@
 
 :func:`measure_throughput` builds the workload's encoder and times one step of the composed
 trainer (``chapter20.training.Trainer``: both towers, InfoNCE, backward, AdamW) on this machine;
-``chapter20.cost.model`` turns pairs per second into hours and dollars.
+``chapter20.cost.estimates`` turns pairs per second into hours and dollars.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from chapter20.core.checks import check_int
 from chapter20.core.device import get_device, set_seed
 from chapter20.core.measure import time_fn
 from chapter20.core.models import TransformerEncoder
-from chapter20.cost.model import EMBEDDING_WORKLOAD, Workload
+from chapter20.cost.estimates import EMBEDDING_WORKLOAD, Workload
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import Trainer
 

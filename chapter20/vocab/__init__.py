@@ -1,7 +1,34 @@
-"""Note, topic 3: vocabularies (counts, pruning), byte-level BPE, PCA compression, and the
-tokenisers a saved encoder carries. Everything public is importable from ``chapter20.vocab``.
+"""Note, topic 3: vocabularies and what to do about their size, and the tokenisers a saved encoder
+carries.
+
+- ``vocabulary``: word counts, pruning rare words, the OOV rate and the matrix it saves (C29);
+- ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30);
+- ``pca``: PCA compression of dense or sparse inputs (C28);
+- ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
+  a fixed PCA projection (C28);
+- ``tokenizers``: word and subword tokenisers that travel with an encoder (§20.6).
+
+Everything public is importable from ``chapter20.vocab``; inside the package, import from the
+submodule.
 """
 
+from chapter20.vocab.bpe import (
+    BPE_UNK,
+    BPETokenizer,
+    bpe_table,
+    normalize_text,
+    train_bpe,
+)
+from chapter20.vocab.pca import (
+    PCAResult,
+    pca_compress,
+)
+from chapter20.vocab.sparse_input import (
+    VARIANTS,
+    BagOfWordsBatches,
+    ProjectionModel,
+    break_even_out_dim,
+)
 from chapter20.vocab.tokenizers import (
     TOKENIZERS,
     SubwordTokenizer,
@@ -12,30 +39,31 @@ from chapter20.vocab.tokenizers import (
     tokenizer_from_spec,
 )
 from chapter20.vocab.vocabulary import (
-    BPE_UNK,
-    BPETokenizer,
-    PCAResult,
     Vocabulary,
-    bpe_table,
     build_vocab,
-    normalize_text,
-    pca_compress,
+    count_words,
+    element_bytes,
     pruning_table,
-    train_bpe,
 )
 
 __all__ = [
     "BPETokenizer",
     "BPE_UNK",
+    "BagOfWordsBatches",
     "PCAResult",
+    "ProjectionModel",
     "SubwordTokenizer",
     "TOKENIZERS",
     "Tokenizer",
+    "VARIANTS",
     "Vocabulary",
     "WordTokenizer",
     "bpe_table",
+    "break_even_out_dim",
     "build_tokenizer",
     "build_vocab",
+    "count_words",
+    "element_bytes",
     "normalize_text",
     "pad_batch",
     "pca_compress",

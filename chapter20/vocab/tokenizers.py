@@ -2,7 +2,7 @@
 
 - :class:`WordTokenizer`: whole words (gensim's ``simple_preprocess``), the words kept by a
   count threshold, every other word the unknown id;
-- :class:`SubwordTokenizer`: byte-level BPE subwords (:func:`chapter20.vocab.vocabulary.train_bpe`),
+- :class:`SubwordTokenizer`: byte-level BPE subwords (:func:`chapter20.vocab.bpe.train_bpe`),
   so that no word is unknown.
 
 Both reserve id ``PAD_ID`` (0) for padding (:func:`pad_batch`) and describe themselves as a plain
@@ -81,8 +81,7 @@ class WordTokenizer:
 @dataclass(frozen=True)
 class SubwordTokenizer:
     """Byte-level BPE subword ids (§20.6; note, topic 3) shifted by one so that id 0 is
-    padding: subword ``s`` of ``chapter20.vocab.vocabulary.BPETokenizer`` has id ``s + 1``. Words
-    are
+    padding: subword ``s`` of ``chapter20.vocab.bpe.BPETokenizer`` has id ``s + 1``. Words are
     ``simple_preprocess`` tokens joined by spaces, as for :class:`WordTokenizer`."""
 
     json: str
@@ -119,13 +118,13 @@ def build_tokenizer(
 
     ``"word"``: the words seen at least ``min_count`` times, most frequent first (ties by first
     appearance), at most ``vocab_size - 2`` of them. ``"bpe"``: a byte-level BPE vocabulary of
-    at most ``vocab_size - 1`` subwords (``chapter20.vocab.vocabulary.train_bpe``)."""
+    at most ``vocab_size - 1`` subwords (``chapter20.vocab.bpe.train_bpe``)."""
     if kind not in TOKENIZERS:
         raise ValueError(f"kind must be one of {TOKENIZERS}, got {kind!r}")
     vocab_size = check_int("vocab_size", vocab_size, 3)
     min_count = check_int("min_count", min_count, 1)
     if kind == "bpe":
-        from chapter20.vocab.vocabulary import train_bpe
+        from chapter20.vocab.bpe import train_bpe
 
         return SubwordTokenizer(train_bpe(documents, vocab_size - 1).tokenizer.to_str())
     counts: dict[str, int] = {}

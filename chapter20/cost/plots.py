@@ -1,0 +1,102 @@
+"""§20.5 The cost model's figures (house style): time and cost to train over the GPU count, every
+option against the Pareto frontier, and the spot overhead against the checkpoint interval
+(§20.5.2). matplotlib is imported when a figure is drawn, not with the cost model.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["plot_pareto", "plot_spot_overhead", "plot_time_and_cost"]
+
+
+def _plain_log_axis(axis, values) -> None:
+    """Log scale with the given values as plain-number ticks (1, 8, 64 rather than 2^3)."""
+    ticks = sorted({float(v) for v in values})
+    axis.set_ticks(ticks, [f"{t:g}" for t in ticks])
+    import matplotlib.ticker  # the plots import matplotlib; the cost model does not need it
+
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
+    """Two panels over GPU count (§20.5): wall time in hours (log) and cost in USD, one line
+    per instance type. ``caption`` (the price snapshot) goes under the figure."""
+    from chapter20.core.plotting import new_panels
+
+    fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
+    styles = ("-", "--", "-.", ":")
+    markers = ("o", "s", "^", "D", "v", "P")
+    for index, (instance, group) in enumerate(options.groupby("instance", sort=False)):
+        label = f"{instance} ({group['gpu_model'].iloc[0]})"
+        # distinct dashes and markers: instances with the same GPUs draw the same curve
+        style = dict(linestyle=styles[index % 4], marker=markers[index % 6], markersize=4,
+                     label=label)  # fmt: skip
+        left.plot(group["gpus"], group["hours"], **style)
+        right.plot(group["gpus"], group["cost"], **style)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        _plain_log_axis(ax.xaxis, options["gpus"])
+        ax.set_xlabel("GPUs")
+    left.set(ylabel="wall time (hours)", yscale="log")
+    right.set(ylabel="cost of the run (USD)", ylim=(0, 1.1 * options["cost"].max()))
+    right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if caption:
+        fig.text(0.5, -0.02, caption, ha="center", fontsize=8, color="#555555")
+    return fig
+
+
+def plot_pareto(
+    options: pd.DataFrame,
+    frontier: pd.DataFrame,
+    caption: str = "",
+    highlight: dict[str, tuple[float, float]] | None = None,
+):
+    """Every option as a point of (wall time, cost) coloured by GPU model, the Pareto frontier
+    as a line labelled with its GPU counts, and ``highlight`` points (label: (hours, cost))
+    as stars (§20.5)."""
+    from chapter20.core.plotting import new_figure
+
+    fig, ax = new_figure(
+        "Time vs cost: every option and the Pareto frontier",
+        "wall time (hours, log scale)",
+        "cost of the run (USD)",
+    )
+    for gpu_model, group in options.groupby("gpu_model"):
+        ax.scatter(group["hours"], group["cost"], s=14, alpha=0.6, label=gpu_model)
+    ax.plot(frontier["hours"], frontier["cost"], "k-", lw=1.2, label="Pareto frontier (GPUs)")
+    for row in frontier.itertuples():
+        ax.annotate(f"{row.gpus}", (row.hours, row.cost), fontsize=7, ha="center", va="top",
+                    xytext=(0, -4), textcoords="offset points")  # fmt: skip
+    for label, (hours, cost) in (highlight or {}).items():
+        ax.plot(hours, cost, "*", color="black", markersize=11)
+        ax.annotate(label, (hours, cost), fontsize=8, xytext=(6, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.1 * options["cost"].max())
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    if caption:
+        ax.text(0.0, -0.2, caption, transform=ax.transAxes, fontsize=8, color="#555555")
+    return fig
+
+
+def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[float, float]]):
+    """Preemption overhead (%) against the checkpoint interval (minutes), one curve per mean
+    time between preemptions; ``optima[label]`` = (Young/Daly interval in seconds, its
+    overhead) is marked with a dot (§20.5.2). The y axis stops at 10x the largest optimum."""
+    from chapter20.core.plotting import new_figure
+
+    fig, ax = new_figure(
+        "Spot: expected overhead vs checkpoint interval",
+        "checkpoint interval (minutes)",
+        "expected overhead (% of the work)",
+    )
+    for label, frame in curves.items():
+        (line,) = ax.plot(frame["interval_seconds"] / 60, 100 * frame["overhead"], label=label)
+        interval, overhead = optima[label]
+        ax.plot(interval / 60, 100 * overhead, "o", color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lowest = min(overhead for _, overhead in optima.values())
+    ax.set_ylim(50 * lowest, 1000 * max(overhead for _, overhead in optima.values()))
+    ax.legend(fontsize=8, title="dots: Young/Daly interval", title_fontsize=8)
+    return fig

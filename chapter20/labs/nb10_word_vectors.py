@@ -1,0 +1,337 @@
+"""Word vectors in notebook 10, run and measured (the note on efficient embedding training,
+topic 3; claims C28–C30): what the vocabulary levers do to the vectors a model learns.
+
+- PCA of word vectors against a word-similarity score (C28 applied to embeddings):
+  :func:`pca_quality_curve`, which takes any ``(words, vectors)`` and a scoring function;
+- subword vectors composed into word vectors (C30's quality side): :func:`compose_word_vectors`,
+  trained and scored over seeds by :func:`subword_quality` and :func:`subword_summary`;
+- the figures of pruning (C29), of BPE sizes (C30) and of the PCA quality curve.
+
+The sparse-input experiment of the same notebook and ``bench vocab`` are
+``chapter20.labs.nb10_vocab``; the package side (pruning, BPE, ``pca_compress``) is
+``chapter20.vocab``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from chapter20.capstone.evaluation import summarize_seeds
+from chapter20.core.checks import check_int
+from chapter20.core.corpora import word_similarity
+from chapter20.core.plotting import new_panels
+from chapter20.vocab.bpe import BPETokenizer
+from chapter20.vocab.pca import pca_compress
+
+__all__ = [
+    "SubwordRuns",
+    "compose_word_vectors",
+    "pca_quality_curve",
+    "plot_bpe",
+    "plot_pca_quality",
+    "plot_pruning",
+    "subword_quality",
+    "subword_summary",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# PCA of word vectors vs a quality score; subword vectors composed into word vectors
+# --------------------------------------------------------------------------------------------
+
+
+def _as_numpy(vectors: Any) -> np.ndarray:
+    if isinstance(vectors, torch.Tensor):
+        vectors = vectors.detach().cpu().numpy()
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2:
+        raise ValueError(f"vectors must be 2-D [words, dim], got shape {vectors.shape}")
+    return vectors
+
+
+def _score(result: Any) -> float:
+    """A score function's result as a float (a number, or an object with ``.spearman``)."""
+    value = getattr(result, "spearman", result)
+    return float(value)
+
+
+def pca_quality_curve(
+    words: Sequence[str],
+    vectors: Any,
+    ks: Sequence[int],
+    score_fn: Callable[[Sequence[str], np.ndarray], Any],
+    *,
+    space: str = "reconstructed",
+    exact: bool | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Word vectors compressed by PCA to each k, scored by ``score_fn`` (note, topic 3; C28).
+
+    ``words[i]`` has vector ``vectors[i]`` (any ``[n, d]`` array: word2vec's, gensim's,
+    synthetic); ``score_fn(words, vectors) -> ρ`` scores a set of vectors (e.g.
+    ``lambda w, v: word2vec.evaluate_word_pairs(w, v).spearman``; an object with ``.spearman``
+    is accepted too). PCA is fitted once at ``max(ks)``; with the exact method (the default
+    for fewer than 2,000 dims) every smaller k is its prefix.
+
+    ``space="reconstructed"`` (default) scores the k-dim codes mapped back to d dims, mean
+    added: the best rank-k approximation of the vectors, equal to them at k = d (so the curve
+    ends at the original score). ``"projected"`` scores the k-dim codes themselves: they are
+    centred, and removing the mean changes cosines even at k = d — for weakly trained vectors
+    that share a large common direction it can change ρ a lot, in either direction.
+
+    Returns one row for the original vectors (``compressed=False``, ``k = d``) and one per k:
+    ``k``, ``compressed``, ``explained_variance`` (cumulative share of the total variance),
+    ``score``, ``matrix_bytes`` (the n × k codes in float32) and ``projection_bytes`` (the
+    k × d components and the mean, needed to map codes back; 0 for the original).
+    """
+    if space not in ("projected", "reconstructed"):
+        raise ValueError(f"space must be 'projected' or 'reconstructed', got {space!r}")
+    if not callable(score_fn):
+        raise TypeError(f"score_fn must be callable, got {type(score_fn).__name__}")
+    words = list(words)
+    array = _as_numpy(vectors)
+    n, d = array.shape
+    if len(words) != n:
+        raise ValueError(f"words ({len(words)}) and vectors ({n} rows) differ in length")
+    if isinstance(ks, (str, int)) or not len(ks):
+        raise ValueError("ks must be a non-empty sequence of ints")
+    ks = sorted({check_int("ks[i]", k, 1) for k in ks})
+    if ks[-1] > min(n, d):
+        raise ValueError(f"ks must be <= min(n_words, dim) = {min(n, d)}, got {ks[-1]}")
+    pca = pca_compress(array, ks[-1], exact=exact, seed=seed)
+    records = [
+        {
+            "k": d,
+            "compressed": False,
+            "explained_variance": 1.0,
+            "score": _score(score_fn(words, array.astype(np.float32))),
+            "matrix_bytes": n * d * 4,
+            "projection_bytes": 0,
+        }
+    ]
+    for k in ks:
+        part = pca.truncated(k)
+        z = part.transform(array)
+        if space == "reconstructed":
+            z = part.inverse_transform(z)
+        records.append(
+            {
+                "k": k,
+                "compressed": True,
+                "explained_variance": float(part.explained_variance_ratio.sum()),
+                "score": _score(score_fn(words, z.cpu().numpy().astype(np.float32))),
+                "matrix_bytes": n * k * 4,
+                "projection_bytes": (k * d + d) * 4,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def compose_word_vectors(
+    bpe: BPETokenizer,
+    words: Sequence[str],
+    subwords: Sequence[str],
+    subword_vectors: Any,
+) -> tuple[list[str], np.ndarray]:
+    """Word vectors as the mean of their BPE subwords' vectors (note, topic 3; C30's quality
+    side): ``subwords[i]`` (a subword string as ``bpe.tokens`` spells it) has vector
+    ``subword_vectors[i]``, e.g. from word2vec trained on ``bpe.tokenize_corpus(texts)``.
+
+    Words are spelled as inside a text (``bpe.word_tokens``: after a space, the spelling of
+    almost every occurrence). Returns the words whose every subword has a vector, and their
+    vectors (float32). With a subword model trained on the same corpus that is nearly every
+    word, including words never seen whole; a word can still miss out when one of its pieces
+    is an intermediate merge that the final encoding of the corpus never emits.
+    """
+    array = _as_numpy(subword_vectors)
+    subwords = list(subwords)
+    if len(subwords) != len(array):
+        raise ValueError(f"subwords ({len(subwords)}) and vectors ({len(array)}) differ")
+    index = {s: i for i, s in reversed(list(enumerate(subwords)))}
+    kept, rows = [], []
+    for word in words:
+        pieces = bpe.word_tokens(word)
+        if pieces and all(p in index for p in pieces):
+            kept.append(word)
+            rows.append(array[[index[p] for p in pieces]].astype(np.float64).mean(axis=0))
+    if not kept:
+        return [], np.zeros((0, array.shape[1]), dtype=np.float32)
+    return kept, np.stack(rows).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Subword vectors against word vectors, seed after seed (C30)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubwordRuns:
+    """C30's runs (:func:`subword_quality`): ``frame``, one row per seed and model (``"words"``
+    or ``"bpe <size>"``): ``rows`` of the embedding matrix, ``rho_same_pairs`` (WordSim-353
+    Spearman ρ on the pairs the word model knows), ``same_pairs``, ``rho_all_pairs`` and
+    ``oov_pairs`` (pairs left out), ``seconds`` of training; ``word_model``: the first seed's
+    word-level vectors (``chapter20.word2vec.skipgram.WordVectors``), for later sections."""
+
+    frame: pd.DataFrame
+    word_model: Any
+
+
+def subword_quality(
+    train_articles: Sequence[Sequence[str]],
+    sentences: Sequence[Sequence[str]],
+    sizes: Sequence[int] = (4_000, 8_000),
+    seeds: Sequence[int] = (1, 2, 3),
+    *,
+    min_count: int = 5,
+    jobs: int = 1,
+    **w2v: Any,
+) -> SubwordRuns:
+    """Word vectors vs composed BPE subword vectors, seed after seed (note, topic 3; C30).
+
+    For each seed: word2vec (``chapter20.word2vec.skipgram.train_word2vec`` with ``w2v``'s settings)
+    on ``sentences`` pruned at ``min_count``, and for each BPE size (trained once on
+    ``train_articles``) on the subwords of the same sentences; a word's subword vector is the mean
+    of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the same pairs
+    (those the word model knows), the subword vectors also on every pair.
+
+    ``jobs``: trainings run at once, in threads. On a CPU, two single-worker trainings of
+    different models use two cores far better than one training with two Hogwild workers,
+    whose threads fight over the same rows (the small BPE tables most of all); each run is
+    deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``w2v``."""
+    from chapter20.vocab.bpe import train_bpe
+    from chapter20.word2vec.skipgram import evaluate_word_pairs, train_word2vec
+
+    if not len(seeds):
+        raise ValueError("seeds must name at least one seed")
+    sizes = [check_int("sizes[i]", size, 257) for size in sizes]
+    jobs = check_int("jobs", jobs, 1)
+    table = word_similarity("wordsim353")
+    pair_words = sorted(set(table["word1"]) | set(table["word2"]))
+    bpes = {size: train_bpe(train_articles, size) for size in sizes}
+    corpora = {"words": (sentences, min_count)}
+    corpora.update(
+        {f"bpe {size}": (bpe.tokenize_corpus(sentences), 1) for size, bpe in bpes.items()}
+    )
+    with ThreadPoolExecutor(jobs) as pool:
+        runs = {
+            (seed, name): pool.submit(train_word2vec, text, min_count=count, seed=seed, **w2v)
+            for seed in seeds
+            for name, (text, count) in corpora.items()
+        }
+        trained = {key: run.result() for key, run in runs.items()}
+    records = []
+    for (seed, name), model in trained.items():
+        if name == "words":
+            rows, same = len(model), evaluate_word_pairs(model.words, model.vectors)
+            every = same
+        else:
+            bpe, vectors = bpes[int(name.split()[1])], (model.words, model.vectors)
+            words = trained[seed, "words"].words
+            rows = bpe.vocab_size
+            same = evaluate_word_pairs(*compose_word_vectors(bpe, words, *vectors))
+            every = evaluate_word_pairs(*compose_word_vectors(bpe, pair_words, *vectors))
+        records.append({
+            "seed": seed, "model": name, "rows": rows, "rho_same_pairs": same.spearman,
+            "same_pairs": same.pairs - same.oov_pairs, "rho_all_pairs": every.spearman,
+            "oov_pairs": every.oov_pairs, "seconds": model.stats.seconds,
+        })  # fmt: skip
+    return SubwordRuns(pd.DataFrame(records), trained[seeds[0], "words"])
+
+
+def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model of :func:`subword_quality`: ρ on the same pairs as mean ± standard deviation
+    over seeds, ``delta`` (its ρ minus the word model's, seed by seed) as mean ± std, chance
+    (the standard deviation of a chance ρ over the scored pairs, ``1 / sqrt(pairs - 1)``, mean
+    0) and the weakest run in those standard deviations, rows and pairs left out (C30)."""
+    words = frame[frame.model == "words"].set_index("seed")["rho_same_pairs"]
+    frame = frame.assign(delta=frame.rho_same_pairs - frame.seed.map(words))
+    stats = summarize_seeds(frame, by="model", columns=("rho_same_pairs", "delta", "rho_all_pairs"))
+    grouped = frame.groupby("model", sort=False)
+    chance_sd = 1.0 / np.sqrt(grouped["same_pairs"].min() - 1.0)
+    out = stats.set_index("model")
+    out["chance_sd"] = chance_sd
+    out["weakest_in_chance_sds"] = grouped["rho_same_pairs"].min() / chance_sd
+    out["rows"] = grouped["rows"].first()
+    out["oov_pairs"] = grouped["oov_pairs"].max()
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def plot_pruning(table: pd.DataFrame):
+    """Pruning's saving and cost (C29): embedding-matrix size and held-out OOV vs min_count."""
+    fig, (left, right) = new_panels(2, "Pruning rare words (Wikipedia sample)", figsize=(10, 4))
+    left.plot(table["min_count"], table["matrix_bytes"] / 2**20, "o-")
+    for row in table.itertuples():
+        left.annotate(
+            f"{row.kept_types:,} words",
+            (row.min_count, row.matrix_bytes / 2**20),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
+    left.set_xlim(0, table["min_count"].max() * 1.3)  # room for the last point's label
+    left.set_xlabel("min_count")
+    left.set_ylabel("embedding matrix (MiB)")
+    left.set_title("matrix size")
+    right.plot(table["min_count"], 100 * table["heldout_oov_rate"], "o-", color="#C44E52")
+    right.set_xlabel("min_count")
+    right.set_ylabel("held-out tokens out of vocabulary (%)")
+    right.set_title("held-out OOV")
+    return fig
+
+
+def plot_bpe(table: pd.DataFrame):
+    """BPE vocabulary size vs tokens per word, and held-out OOV of BPE vs a word vocabulary
+    with the same number of rows (C30)."""
+    fig, (left, right) = new_panels(2, "BPE subwords (Wikipedia sample)", figsize=(10, 4))
+    left.plot(table["vocab_size"], table["tokens_per_word"], "o-")
+    left.axhline(1.0, color="#8C8C8C", linestyle=":", label="one token per word")
+    left.set_xscale("log")
+    left.set_xlabel("BPE vocabulary size (entries)")
+    left.set_ylabel("held-out tokens per word")
+    left.set_title("sequence length")
+    left.legend()
+    right.plot(table["vocab_size"], 100 * table["word_vocab_oov_rate"], "o-", label="words")
+    right.plot(table["vocab_size"], 100 * table["heldout_unk_rate"], "s-", label="BPE")
+    right.set_xscale("log")
+    right.set_xlabel("embedding rows")
+    right.set_ylabel("held-out tokens out of vocabulary (%)")
+    right.set_title("OOV at equal matrix size")
+    right.legend()
+    return fig
+
+
+def plot_pca_quality(frame: pd.DataFrame, *, score_label: str = "WordSim-353 Spearman ρ"):
+    """Explained variance and the quality score vs k, the uncompressed score as a line (C28)."""
+    part = frame[frame["compressed"]]
+    original = frame[~frame["compressed"]]
+    fig, (left, right) = new_panels(2, "PCA-compressed word vectors", figsize=(10, 4))
+    left.plot(part["k"], 100 * part["explained_variance"], "o-")
+    left.set_xlabel("k (dimensions kept)")
+    left.set_ylabel("explained variance (%)")
+    left.set_title("variance kept")
+    right.plot(part["k"], part["score"], "o-", label="compressed")
+    if len(original):
+        right.axhline(
+            float(original["score"].iloc[0]),
+            color="#8C8C8C",
+            linestyle=":",
+            label=f"original ({int(original['k'].iloc[0])} dims)",
+        )
+    right.set_xlabel("k (dimensions kept)")
+    right.set_ylabel(score_label)
+    right.set_title("quality")
+    right.set_ylim(0, 1.15 * max(float(frame["score"].max()), 0.0) or 1.0)  # from 0: no zoom
+    right.legend(loc="lower right")
+    return fig
