@@ -27,3 +27,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if item.get_closest_marker("multigpu") and gpus < 2:
             item.add_marker(pytest.mark.skip(reason="needs two or more CUDA GPUs"))
+
+
+@pytest.fixture(scope="module")
+def lee():
+    """The Lee corpus's 300 documents as token lists (``word2vec.corpus.corpus_sentences``), for
+    the word2vec tests."""
+    from chapter20.word2vec.corpus import corpus_sentences
+
+    return corpus_sentences("lee")

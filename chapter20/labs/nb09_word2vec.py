@@ -1,7 +1,7 @@
 """The note on efficient embedding training, topic 1, run and measured: the experiments behind
 notebook 09 and ``python -m chapter20 bench word2vec``.
 
-Our three skip-gram trainers (``chapter20.word2vec.skipgram``) next to gensim's C implementation on
+Our three skip-gram trainers (``chapter20.word2vec``) next to gensim's C implementation on
 the same corpus with the same hyper-parameters, and the cost of one training step as the vocabulary
 grows. gensim is used here only as the reference; the package never needs it to train.
 
@@ -28,25 +28,20 @@ from chapter20.core.gpu_record import gpu_figure
 from chapter20.core.measure import time_fn
 from chapter20.core.plotting import new_figure
 from chapter20.vocab.vocabulary import build_vocab
+from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.fused import load_kernels
-from chapter20.word2vec.skipgram import (
+from chapter20.word2vec.huffman import HuffmanTree, build_huffman_tree
+from chapter20.word2vec.objectives import (
     OBJECTIVES,
-    HuffmanTree,
-    SkipGram,
-    TrainStats,
-    WordVectors,
-    build_huffman_tree,
-    corpus_sentences,
-    default_batch_size,
-    encode_corpus,
     full_softmax_grads,
     hierarchical_softmax_grads,
     hierarchical_softmax_log_probs,
-    keep_probabilities,
     negative_sampling_grads,
-    skipgram_pairs,
-    train_word2vec,
 )
+from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
+from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.trainer import default_batch_size, train_word2vec
+from chapter20.word2vec.vectors import TrainStats, WordVectors
 
 __all__ = [
     "SETTINGS",
@@ -475,7 +470,7 @@ def gensim_word2vec(
     workers: int = 2,
 ) -> WordVectors:
     """gensim's skip-gram (``sg=1``; ``hs=1, negative=0`` or ``hs=0, negative=k``) with the
-    same settings as :func:`chapter20.word2vec.skipgram.train_word2vec`, timed the same way: the
+    same settings as :func:`chapter20.word2vec.trainer.train_word2vec`, timed the same way: the
     ``train()`` call only. ``stats.pairs`` is 0: gensim does not count them."""
     from gensim.models import Word2Vec
 

@@ -4,8 +4,7 @@ Every embedding table has one row per vocabulary entry, so the vocabulary decide
 the largest matrix of a word-embedding model; the input dimension decides the size of a layer
 that reads sparse features. This module holds the three levers of topic 3 and what each costs:
 
-- **pruning rare words** (claim C29): :func:`build_vocab` (the vocabulary
-  ``chapter20.word2vec.skipgram``
+- **pruning rare words** (claim C29): :func:`build_vocab` (the vocabulary ``chapter20.word2vec``
   trains on), :meth:`Vocabulary.oov_rate`, :meth:`Vocabulary.matrix_bytes`, :func:`pruning_table`;
 - **BPE subwords** (claim C30): :func:`train_bpe` (Hugging Face ``tokenizers``, byte-level, so
   no held-out text can fall out of the vocabulary), :func:`bpe_table`;
