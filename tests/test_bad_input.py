@@ -570,6 +570,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "device": torch.device("cpu"),
     },
     "word2vec.huffman.build_huffman_tree": lambda: {"counts": [5, 3, 2]},
+    "word2vec.gensim_reference.gensim_huffman_tree": lambda: {"sentences": TEXTS, "min_count": 1},
     "word2vec.vectors.evaluate_word_pairs": lambda: {
         "words": ["tiger", "cat"],
         "vectors": np.ones((2, 3)),
@@ -842,6 +843,8 @@ OUT_OF_SCOPE = {
     "cost.model.plot_spot_overhead": "draws computed frames; its numbers are results, not "
     "parameters",
     "word2vec.vectors.WordVectors": "a result record that train_word2vec returns",
+    "word2vec.gensim_reference.gensim_word2vec": "gensim's own trainer, the reference that "
+    "notebook 09 and bench word2vec time ours against: its settings go to gensim as they are",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked SpotConfig or RunConfig",

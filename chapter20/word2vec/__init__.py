@@ -30,7 +30,8 @@ The modules, bottom up:
 - ``fused`` (+ ``kernels.c``): the same step, fused into one C loop per pair;
 - ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
   gensim's way);
-- ``trainer``: :func:`train_word2vec`, the training loop and its Hogwild workers.
+- ``trainer``: :func:`train_word2vec`, the training loop and its Hogwild workers;
+- ``gensim_reference``: gensim's trainer and tree, with the same settings, as the reference.
 
 Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
 in the library, import from the module that defines it.
@@ -47,6 +48,11 @@ from chapter20.word2vec.fused import (
     FusedKernels,
     compiler_available,
     load_kernels,
+)
+from chapter20.word2vec.gensim_reference import (
+    SETTINGS,
+    gensim_huffman_tree,
+    gensim_word2vec,
 )
 from chapter20.word2vec.huffman import (
     HuffmanTree,
@@ -94,6 +100,7 @@ __all__ = [
     "OBJECTIVES",
     "ObjectiveGrads",
     "PairEvaluation",
+    "SETTINGS",
     "SkipGram",
     "TrainStats",
     "WordVectors",
@@ -105,6 +112,8 @@ __all__ = [
     "encode_corpus",
     "evaluate_word_pairs",
     "full_softmax_grads",
+    "gensim_huffman_tree",
+    "gensim_word2vec",
     "hierarchical_softmax_grads",
     "hierarchical_softmax_log_probs",
     "keep_probabilities",

@@ -5,7 +5,7 @@ The note on efficient embedding training, topic 1. ``SkipGram.step`` (the plain 
 a batch's update op by op: gather the output rows into a ``[B, 1 + k, D]`` tensor, multiply,
 sum, take sigmoids, multiply again, scatter. Each op is one pass over memory and writes a
 temporary of megabytes that the next op reads back; where the time goes is
-``chapter20.labs.nb09_word2vec.profile_step`` (notebook 09): moving rows, not arithmetic.
+``chapter20.labs.nb09_step_cost.profile_step`` (notebook 09): moving rows, not arithmetic.
 word2vec's C loop never has that problem. It takes one pair at a time and keeps its few rows
 (1 + k of them, or one per node on a Huffman path) in the first-level cache from the first dot
 product to the last update, fused into one pass.
