@@ -78,3 +78,12 @@ def low_rank_matrix():
     """``low_rank_matrix(n, d, rank, noise, seed, dtype)``: a matrix with a clear spectral gap
     after ``rank`` components, plus an offset mean."""
     return _low_rank_matrix
+
+
+@pytest.fixture(scope="module")
+def lee():
+    """The Lee corpus's 300 documents as token lists (``word2vec.corpus.corpus_sentences``), for
+    the word2vec tests."""
+    from chapter20.word2vec.corpus import corpus_sentences
+
+    return corpus_sentences("lee")

@@ -154,10 +154,10 @@ def _token_strings(tokenizer) -> list[str]:
 
 
 def _word2vec_rows(recipe, tokenizer, documents_tokens, table: torch.Tensor) -> torch.Tensor:
-    """The note's skip-gram vectors (``chapter20.word2vec.skipgram``) for every token of the
-    vocabulary,
-    trained on the training documents; a token it has no vector for keeps its random row."""
-    from chapter20.word2vec.skipgram import train_word2vec
+    """The note's skip-gram vectors (``chapter20.word2vec.trainer.train_word2vec``) for every
+    token of the vocabulary, trained on the training documents; a token it has no vector for
+    keeps its random row."""
+    from chapter20.word2vec.trainer import train_word2vec
 
     if recipe.tokenizer == "bpe":
         encodings = tokenizer._tokenizer.encode_batch([" ".join(d) for d in documents_tokens])

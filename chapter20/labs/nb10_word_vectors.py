@@ -177,7 +177,7 @@ class SubwordRuns:
     or ``"bpe <size>"``): ``rows`` of the embedding matrix, ``rho_same_pairs`` (WordSim-353
     Spearman ρ on the pairs the word model knows), ``same_pairs``, ``rho_all_pairs`` and
     ``oov_pairs`` (pairs left out), ``seconds`` of training; ``word_model``: the first seed's
-    word-level vectors (``chapter20.word2vec.skipgram.WordVectors``), for later sections."""
+    word-level vectors (``chapter20.word2vec.vectors.WordVectors``), for later sections."""
 
     frame: pd.DataFrame
     word_model: Any
@@ -195,7 +195,7 @@ def subword_quality(
 ) -> SubwordRuns:
     """Word vectors vs composed BPE subword vectors, seed after seed (note, topic 3; C30).
 
-    For each seed: word2vec (``chapter20.word2vec.skipgram.train_word2vec`` with ``w2v``'s settings)
+    For each seed: word2vec (``chapter20.word2vec.trainer.train_word2vec`` with ``w2v``'s settings)
     on ``sentences`` pruned at ``min_count``, and for each BPE size (trained once on
     ``train_articles``) on the subwords of the same sentences; a word's subword vector is the mean
     of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the same pairs
@@ -206,7 +206,8 @@ def subword_quality(
     whose threads fight over the same rows (the small BPE tables most of all); each run is
     deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``w2v``."""
     from chapter20.vocab.bpe import train_bpe
-    from chapter20.word2vec.skipgram import evaluate_word_pairs, train_word2vec
+    from chapter20.word2vec.trainer import train_word2vec
+    from chapter20.word2vec.vectors import evaluate_word_pairs
 
     if not len(seeds):
         raise ValueError("seeds must name at least one seed")

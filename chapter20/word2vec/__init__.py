@@ -1,41 +1,92 @@
-"""Note, topic 1: skip-gram word vectors with negative sampling, hierarchical softmax or a full
-softmax, trained on a CPU at gensim's speed (a fused per-pair C kernel) or on a GPU.
-Everything public is importable from ``chapter20.word2vec``.
+"""Note, topic 1: skip-gram word vectors trained three ways: full softmax, negative sampling,
+hierarchical softmax; on a CPU at gensim's speed (a fused per-pair C kernel) or on a GPU.
+
+A skip-gram model predicts the words around each word. Scoring the prediction with a softmax over
+the whole vocabulary costs O(n) per (word, context) pair; word2vec avoids it in two ways:
+
+- **negative sampling**: push the true context up and ``k`` noise words, drawn from the unigram
+  distribution raised to 0.75, down: O(k) per pair;
+- **hierarchical softmax**: a Huffman tree over the vocabulary; a word's probability is the
+  product of binary decisions on the path from the root to its leaf: O(log n) per pair, and
+  frequent words, with short codes, are the cheapest.
+
+The three objectives share one vocabulary (``chapter20.vocab.vocabulary.build_vocab``), one pair
+generator (gensim's dynamic window and frequent-word subsampling) and one training loop with
+linear learning-rate decay from ``alpha`` to ``min_alpha``. The loop steps by one of two paths,
+with no autograd: the plain path is hand-written, vectorised SGD in PyTorch (a batch's scores as
+row-wise dot products, the sigmoid coefficients, row updates scattered with ``index_add_``) on
+CPU or CUDA; on a CPU, the fused path applies the same update one pair at a time in a small C
+loop, as word2vec does, tested equal to the plain step on one pair at a time.
+
+The modules, bottom up:
+
+- ``corpus``: the real corpus (:func:`corpus_sentences`) and its encoding as vocabulary ids;
+- ``sampling``: what an epoch draws: subsampling, dynamic windows (pairs or whole windows),
+  noise words (:class:`NoiseSampler`);
+- ``huffman``: the Huffman tree of the hierarchical softmax;
+- ``objectives``: the three objectives' losses and exact gradients (public so that the tests
+  compare them with autograd);
+- ``skipgram``: :class:`SkipGram`, the model's two tables and its vectorised SGD steps;
+- ``fused`` (+ ``kernels.c``): the same step, fused into one C loop per pair;
+- ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
+  gensim's way);
+- ``trainer``: :func:`train_word2vec`, the training loop and its Hogwild workers;
+- ``gensim_reference``: gensim's trainer and tree, with the same settings, as the reference.
+
+Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
+in the library, import from the module that defines it.
 """
 
+from chapter20.word2vec.corpus import (
+    CORPORA,
+    EncodedCorpus,
+    corpus_sentences,
+    encode_corpus,
+)
 from chapter20.word2vec.fused import (
+    MAX_EXP,
     FusedKernels,
     compiler_available,
     load_kernels,
 )
-from chapter20.word2vec.skipgram import (
-    CORPORA,
-    FUSED_CHUNK,
-    MAX_EXP,
-    OBJECTIVES,
-    EncodedCorpus,
+from chapter20.word2vec.gensim_reference import (
+    SETTINGS,
+    gensim_huffman_tree,
+    gensim_word2vec,
+)
+from chapter20.word2vec.huffman import (
     HuffmanTree,
-    NoiseSampler,
-    ObjectiveGrads,
-    PairEvaluation,
-    SkipGram,
-    TrainStats,
-    WordVectors,
-    Workspace,
     build_huffman_tree,
-    corpus_sentences,
-    default_batch_size,
-    encode_corpus,
-    evaluate_word_pairs,
+)
+from chapter20.word2vec.objectives import (
+    OBJECTIVES,
+    ObjectiveGrads,
     full_softmax_grads,
     hierarchical_softmax_grads,
     hierarchical_softmax_log_probs,
-    keep_probabilities,
     negative_sampling_grads,
+)
+from chapter20.word2vec.sampling import (
+    NoiseSampler,
+    keep_probabilities,
     noise_distribution,
     skipgram_pairs,
     skipgram_windows,
+)
+from chapter20.word2vec.skipgram import (
+    SkipGram,
+    Workspace,
+)
+from chapter20.word2vec.trainer import (
+    FUSED_CHUNK,
+    default_batch_size,
     train_word2vec,
+)
+from chapter20.word2vec.vectors import (
+    PairEvaluation,
+    TrainStats,
+    WordVectors,
+    evaluate_word_pairs,
 )
 
 __all__ = [
@@ -49,6 +100,7 @@ __all__ = [
     "OBJECTIVES",
     "ObjectiveGrads",
     "PairEvaluation",
+    "SETTINGS",
     "SkipGram",
     "TrainStats",
     "WordVectors",
@@ -60,6 +112,8 @@ __all__ = [
     "encode_corpus",
     "evaluate_word_pairs",
     "full_softmax_grads",
+    "gensim_huffman_tree",
+    "gensim_word2vec",
     "hierarchical_softmax_grads",
     "hierarchical_softmax_log_probs",
     "keep_probabilities",

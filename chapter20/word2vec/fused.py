@@ -5,13 +5,13 @@ The note on efficient embedding training, topic 1. ``SkipGram.step`` (the plain 
 a batch's update op by op: gather the output rows into a ``[B, 1 + k, D]`` tensor, multiply,
 sum, take sigmoids, multiply again, scatter. Each op is one pass over memory and writes a
 temporary of megabytes that the next op reads back; where the time goes is
-``word2vec_lab.profile_step`` (notebook 09): moving rows, not arithmetic. word2vec's C loop
-never has that problem. It takes one pair at a time and keeps its few rows (1 + k of them, or
-one per node on a Huffman path) in the first-level cache from the first dot product to the last
-update, fused into one pass.
+``chapter20.labs.nb09_step_cost.profile_step`` (notebook 09): moving rows, not arithmetic.
+word2vec's C loop never has that problem. It takes one pair at a time and keeps its few rows
+(1 + k of them, or one per node on a Huffman path) in the first-level cache from the first dot
+product to the last update, fused into one pass.
 
-``word2vec_kernels.c`` (next to this file, about a hundred lines) is that loop, written to do
-for each pair exactly what ``SkipGram.step`` does for a batch of that one pair: the same
+``kernels.c`` (next to this file, about a hundred lines) is that loop, written to do for each
+pair exactly what ``SkipGram.step`` does for a batch of that one pair: the same
 scores, the same steps, the same per-row step cap (tested equal, to float32 rounding, pair
 after pair). So the fast path is word2vec's sequential SGD, the algorithm of word2vec and
 gensim, and the plain path is its batched form for GPUs, where a batch of one pair would leave
@@ -114,7 +114,7 @@ def _pointer(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> int:
 
 
 class FusedKernels:
-    """The compiled loops of ``word2vec_kernels.c`` (note, topic 1), made by :func:`load_kernels`.
+    """The compiled loops of ``kernels.c`` (note, topic 1), made by :func:`load_kernels`.
 
     Every method works in place on the tables and checks the dtype, device and layout of what
     it is given, since the C code reads raw memory. Ids must be in range: the trainer draws

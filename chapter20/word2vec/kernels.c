@@ -8,7 +8,7 @@
  * path streams megabyte temporaries through memory several times per batch.
  *
  * For each pair, update_pair does what SkipGram.step does for a batch of that one pair
- * (tests/test_word2vec.py checks it, to float32 rounding, over hundreds of pairs in a row):
+ * (tests/test_word2vec_fused.py checks it, to float32 rounding, over hundreds of pairs in a row):
  *
  *   scores    f_j = u_j . h            h: the input word's row of w_in; u_j: rows of w_out
  *   loss      -log sigmoid(f_j) for label 1 (the true word, a left branch), -log sigmoid(-f_j)

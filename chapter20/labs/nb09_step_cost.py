@@ -1,0 +1,322 @@
+"""The note on efficient embedding training, topic 1, proven and timed: sections 2 and 3 of
+notebook 09.
+
+The proofs (the Huffman tree's guarantees, the hand-written gradients against autograd, the
+hierarchical softmax's probabilities summing to 1), the time of one SGD step of each objective
+as the vocabulary grows (O(n), O(log n), O(k)), and where the time of one negative-sampling step
+goes (``torch.profiler``), next to the fused kernel's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from chapter20.core.corpora import zipf_ids, zipf_probabilities
+from chapter20.core.device import get_device
+from chapter20.core.measure import time_fn
+from chapter20.vocab.vocabulary import build_vocab
+from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
+from chapter20.word2vec.gensim_reference import SETTINGS
+from chapter20.word2vec.huffman import build_huffman_tree
+from chapter20.word2vec.objectives import (
+    OBJECTIVES,
+    full_softmax_grads,
+    hierarchical_softmax_grads,
+    hierarchical_softmax_log_probs,
+    negative_sampling_grads,
+)
+from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
+from chapter20.word2vec.skipgram import SkipGram
+
+__all__ = [
+    "zipf_counts",
+    "huffman_proof",
+    "hs_normalisation_proof",
+    "gradient_proof",
+    "step_time_vs_vocab",
+    "PROFILE_CATEGORIES",
+    "profile_step",
+]
+
+
+def zipf_counts(n: int, s: float = 1.1, total: int = 10**9) -> np.ndarray:
+    """Word counts of a synthetic vocabulary of ``n`` words that follow a Zipf law (each >= 1)."""
+    return np.maximum(1, np.round(zipf_probabilities(n, s) * total)).astype(np.int64)
+
+
+# --- proofs ---------------------------------------------------------------------------------
+
+
+def huffman_proof(counts: np.ndarray) -> dict[str, float | bool]:
+    """The Huffman tree's guarantees, checked on ``counts`` (note, topic 1): prefix-free codes,
+    frequent words never longer, mean code length within 1 bit of the entropy."""
+    counts = np.asarray(counts)
+    tree = build_huffman_tree(counts)
+    codes = sorted(tree.code(w) for w in range(len(counts)))
+    p = counts / counts.sum()
+    # Longest code among words of each count, most frequent first, against the shortest code
+    # among rarer words: a frequent word is never longer when max(earlier) <= min(later).
+    by_count = pd.DataFrame({"count": counts, "length": tree.lengths}).groupby("count")["length"]
+    longest = by_count.max().sort_index(ascending=False).cummax().to_numpy()
+    shortest = by_count.min().sort_index(ascending=False).to_numpy()
+    return {
+        "words": len(counts),
+        "prefix_free": not any(b.startswith(a) for a, b in zip(codes, codes[1:])),
+        "frequent_not_longer": bool(np.all(longest[:-1] <= shortest[1:])),
+        "entropy_bits": float(-(p * np.log2(p)).sum()),
+        "mean_code_bits": tree.mean_code_length(counts),
+        "max_depth": tree.max_depth,
+        "log2_n": math.log2(len(counts)),
+    }
+
+
+def hs_normalisation_proof(n: int = 2000, dim: int = 32, rows: int = 8, seed: int = 0) -> float:
+    """Largest ``|Σ_w P(w | h) - 1|`` over ``rows`` random inputs, for random node vectors of
+    a ``n``-word Huffman tree (float64): hierarchical softmax is a proper distribution."""
+    gen = torch.Generator().manual_seed(seed)
+    tree = build_huffman_tree(zipf_counts(n))
+    nodes = torch.randn(n - 1, dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
+    inputs = torch.randn(rows, dim, generator=gen, dtype=torch.float64)
+    total = hierarchical_softmax_log_probs(inputs, nodes, tree).exp().sum(1)
+    return float((total - 1).abs().max())
+
+
+def _autograd(loss_fn, *tensors):
+    leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+    loss_fn(*leaves).backward()
+    return [leaf.grad for leaf in leaves]
+
+
+def gradient_proof(seed: int = 0) -> dict[str, float]:
+    """Largest ``|ours - autograd|`` over every gradient of each objective, float64, on a
+    small case (note, topic 1). The hand-written gradients are what training applies."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    h, u = randn(16, 24), randn(16, 6, 24)
+    ns = negative_sampling_grads(h, u)
+
+    def ns_loss(h, u):
+        s = (u * h.unsqueeze(1)).sum(-1)
+        return -(
+            torch.log(torch.sigmoid(s[:, 0])).sum() + torch.log(torch.sigmoid(-s[:, 1:])).sum()
+        )
+
+    diffs = {"negative": _max_diff((ns.grad_input, ns.grad_output), _autograd(ns_loss, h, u))}
+    tree = build_huffman_tree(zipf_counts(100))
+    words = torch.randint(0, 100, (16,), generator=gen)
+    mask = torch.as_tensor(tree.mask)[words]
+    rows = torch.repeat_interleave(torch.as_tensor(tree.lengths)[words])
+    codes = torch.as_tensor(tree.codes)[words][mask]
+    h_rows, n_rows = (
+        randn(16, 24)[rows],
+        randn(99, 24)[torch.as_tensor(tree.points)[words][mask].long()],
+    )
+    hs = hierarchical_softmax_grads(h_rows, n_rows, codes)
+
+    def hs_loss(h, n):
+        p = torch.sigmoid((h * n).sum(-1))
+        return -torch.log(torch.where(codes == 0, p, 1 - p)).sum()
+
+    diffs["hierarchical"] = _max_diff(
+        (hs.grad_input, hs.grad_output), _autograd(hs_loss, h_rows, n_rows)
+    )
+    w, targets = randn(100, 24), torch.randint(0, 100, (16,), generator=gen)
+    sm = full_softmax_grads(h, w, targets)
+
+    def sm_loss(h, w):
+        return torch.nn.functional.cross_entropy(h @ w.T, targets, reduction="sum")
+
+    diffs["softmax"] = _max_diff((sm.grad_input, sm.grad_output), _autograd(sm_loss, h, w))
+    return diffs
+
+
+def _max_diff(ours, theirs) -> float:
+    return max(float((a - b).abs().max()) for a, b in zip(ours, theirs))
+
+
+# --- cost per step vs vocabulary size ---------------------------------------------------------
+
+
+def step_time_vs_vocab(
+    sizes: tuple[int, ...] = (10**3, 10**4, 10**5, 10**6),
+    objectives: tuple[str, ...] = OBJECTIVES,
+    *,
+    batch: int = 1024,
+    softmax_cells: int = 2**24,
+    dim: int = 100,
+    negative: int = 5,
+    s: float = 1.1,
+    repeat: int = 9,
+    device: torch.device | str | None = None,
+    threads: int | None = 1,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Median time of one SGD step per objective and vocabulary size (note, topic 1; C24, C25).
+
+    A synthetic Zipf(``s``) vocabulary of each size; a batch of (input, output) pairs drawn
+    from the same law, ``batch`` pairs for the sampled objectives and at most
+    ``softmax_cells / n`` for the full softmax (whose ``[B, n]`` scores would not fit
+    otherwise), so compare ``us_per_pair``. Negative sampling draws its noise words inside the
+    step. ``mean_code_bits``: the hierarchical softmax's average path length for these pairs.
+    ``threads``: torch CPU threads while timing (1 by default: a second thread shared with
+    other work blurs sub-millisecond steps more than it speeds them up).
+    """
+    device = torch.device("cpu") if device is None else get_device(str(device))
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _step_times(
+            sizes, objectives, batch, softmax_cells, dim, negative, s, repeat, device, seed
+        )
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repeat, device, seed):
+    records = []
+    for n in sizes:
+        counts = zipf_counts(n, s)
+        for objective in objectives:
+            b = batch if objective != "softmax" else max(8, min(batch, softmax_cells // n))
+            model = SkipGram(
+                objective, counts, dim=dim, negative=negative, device=device, seed=seed
+            )
+            gen = torch.Generator(device=device).manual_seed(seed)
+            model.output_vectors.normal_(0, 0.1, generator=gen)
+            inputs = zipf_ids(b, n, s=s, seed=seed).to(device)
+            outputs = zipf_ids(b, n, s=s, seed=seed + 1).to(device)
+            timing = time_fn(
+                lambda m=model, i=inputs, o=outputs: m.step(i, o, 1e-4),
+                warmup=2,
+                repeat=repeat if objective != "softmax" else max(3, repeat // 3),
+                device=device,
+            )
+            code_bits = (
+                float(model.tree.lengths[outputs.cpu().numpy()].mean())
+                if objective == "hierarchical"
+                else float("nan")
+            )
+            records.append(
+                {
+                    "vocab": n,
+                    "objective": objective,
+                    "batch": b,
+                    "seconds": timing.median,
+                    "us_per_pair": timing.median / b * 1e6,
+                    "mean_code_bits": code_bits,
+                }
+            )
+            del model
+    return pd.DataFrame(records)
+
+
+# --- where the time of one training step goes ------------------------------------------------
+
+#: The profile's categories, and the aten ops (self time) that make each one up: the plain
+#: negative-sampling step (``SkipGram.step``) is gathers, row-wise products and sums, sigmoid
+#: terms, the step cap's per-row sums, and the scatter into the tables.
+PROFILE_CATEGORIES = {
+    "gather rows": ("aten::index_select", "aten::index"),
+    "dot products and row arithmetic": (
+        "aten::mul", "aten::mul_", "aten::sum", "aten::bmm", "aten::linalg_vector_norm",
+        "aten::pow_", "aten::square_",
+    ),
+    "sigmoid and loss": (
+        "aten::sigmoid", "aten::log_sigmoid_forward", "aten::sub", "aten::rsub", "aten::neg",
+        "aten::dot",
+    ),
+    "scatter rows": ("aten::scatter_add_",),
+    "step cap (per-row sums)": (
+        "aten::index_add_", "aten::index_fill_", "aten::clamp", "aten::div", "aten::ones_like",
+    ),
+}  # fmt: skip
+
+
+def profile_step(
+    corpus: str = "wiki+lee",
+    steps: int = 200,
+    *,
+    batch: int = 1024,
+    seed: int = 1,
+    fused: bool = True,
+) -> pd.DataFrame:
+    """Where one epoch's time goes, per pair, for negative sampling on one CPU thread (the
+    issue's settings): sampling the pairs (subsampling, windows), drawing the noise words, and
+    the plain step's ops by category (``PROFILE_CATEGORIES``, from ``torch.profiler``'s self
+    times over ``steps`` batches of real pairs); "Python and dispatch" is the steps' wall time
+    minus their ops' time. With ``fused``, a last row times the compiled fused kernel
+    (``chapter20.word2vec.fused``) on the same batches, when it can run. The profiler adds a
+    little time per op, so the plain rows are slightly pessimistic."""
+    from torch.profiler import ProfilerActivity, profile
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        sentences = corpus_sentences(corpus)
+        vocab = build_vocab(sentences, min_count=SETTINGS["min_count"])
+        encoded = encode_corpus(sentences, vocab)
+        keep = torch.as_tensor(keep_probabilities(vocab.counts, SETTINGS["sample"]))
+        gen = torch.Generator().manual_seed(seed)
+        start = time.perf_counter()
+        inputs, outputs, _ = skipgram_pairs(encoded, SETTINGS["window"], keep, gen)
+        pair_seconds = time.perf_counter() - start
+        model = SkipGram("negative", vocab.counts, dim=SETTINGS["dim"], seed=seed)
+        steps = min(steps, len(inputs) // batch)
+        batches = [(inputs[i * batch : (i + 1) * batch], outputs[i * batch : (i + 1) * batch])
+                   for i in range(steps)]  # fmt: skip
+        start = time.perf_counter()
+        noise = [model.noise_targets(out, gen) for _, out in batches]
+        noise_seconds = time.perf_counter() - start
+        for (inp, out), targets in zip(batches[:5], noise[:5]):  # warm-up
+            model.step(inp, out, 1e-3, targets)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            for (inp, out), targets in zip(batches, noise):
+                model.step(inp, out, 1e-3, targets)
+            step_seconds = time.perf_counter() - start
+        self_us = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+        kernel_seconds = _fused_seconds(model, batches, batch, seed) if fused else None
+    finally:
+        torch.set_num_threads(previous)
+    pairs = steps * batch
+    rows = {
+        "sample pairs (subsampling, windows)": pair_seconds / len(inputs) * 1e6,
+        "draw noise words": noise_seconds / pairs * 1e6,
+    }
+    for category, ops in PROFILE_CATEGORIES.items():
+        rows[category] = sum(self_us.get(op, 0.0) for op in ops) / pairs
+    counted = sum(self_us.values()) / pairs
+    rows["other ops"] = counted - sum(list(rows.values())[2:])
+    rows["Python and dispatch"] = max(0.0, step_seconds / pairs * 1e6 - counted)
+    frame = pd.DataFrame({"part": list(rows), "us_per_pair": list(rows.values())})
+    frame["share_%"] = 100 * frame.us_per_pair / frame.us_per_pair.sum()
+    frame["path"] = "plain"
+    if kernel_seconds is not None:
+        per_pair = kernel_seconds / pairs * 1e6
+        fused_row = {"part": "fused kernel (whole step)", "path": "fused",
+                     "us_per_pair": per_pair, "share_%": float("nan")}  # fmt: skip
+        frame = pd.concat([frame, pd.DataFrame([fused_row])], ignore_index=True)
+    return frame
+
+
+def _fused_seconds(model, batches, batch, seed) -> float | None:
+    """Wall time of the fused kernel on ``batches`` (noise drawn inside, as in training)."""
+    kernel = model.fused_kernel()
+    if kernel is None:
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    for inp, out in batches[:5]:
+        kernel(out, inp, 1e-3, gen)
+    start = time.perf_counter()
+    for inp, out in batches:
+        kernel(out, inp, 1e-3, gen)
+    return time.perf_counter() - start

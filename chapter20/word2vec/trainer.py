@@ -1,0 +1,449 @@
+"""Training skip-gram word vectors: :func:`train_word2vec` (note, topic 1).
+
+One training loop for the three objectives: each epoch draws subsampled, dynamic-window pairs
+(``chapter20.word2vec.sampling``), the learning rate decays linearly from ``alpha`` to
+``min_alpha``, and a :class:`~chapter20.word2vec.skipgram.SkipGram` steps by the fused path
+(one pair at a time in C, on a CPU) or the plain path (batches of tensor ops, on any device).
+``workers`` threads share the weights without locks, as gensim's workers do ("Hogwild"); one
+thread draws the next epoch while they train.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from chapter20.core.checks import check_int, check_real
+from chapter20.core.device import get_device, synchronize
+from chapter20.vocab.vocabulary import Vocabulary, build_vocab
+from chapter20.word2vec.corpus import EncodedCorpus, _check_sentences, encode_corpus
+from chapter20.word2vec.huffman import HuffmanTree
+from chapter20.word2vec.objectives import _check_objective
+from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs, skipgram_windows
+from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.vectors import TrainStats, WordVectors
+
+__all__ = [
+    "FUSED_CHUNK",
+    "default_batch_size",
+    "train_word2vec",
+]
+
+
+#: Pairs per call of the fused kernels: each pair is its own SGD step there, so the size only
+#: sets how often Python hands out work and updates the learning rate, as gensim's jobs of
+#: 10,000 words do (about 36,000 pairs on the real corpus).
+FUSED_CHUNK = 16384
+
+
+def default_batch_size(
+    objective: str,
+    device: torch.device | str = "cpu",
+    share_negatives: bool = False,
+    *,
+    fused: bool = False,
+) -> int:
+    """Pairs per SGD step (note, topic 1). On a CPU, a batch whose temporaries stay in cache
+    (a thousand or two pairs); on a GPU, large batches to fill it. The full softmax's
+    ``[B, n]`` scores grow with the vocabulary, so it takes fewer. With ``fused`` (the fused
+    kernels, one SGD step per pair), the pairs per kernel call, :data:`FUSED_CHUNK`."""
+    _check_objective(objective)
+    if fused:
+        return FUSED_CHUNK
+    cuda = torch.device(device).type == "cuda"
+    if objective == "negative" and share_negatives:
+        return 16384 if cuda else 2048
+    sizes = {
+        "negative": (1024, 16384),
+        "hierarchical": (1024, 4096),
+        "softmax": (512, 4096),
+    }
+    return sizes[objective][cuda]
+
+
+def train_word2vec(
+    sentences: Iterable[Sequence[str]],
+    objective: str = "negative",
+    *,
+    dim: int = 100,
+    window: int = 5,
+    min_count: int = 5,
+    negative: int = 5,
+    sample: float = 1e-3,
+    epochs: int = 5,
+    alpha: float = 0.025,
+    min_alpha: float = 1e-4,
+    batch_size: int | None = None,
+    seed: int = 1,
+    device: torch.device | str | None = None,
+    workers: int = 1,
+    threads: int | None = None,
+    vocab: Vocabulary | None = None,
+    share_negatives: bool = False,
+    fused: bool | None = None,
+    tree: HuffmanTree | None = None,
+    progress: bool = True,
+) -> WordVectors:
+    """Train skip-gram word vectors on ``sentences`` (note, topic 1).
+
+    ``objective`` is ``"negative"`` (``negative`` noise words per pair from unigram^0.75),
+    ``"hierarchical"`` (Huffman-tree softmax) or ``"softmax"`` (the full softmax). The other
+    settings mean what gensim's ``Word2Vec(sg=1, ...)`` arguments of the same name mean; the
+    vocabulary is ``build_vocab(sentences, min_count=min_count)`` unless ``vocab`` is given
+    (then ``min_count`` is not used). Each epoch draws subsampled, dynamic-window pairs
+    (:func:`skipgram_pairs`) in corpus order, and the learning rate decays linearly from
+    ``alpha`` to ``min_alpha`` over the run. Unlike gensim, sentences longer than 10,000 words
+    are not truncated. ``tree``: the hierarchical softmax's tree (see :class:`SkipGram`).
+
+    Two paths apply word2vec's updates (:class:`SkipGram`):
+
+    - **fused** (on the CPU, by default): the C loop of ``chapter20.word2vec.fused``, one SGD
+      step per pair as in word2vec and gensim, for negative sampling with noise per pair and
+      the hierarchical softmax; ``batch_size`` pairs per call (:data:`FUSED_CHUNK`);
+    - **plain**: batched tensor ops, ``batch_size`` pairs per SGD step
+      (:func:`default_batch_size`), on any device. The hierarchical softmax steps whole
+      windows there (:meth:`SkipGram.step_windows`: the same updates, computed once per
+      window); so does negative sampling with ``share_negatives=True``, which draws the ``k``
+      noise words once per window instead of once per pair (no longer gensim's sampling: off
+      by default, and plain only).
+
+    ``fused``: ``None`` (default): the fused path where it can run (a CPU, a C compiler: else
+    the plain path, with a warning if the compiler is missing); ``False``: the plain path;
+    ``True``: the same as None, plus a warning if the fused path cannot run. The kernels
+    compile in well under a second, once per process, before the clock starts.
+    ``stats.fused`` says which path ran.
+
+    ``device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads during
+    training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python threads
+    on shared weights without locks, as gensim's workers do ("Hogwild"), each taking the
+    epoch's next batch from a shared queue when it is free; each then computes with one torch
+    thread unless ``threads`` says otherwise.
+
+    Guarantees: with ``workers=1`` the run is deterministic for ``seed`` (bitwise on CPU for a
+    fixed ``threads``); with more workers, like gensim's, it is not. Raises ``ValueError``
+    naming the argument for an empty corpus, a ``min_count`` that removes every word, a corpus
+    with no pair, ``negative``, ``window``, ``dim``, ``epochs``, ``batch_size`` or ``workers``
+    < 1, a ``sample`` < 0 or a learning rate out of range; ``TypeError`` for a string where
+    token lists are expected.
+    """
+    settings = _check_settings(
+        objective, dim=dim, window=window, negative=negative, epochs=epochs, seed=seed,
+        workers=workers, alpha=alpha, min_alpha=min_alpha, threads=threads, fused=fused,
+        sample=sample, share_negatives=share_negatives, progress=progress,
+    )  # fmt: skip
+    sentences = _check_sentences(sentences)
+    vocab = _vocabulary(sentences, vocab, min_count)
+    device = _training_device(device, settings.workers)
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size, 1)
+    corpus, keep = _encoded_corpus(sentences, vocab, sample, device)
+    seeds = [int(s) for s in np.random.SeedSequence(settings.seed).generate_state(3)]
+    model = SkipGram(
+        settings.objective, vocab.counts, dim=settings.dim, negative=settings.negative,
+        device=device, seed=seeds[0], tree=tree,
+    )  # fmt: skip
+    with _torch_threads(settings.torch_threads):
+        stats = _train(model, corpus, keep, settings, batch_size, seeds)
+    vectors = model.input_vectors.cpu().numpy().copy()
+    return WordVectors(words=tuple(vocab.words), vectors=vectors, stats=stats)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """:func:`train_word2vec`'s arguments that the model and the loop read, checked."""
+
+    objective: str
+    dim: int
+    window: int
+    negative: int
+    epochs: int
+    seed: int
+    workers: int
+    alpha: float
+    min_alpha: float
+    threads: int | None
+    fused: bool | None
+    share_negatives: bool
+    progress: bool
+
+    @property
+    def torch_threads(self) -> int | None:
+        """torch's CPU threads for the run: ``threads``; else one for each Hogwild worker when
+        there are several; else None (as many as torch has)."""
+        if self.threads is None and self.workers > 1:
+            return 1
+        return self.threads
+
+    def learning_rate(self, epoch: int, done: float) -> float:
+        """The rate after ``epoch`` epochs and a share ``done`` of the next: linear decay from
+        ``alpha`` to ``min_alpha`` over the run."""
+        return self.alpha - (self.alpha - self.min_alpha) * (epoch + done) / self.epochs
+
+
+def _check_settings(
+    objective, *, dim, window, negative, epochs, seed, workers, alpha, min_alpha, threads, fused,
+    sample, share_negatives, progress,
+) -> _Settings:  # fmt: skip
+    """:func:`train_word2vec`'s settings checked before any work on the corpus (``sample``
+    too, which that work reads), each error naming its argument."""
+    objective = _check_objective(objective)
+    dim = check_int("dim", dim, 1)
+    window = check_int("window", window, 1)
+    negative = check_int("negative", negative, 1)
+    epochs = check_int("epochs", epochs, 1)
+    seed = check_int("seed", seed, 0)
+    workers = check_int("workers", workers, 1)
+    alpha = check_real("alpha", alpha, finite=True)
+    min_alpha = check_real("min_alpha", min_alpha, finite=True)
+    if not 0 < alpha <= 1:  # SGD on word vectors diverges long before a rate of 1
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+    if not 0 <= min_alpha <= alpha:
+        raise ValueError(f"min_alpha must be in [0, alpha={alpha}], got {min_alpha}")
+    if threads is not None:
+        threads = check_int("threads", threads, 1)
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be None, True or False, got {fused!r}")
+    keep_probabilities(np.ones(1), sample)  # raises for a bad sample
+    return _Settings(
+        objective, dim, window, negative, epochs, seed, workers, alpha, min_alpha, threads,
+        fused, share_negatives, progress,
+    )  # fmt: skip
+
+
+def _vocabulary(
+    sentences: Sequence[Sequence[str]], vocab: Vocabulary | None, min_count: int
+) -> Vocabulary:
+    """``vocab``, or the vocabulary of ``sentences`` (words seen ``min_count`` times) if None."""
+    if vocab is None:
+        return build_vocab(sentences, min_count=min_count)
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(
+            f"vocab must be a chapter20.vocab.vocabulary.Vocabulary, got {type(vocab).__name__}"
+        )
+    return vocab
+
+
+def _training_device(device: torch.device | str | None, workers: int) -> torch.device:
+    """Where to train: the CPU by default; Hogwild workers only on the CPU."""
+    device = torch.device("cpu") if device is None else get_device(str(device))
+    if workers > 1 and device.type != "cpu":
+        raise ValueError(f"workers > 1 runs on CPU only; got workers={workers} on {device}")
+    return device
+
+
+def _encoded_corpus(
+    sentences: Sequence[Sequence[str]], vocab: Vocabulary, sample: float, device: torch.device
+) -> tuple[EncodedCorpus, torch.Tensor]:
+    """The corpus as ids on ``device`` and each word's probability of being kept (``sample``);
+    raises if fewer than two words are in the vocabulary (no pair to train on)."""
+    keep = torch.as_tensor(keep_probabilities(vocab.counts, sample), device=device)
+    corpus = encode_corpus(sentences, vocab).to(device)
+    if len(corpus.ids) < 2:
+        raise ValueError("sentences have fewer than two in-vocabulary words: no pairs to train on")
+    return corpus, keep
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int | None):
+    """torch's CPU threads set to ``count`` (left as they are for None), restored on exit."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(previous if count is None else count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _train(
+    model: SkipGram,
+    corpus: EncodedCorpus,
+    keep: torch.Tensor,
+    settings: _Settings,
+    batch_size: int | None,
+    seeds: list[int],
+) -> TrainStats:
+    """The epochs of :func:`train_word2vec`, timed: one thread draws the next epoch's pairs
+    while ``settings.workers`` threads share the batches of this one."""
+    device, workers, epochs = model.device, settings.workers, settings.epochs
+    # Compiling the fused kernel (if any) happens here, before the clock starts.
+    kernel = _fused_kernel(model, settings.share_negatives, settings.fused)
+    run = _Run(model, corpus, keep, settings, kernel, batch_size, seeds)
+    effective = pairs = 0
+    losses = []
+    synchronize(device)
+    start = time.perf_counter()
+    # One thread draws the next epoch's pairs while the others train (epoch after epoch, so
+    # the draws are deterministic); `workers` threads share an epoch's batches.
+    with run.bar, ThreadPoolExecutor(1) as prefetch, ThreadPoolExecutor(workers) as pool:
+        upcoming = prefetch.submit(run.draw)
+        for epoch in range(epochs):
+            data = upcoming.result()
+            if epoch + 1 < epochs:
+                upcoming = prefetch.submit(run.draw)
+            n_batches = -(-len(data.outputs) // run.per_step)
+            # The workers take the epoch's batches in order, each the next one not yet taken
+            # when it is free (gensim's job queue): a worker slowed down by other programs
+            # takes fewer, and none waits long for the other at the end of the epoch.
+            batch_ids = iter(range(n_batches))
+            jobs = [
+                pool.submit(run.train_batches, epoch, data, batch_ids, w) for w in range(workers)
+            ]
+            totals = [job.result() for job in jobs]
+            effective += data.kept
+            pairs += data.pairs
+            losses.append(float(sum(totals)) / max(data.pairs, 1))
+            run.bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    synchronize(device)
+    return TrainStats(
+        objective=model.objective,
+        device=str(device),
+        epochs=epochs,
+        raw_words=corpus.raw_words * epochs,
+        effective_words=effective,
+        pairs=pairs,
+        seconds=time.perf_counter() - start,
+        batch_size=run.batch,
+        workers=workers,
+        epoch_loss=tuple(losses),
+        fused=kernel is not None,
+    )
+
+
+class _Run:
+    """What the threads of one training run share: the model and its step (the fused kernel,
+    or the plain path's steps with a workspace per worker), the pair generator, a noise
+    generator per worker, the batch size, a lock and the progress bar."""
+
+    def __init__(
+        self,
+        model: SkipGram,
+        corpus: EncodedCorpus,
+        keep: torch.Tensor,
+        settings: _Settings,
+        kernel: Callable | None,
+        batch_size: int | None,
+        seeds: list[int],
+    ):
+        device = model.device
+        self.model, self.corpus, self.keep, self.settings = model, corpus, keep, settings
+        self.kernel = kernel
+        # The plain path steps the hierarchical softmax (and shared noise) by whole windows.
+        self.windows = kernel is None and (
+            model.objective == "hierarchical" or settings.share_negatives
+        )
+        self.batch = batch_size or default_batch_size(
+            model.objective, device, settings.share_negatives, fused=kernel is not None
+        )
+        # Whole windows per step: about `batch` pairs (a window holds window + 1 pairs on
+        # average).
+        self.per_step = (
+            max(1, round(self.batch / (settings.window + 1))) if self.windows else self.batch
+        )
+        self.pair_generator = torch.Generator(device=device)
+        self.pair_generator.manual_seed(seeds[1])
+        # Noise words are drawn batch by batch, each worker from its own generator: a batch's
+        # draws stay in cache, and one worker's run is deterministic.
+        self.noise_generators = [torch.Generator(device=device) for _ in range(settings.workers)]
+        for w, generator in enumerate(self.noise_generators):
+            generator.manual_seed(seeds[2] + w)
+        # A workspace per worker, for the plain path only.
+        self.workspaces = [] if kernel else [model.new_workspace() for _ in range(settings.workers)]
+        self.lock = threading.Lock()
+        self.bar = _progress_bar(corpus.raw_words * settings.epochs, model.objective,
+                                 settings.progress)  # fmt: skip
+
+    def draw(self) -> _Epoch:
+        """The next epoch's draws: pairs, or windows where the plain path steps by window."""
+        corpus, window, keep = self.corpus, self.settings.window, self.keep
+        if self.windows:
+            outputs, contexts, n_pairs, kept = skipgram_windows(
+                corpus, window, keep, self.pair_generator, pad=self.model.input_pad
+            )
+            return _Epoch(outputs, contexts, n_pairs, kept)
+        inputs, outputs, kept = skipgram_pairs(corpus, window, keep, self.pair_generator)
+        return _Epoch(outputs, inputs, len(inputs), kept)
+
+    def step(
+        self, outputs: torch.Tensor, inputs: torch.Tensor, lr: float, worker: int
+    ) -> torch.Tensor:
+        """Worker ``worker``'s SGD step on one batch; returns its summed loss."""
+        model, generator = self.model, self.noise_generators[worker]
+        if self.kernel is not None:
+            return self.kernel(outputs, inputs, lr, generator)
+        workspace = self.workspaces[worker]
+        if self.windows:
+            noise = None
+            if model.objective == "negative":
+                noise = model.sampler.sample(len(outputs) * model.negative, generator)
+                noise = noise.view(len(outputs), -1)
+            return model.step_windows(outputs, inputs, lr, noise, workspace)
+        targets = None
+        if model.objective == "negative":
+            targets = model.noise_targets(outputs, generator)
+        return model.step(inputs, outputs, lr, targets, workspace)
+
+    def train_batches(self, epoch: int, data: _Epoch, batch_ids, worker: int) -> torch.Tensor:
+        """Worker ``worker``'s share of an epoch: the next batch that no worker has taken, until
+        none is left, each at the learning rate of its place in the run; returns the summed
+        loss (float64)."""
+        n, per_step = len(data.outputs), self.per_step
+        total = torch.zeros((), dtype=torch.float64, device=self.model.device)
+        while (i := _next_of(batch_ids, self.lock)) is not None:
+            lo, hi = i * per_step, min((i + 1) * per_step, n)
+            lr = self.settings.learning_rate(epoch, lo / n)
+            total += self.step(data.outputs[lo:hi], data.inputs[lo:hi], lr, worker)
+            with self.lock:
+                self.bar.update(self.corpus.raw_words * (hi - lo) / n)
+        return total
+
+
+def _progress_bar(total: int, objective: str, progress: bool):
+    """A tqdm bar over the run's raw words (disabled without ``progress``)."""
+    if progress:
+        from tqdm.auto import tqdm
+    else:  # tqdm.auto warns in notebooks without ipywidgets even when the bar is disabled
+        from tqdm import tqdm
+    return tqdm(total=total, disable=not progress, unit="word", unit_scale=True, desc=objective)
+
+
+def _fused_kernel(model: SkipGram, share_negatives: bool, fused: bool | None):
+    """The model's fused kernel (:meth:`SkipGram.fused_kernel`) when ``fused`` allows it and
+    it can run, else None (the plain path). Noise shared by a window has no fused kernel."""
+    if fused is False:
+        return None
+    supported = model.objective == "hierarchical" or (
+        model.objective == "negative" and not share_negatives
+    )
+    kernel = model.fused_kernel() if supported else None  # warns if there is no compiler
+    if fused and kernel is None and (not supported or model.device.type != "cpu"):
+        warnings.warn(
+            f"fused=True: no fused kernel for {model.objective!r} "
+            f"{'with shared noise ' if share_negatives else ''}on {model.device}; plain path",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return kernel
+
+
+def _next_of(iterator, lock: threading.Lock):
+    """The next item of an iterator that several threads share, or None when it is done."""
+    with lock:
+        return next(iterator, None)
+
+
+@dataclass(frozen=True)
+class _Epoch:
+    """One epoch's draws: pairs (``inputs`` = input ids) or windows (``inputs`` = contexts)."""
+
+    outputs: torch.Tensor
+    inputs: torch.Tensor
+    pairs: int
+    kept: int

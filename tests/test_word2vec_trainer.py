@@ -1,0 +1,97 @@
+"""Tests for chapter20.word2vec.trainer (note, topic 1): training is deterministic for a seed,
+lowers the loss, reports what it did, runs Hogwild workers, and rejects bad input; on a GPU it
+matches gensim's quality."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chapter20.vocab.vocabulary import build_vocab
+from chapter20.word2vec.corpus import corpus_sentences
+from chapter20.word2vec.trainer import train_word2vec
+from chapter20.word2vec.vectors import evaluate_word_pairs
+
+
+def test_training_is_deterministic_for_a_seed_on_cpu(lee):
+    options = dict(dim=16, epochs=1, progress=False, threads=2, fused=False)
+    first = train_word2vec(lee, "negative", seed=3, **options)
+    again = train_word2vec(lee, "negative", seed=3, **options)
+    other = train_word2vec(lee, "negative", seed=4, **options)
+    assert np.array_equal(first.vectors, again.vectors)  # bitwise
+    assert not np.array_equal(first.vectors, other.vectors)
+    hs = train_word2vec(lee, "hierarchical", seed=3, **options)
+    assert np.array_equal(
+        hs.vectors, train_word2vec(lee, "hierarchical", seed=3, **options).vectors
+    )
+
+
+@pytest.mark.parametrize("objective", ["negative", "hierarchical", "softmax"])
+def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
+    wv = train_word2vec(lee, objective, dim=16, epochs=2, seed=1, progress=False, fused=False)
+    stats = wv.stats
+    assert stats.epoch_loss[1] < stats.epoch_loss[0]
+    assert np.isfinite(wv.vectors).all()
+    assert stats.raw_words == 2 * sum(map(len, lee))
+    assert 0 < stats.effective_words < stats.raw_words
+    assert stats.pairs > stats.effective_words
+    assert stats.words_per_second > 0
+    assert wv.words == build_vocab(lee, min_count=5).words
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_hogwild_workers_train_as_well(lee, share):
+    options = dict(dim=16, epochs=2, seed=1, progress=False, share_negatives=share, fused=False)
+    wv = train_word2vec(lee, "negative", workers=2, **options)
+    assert wv.stats.workers == 2
+    assert np.isfinite(wv.vectors).all()
+    assert wv.stats.epoch_loss[1] < wv.stats.epoch_loss[0]
+    single = train_word2vec(lee, "negative", **options)
+    assert single.stats.pairs == wv.stats.pairs  # the same draws, shared between the workers
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exception", "argument"),
+    [
+        ({"sentences": []}, ValueError, "sentences"),
+        ({"sentences": [[], []]}, ValueError, "sentences"),
+        ({"sentences": "a text, not token lists"}, TypeError, "sentences"),
+        ({"sentences": ["a b", "c d"]}, TypeError, "sentences"),
+        ({"min_count": 10**6}, ValueError, "min_count"),
+        ({"negative": 0}, ValueError, "negative"),
+        ({"negative": -3}, ValueError, "negative"),
+        ({"window": 0}, ValueError, "window"),
+        ({"dim": 0}, ValueError, "dim"),
+        ({"epochs": 0}, ValueError, "epochs"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"workers": 0}, ValueError, "workers"),
+        ({"sample": -1.0}, ValueError, "sample"),
+        ({"alpha": 0.0}, ValueError, "alpha"),
+        ({"min_alpha": 1.0}, ValueError, "min_alpha"),
+        ({"objective": "sampled"}, ValueError, "objective"),
+        ({"window": 2.5}, TypeError, "window"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(lee, kwargs, exception, argument):
+    call = {"sentences": lee[:20], "progress": False, "epochs": 1, **kwargs}
+    with pytest.raises(exception, match=argument):
+        train_word2vec(**call)
+
+
+@pytest.mark.cuda
+def test_cuda_training_matches_gensim_quality():
+    """On a GPU: the same run as the benchmark; vectors finite, ρ within 0.05 of gensim's."""
+    from gensim.models import Word2Vec
+
+    corpus = corpus_sentences("wiki+lee")
+    settings = dict(window=5, min_count=5, negative=5, sample=1e-3, epochs=5)
+    ours = train_word2vec(
+        corpus, "negative", dim=100, seed=1, device="cuda", progress=False, **settings
+    )
+    assert ours.stats.device.startswith("cuda")
+    assert np.isfinite(ours.vectors).all()
+    model = Word2Vec(corpus, sg=1, vector_size=100, hs=0, workers=4, seed=1, **settings)
+    theirs = evaluate_word_pairs(model.wv.index_to_key, model.wv.vectors, "wordsim353")
+    assert abs(ours.evaluate_word_pairs("wordsim353").spearman - theirs.spearman) < 0.05
+    hs = train_word2vec(corpus, "hierarchical", seed=1, device="cuda", progress=False, **settings)
+    assert np.isfinite(hs.vectors).all() and hs.evaluate_word_pairs("wordsim353").spearman > 0.3
