@@ -140,7 +140,7 @@ static inline uint64_t next_random(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* One noise word by Walker's alias method, as chapter20.word2vec.skipgram.NoiseSampler draws it: a
+/* One noise word by Walker's alias method, as chapter20.word2vec.sampling.NoiseSampler draws it: a
  * uniform slot, then a uniform number in [0, 1) against the slot's probability. */
 static inline int64_t draw_one(const double *prob, const int64_t *alias, int64_t size,
                                uint64_t *state) {
