@@ -196,3 +196,34 @@ def test_the_cost_models_h200_measurement_is_read_from_the_record():
         _, precision, pairs = (part.strip() for part in row.quantity.split(","))
         assert cost.H200_MEASUREMENT.step_seconds[precision][int(pairs.split()[0])] == row.value
     assert cost.H200_MEASUREMENT.date == "2026-11-29"
+
+
+def test_code_version_changes_exactly_when_the_measured_code_does(tmp_path, monkeypatch):
+    version = gpu_log.code_version("word2vec")
+    assert version.startswith("word2vec@") and len(version.split("@")[1]) == 12
+    assert gpu_log.code_version("word2vec") == version  # deterministic
+    assert gpu_log.code_version("training.trainer") != gpu_log.code_version("training.config")
+    copy = tmp_path / "chapter20"
+    (copy / "word2vec").mkdir(parents=True)
+    source = gpu_log._PACKAGE / "word2vec" / "corpus.py"
+    (copy / "word2vec" / "corpus.py").write_text(source.read_text())
+    monkeypatch.setattr(gpu_log, "_PACKAGE", copy)
+    before = gpu_log.code_version("word2vec")
+    (copy / "word2vec" / "corpus.py").write_text(source.read_text() + "\n# a change\n")
+    assert gpu_log.code_version("word2vec") != before
+    with pytest.raises(ValueError, match="neither a module nor a folder"):
+        gpu_log.code_version("no_such_module")
+
+
+def test_a_verdict_reads_only_rows_of_the_current_code(tmp_path):
+    path = tmp_path / "record.csv"
+    gpu = {"date": "2026-01-01", "device": "NVIDIA H200", "driver": "1", "torch": "2"}
+    row = {"command": "bench x", "quantity": "q", "value": 3.0, "unit": "×"}
+    gpu_log.append_gpu_measurements(
+        [{**row, "code": "word2vec@000000000000"}], provenance=gpu, path=path
+    )
+    assert gpu_log.current_gpu_figure("q", ("word2vec",), path=path) is None  # older code
+    current = {**row, "value": 4.0, "code": gpu_log.code_version("word2vec")}
+    gpu_log.append_gpu_measurements([current], provenance=gpu, path=path)
+    assert gpu_log.current_gpu_figure("q", ("word2vec",), path=path).value == 4.0
+    assert gpu_log.gpu_figure("q", path=path).value == 4.0  # the newest, whatever the code

@@ -161,3 +161,48 @@ def test_each_claim_is_judged_by_its_owner_notebook_only():
 def test_listed_in_readme(path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert path.stem in readme, f"{path.name} is not in README.md's notebook map"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_nbval_markers_are_cell_tags_not_comments(path):
+    """A reader sees code, not test plumbing: nbval's markers are cell tags
+    (``nbval-ignore-output``, ``nbval-skip``), which nbval reads like the comments."""
+    for cell in _code_cells(_load(path)):
+        src = "".join(cell["source"])
+        assert "NBVAL_" not in src, f"{path.name}: an NBVAL_ comment in {src[:60]!r}: make it a tag"
+
+
+def _unchecked(cell: dict) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return cell["cell_type"] == "code" and bool({"nbval-ignore-output", "nbval-skip"} & set(tags))
+
+
+#: Words that state how two measured values compare. After a cell whose output nbval does not
+#: check (a timing, a machine's memory), such a sentence would be typed prose about numbers that
+#: change from run to run; the comparison is printed by chapter20.core.findings instead.
+_OUTCOME = re.compile(
+    r"\b(faster|slower|quicker|smaller|larger|bigger|cheaper|grew|grows|shrank|shrinks|halves|"
+    r"halved|doubles|doubled|hides|hid|wins|loses|beats|outperforms?|speeds? up|slows? down|"
+    r"is a (loss|gain|win))\b",
+    re.I,
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_typed_outcome_after_an_output_nbval_does_not_check(path):
+    """Markdown carries the claim, the prediction and the reasoning, before the measurement;
+    right after a cell whose output is not compared by nbval, no sentence states how measured
+    values compare (it could contradict the next recording). This check misses a comparison
+    worded without the listed words, one written further down the notebook, and one typed into
+    a code cell's string: it catches the common case, and review catches the rest."""
+    cells = _load(path)["cells"]
+    for before, cell in zip(cells, cells[1:]):
+        if cell["cell_type"] != "markdown" or not _unchecked(before):
+            continue
+        text = "".join(cell["source"])
+        found = _OUTCOME.search(text)
+        assert found is None, (
+            f"{path.name}: '{found.group(0)}' in the markdown after an unchecked output: "
+            f"{text[max(0, found.start() - 60) : found.end() + 40]!r}; print it with "
+            "chapter20.core.findings instead"
+        )

@@ -153,7 +153,12 @@ def cmd_audit(width: int) -> int:
         + ", ".join(f"{v}: {n}" for v, n in counts.items())
     )
     measured = (frame["verdict"] != NOT_YET_MEASURED).sum()
-    print(f"{measured} row(s) measured, read from {results_dir()}")
+    this_run = int((frame["shown"] == "this run").sum())
+    print(f"{measured} row(s) measured: {this_run} read from {results_dir()} (this run)")
+    for provenance, count in (
+        frame.loc[~frame["shown"].isin(["this run", ""]), "shown"].value_counts().items()
+    ):
+        print(f"  {count} from the committed record (data/claims_recorded.json), {provenance}")
     return 0
 
 

@@ -7,14 +7,27 @@ workload, the comparison), its **basis** and the one notebook that **owns** its 
 verdict is computed by :func:`check` from the value a notebook measured, never typed:
 
 - ``holds`` / ``does not hold``  a measured value inside / outside the claimed range (widened
-                                 by ``rel_tol``), with every extra condition of the criterion
-                                 (``conditions=``, each a computed test) met;
+                                 by ``rel_tol``, the tolerance of an "about" claim), with every
+                                 extra condition of the criterion (``conditions=``, each a
+                                 computed test) met. A value beyond the range says which way
+                                 (``direction``): on the claim's ``favourable`` side (a
+                                 speed-up or a saving larger than claimed) the claim holds,
+                                 "larger than claimed"; on the other side, or for a two-sided
+                                 claim (an exact figure), it does not hold, "smaller / larger
+                                 than claimed";
+- ``inconclusive``               a quality claim (a ``control`` in the CSV: a harmful variant
+                                 chosen before the run) whose metric did not detect the harm
+                                 (``control_detected=False``): a metric that cannot fail
+                                 cannot confirm;
 - ``consistent with the model``  the same comparison for a modelled figure (basis
                                  ``model: <name>``): the model, not a measurement, agrees;
 - ``needs a GPU``                basis ``gpu`` and the value was not measured on a GPU (a CPU
                                  figure is still shown); a figure from the GPU record
                                  (``chapter20.core.gpu_record``) or measured on CUDA is judged;
-- ``not measurable here``        basis ``missing: <what>``: what this companion would need.
+- ``not measurable here``        basis ``missing: <what>``: what this companion would need;
+- ``a definition, not testable`` basis ``definition: <why>``: the claim restates how a quantity
+                                 is defined (Adam keeps two moments per weight), so no run can
+                                 confirm or refute it; the value is shown, not judged.
 
 Only the owner logs a verdict (``ClaimsLog`` refuses any other claim), so the audit has one
 row per claim. A ``ClaimsLog`` records its rows as JSON in ``paths.results_dir()``, one file per
@@ -44,10 +57,17 @@ DOES_NOT_HOLD = "does not hold"
 CONSISTENT = "consistent with the model"
 NEEDS_GPU = "needs a GPU"
 NOT_MEASURABLE = "not measurable here"
+INCONCLUSIVE = "inconclusive"
+DEFINITION = "a definition, not testable"
 NOT_YET_MEASURED = "not yet measured"
-VERDICTS = (HOLDS, DOES_NOT_HOLD, CONSISTENT, NEEDS_GPU, NOT_MEASURABLE)
+VERDICTS = (
+    HOLDS, DOES_NOT_HOLD, CONSISTENT, INCONCLUSIVE, NEEDS_GPU, NOT_MEASURABLE, DEFINITION,
+)  # fmt: skip
+#: Which side of the claimed range a measured value may pass and the claim still hold.
+FAVOURABLE = ("higher", "lower", "")
+LARGER, SMALLER = "larger than claimed", "smaller than claimed"
 #: How a claim's verdict is reached (the ``basis`` column, before any ``:``).
-BASES = ("measured", "gpu", "model", "missing")
+BASES = ("measured", "gpu", "model", "missing", "definition")
 
 
 @dataclass(frozen=True)
@@ -58,7 +78,10 @@ class Claim:
     ``rel_tol`` widens them for claims stated as "about". ``criterion`` says what is measured,
     on which workload, and how it is compared; ``basis`` is one of :data:`BASES` and
     ``basis_detail`` names the model (``model``) or what is missing here (``missing``).
-    ``notebook`` owns the verdict.
+    ``notebook`` owns the verdict. ``favourable`` is the side of the range on which the
+    claim's effect is at least as large as claimed (``"higher"``: a speed-up, a saving;
+    ``"lower"``: a cost, a ratio that shrinks; ``""``: an exact figure, both sides miss).
+    ``control`` names the harmful variant a quality claim's metric must detect.
     """
 
     id: str
@@ -72,6 +95,8 @@ class Claim:
     criterion: str = ""
     basis: str = "measured"
     basis_detail: str = ""
+    favourable: str = ""
+    control: str = ""
 
     @property
     def quantitative(self) -> bool:
@@ -99,6 +124,17 @@ class Claim:
         ) + 1e-12 * abs(self.high)
         return low_ok and high_ok
 
+    def direction(self, value: float) -> str:
+        """``""`` when ``value`` is in the range (with its tolerance), else which way it misses:
+        :data:`LARGER` or :data:`SMALLER` than claimed."""
+        if self.contains(value):
+            return ""
+        return SMALLER if self.low is not None and value < self.low else LARGER
+
+    def favours(self, direction: str) -> bool:
+        """Whether a value beyond the range in ``direction`` still means the claim holds."""
+        return (direction, self.favourable) in ((LARGER, "higher"), (SMALLER, "lower"))
+
     def comparison(self) -> str:
         """The range test as text, e.g. ``'1.5–2 × speed-up, ±10%'``."""
         tolerance = f", ±{100 * self.rel_tol:g}%" if self.rel_tol else ""
@@ -120,6 +156,16 @@ class ClaimRow:
     measured_at: str
     criterion: str = ""
     basis: str = ""
+    direction: str = ""
+
+    @property
+    def judgement(self) -> str:
+        """The verdict with its direction: ``'holds, larger than claimed'``, ``'does not hold:
+        smaller than claimed'``, or the verdict alone."""
+        if not self.direction:
+            return self.verdict
+        joiner = ", " if self.verdict in (HOLDS, CONSISTENT) else ": "
+        return f"{self.verdict}{joiner}{self.direction}"
 
 
 def _fmt(value: float | None) -> str:
@@ -142,7 +188,7 @@ def _parse_basis(text: str) -> tuple[str, str]:
     kind = kind or "measured"
     if kind not in BASES:
         raise ValueError(f"basis must start with one of {', '.join(BASES)}, got {text!r}")
-    if kind in ("model", "missing") and not detail:
+    if kind in ("model", "missing", "definition") and not detail:
         raise ValueError(f"basis {kind!r} must name the {kind} after a colon, got {text!r}")
     return kind, detail
 
@@ -168,7 +214,11 @@ def load_claims() -> dict[str, Claim]:
                     criterion=(row.get("criterion") or "").strip(),
                     basis=basis,
                     basis_detail=detail,
+                    favourable=(row.get("favourable") or "").strip(),
+                    control=(row.get("control") or "").strip(),
                 )
+                if claim.favourable not in FAVOURABLE:
+                    raise ValueError(f"favourable must be one of {FAVOURABLE}")
             except (KeyError, ValueError, AttributeError) as exc:
                 raise ValueError(f"{path.name} line {line}: malformed row ({exc})") from exc
             if claim.id in claims:
@@ -222,6 +272,7 @@ def check(
     unit: str | None = None,
     note: str = "",
     conditions: Mapping[str, object] | None = None,
+    control_detected: bool | None = None,
     device: str | None = None,
     source: str = "interactive",
 ) -> ClaimRow:
@@ -232,13 +283,16 @@ def check(
       None only where nothing here can measure it (basis ``missing``, or ``gpu`` off a GPU).
     - ``conditions``: the criterion's other tests, by name, each a bool the notebook computed
       (e.g. ``{"fits one 80 GB GPU": plan.fits}``); the claim holds only if all are true.
+    - ``control_detected``: for a quality claim (a ``control`` in the CSV), whether the metric
+      told the deliberately harmful variant apart over the seeds; required for those claims, and
+      False makes the verdict "inconclusive".
     - ``device``: where ``measured`` was measured (``'cuda'``, ``'cpu'``, or a recorded GPU's
       name from ``chapter20.core.gpu_record``); default: CUDA if present, else the CPU. It matters
       only for basis ``gpu``: off a GPU the verdict is "needs a GPU".
 
-    The verdict follows from the claim's basis: ``missing`` → not measurable here; ``gpu``
-    off a GPU → needs a GPU; otherwise the range (and conditions) decide: holds / does not
-    hold, or for basis ``model`` consistent with the model / does not hold.
+    The verdict follows from the claim's basis: ``missing`` → not measurable here; ``gpu`` off
+    a GPU → needs a GPU; otherwise the range, its direction and the conditions decide (see the
+    module docstring), "consistent with the model" standing for "holds" under basis ``model``.
     """
     claim = get_claim(claim_id)
     if unit is not None and claim.unit and unit != claim.unit:
@@ -246,27 +300,56 @@ def check(
     if measured is not None:
         measured = check_real("measured", measured, finite=True)
     tests = _checked_conditions(conditions)
+    if claim.control and claim.basis != "missing" and control_detected is None:
+        raise TypeError(
+            f"claim {claim_id} is a quality claim: pass control_detected (did the metric detect "
+            f"the harmful variant: {claim.control}?)"
+        )
+    if control_detected is not None and not isinstance(control_detected, (bool, np.bool_)):
+        raise TypeError(f"control_detected must be a computed bool, got {control_detected!r}")
     device = _default_device() if device is None else str(device)
+    verdict, direction = _verdict(claim, measured, tests, control_detected, device)
+    return _row(claim, measured, unit, note, tests, device, verdict, direction, source)
+
+
+def _verdict(claim, measured, tests, control_detected, device) -> tuple[str, str]:
+    """(verdict, direction) of :func:`check`."""
     if claim.basis == "missing":
-        verdict = NOT_MEASURABLE
-    elif claim.basis == "gpu" and not is_gpu_device(device):
-        verdict = NEEDS_GPU
-    elif measured is None:
+        return NOT_MEASURABLE, ""
+    if claim.basis == "definition":
+        return DEFINITION, ""
+    if claim.basis == "gpu" and not is_gpu_device(device):
+        return NEEDS_GPU, ""
+    if measured is None:
         raise ValueError(
-            f"claim {claim_id} is judged on a measured value (basis {claim.basis!r}): "
+            f"claim {claim.id} is judged on a measured value (basis {claim.basis!r}): "
             "measured must be a number"
         )
-    elif claim.contains(float(measured)) and all(tests.values()):
-        verdict = CONSISTENT if claim.basis == "model" else HOLDS
-    else:
-        verdict = DOES_NOT_HOLD
+    if claim.control and not control_detected:
+        return INCONCLUSIVE, ""
+    if not all(tests.values()):
+        return DOES_NOT_HOLD, "a condition failed"
+    direction = claim.direction(float(measured))
+    holds = CONSISTENT if claim.basis == "model" else HOLDS
+    if not direction or claim.favours(direction):
+        return holds, direction
+    return DOES_NOT_HOLD, direction
+
+
+def _row(claim, measured, unit, note, tests, device, verdict, direction, source) -> ClaimRow:
     shown_unit = unit if unit is not None else claim.unit
     measured_text = "—" if measured is None else f"{_fmt(float(measured))} {shown_unit}".rstrip()
     extra = [f"{name} {'✓' if ok else '✗'}" for name, ok in tests.items()]
+    if verdict == INCONCLUSIVE:
+        extra.append(f"the positive control was not detected: {claim.control}")
+    elif claim.control and claim.basis != "missing" and verdict not in (NEEDS_GPU,):
+        extra.append(f"positive control detected: {claim.control}")
     if claim.basis == "model":
         extra.append(f"model: {claim.basis_detail}")
     elif claim.basis == "missing":
         extra.append(f"missing here: {claim.basis_detail}")
+    elif claim.basis == "definition":
+        extra.append(f"a definition: {claim.basis_detail}")
     elif claim.basis == "gpu":
         extra.append(f"measured on {device}")
     note = "; ".join(part for part in (note, *extra) if part)
@@ -282,6 +365,7 @@ def check(
         measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         criterion=f"{claim.criterion} [{claim.comparison()}]".strip(),
         basis=claim.basis,
+        direction=direction,
     )
 
 
@@ -357,7 +441,7 @@ class ClaimsLog:
         """The Claims check as plain text (what a notebook prints, checked by nbval)."""
         lines = []
         for r in sorted(self.rows.values(), key=lambda r: r.id):
-            lines.append(f"{r.id} [{r.verdict}] {r.claim}")
+            lines.append(f"{r.id} [{r.judgement}] {r.claim}")
             lines.append(f"    claimed {r.expected}; measured {r.measured}")
             if r.criterion:
                 lines.append(f"    criterion: {r.criterion}")
@@ -378,12 +462,53 @@ def recorded_rows(directory: Path | None = None) -> list[ClaimRow]:
     return rows
 
 
-def audit(directory: Path | None = None) -> pd.DataFrame:
-    """All 30 claims, one row each: the latest verdict recorded by the claim's owner notebook
-    (rows that other notebooks recorded, e.g. by an older version, are ignored).
+#: The committed record of the owners' rows of the last in-order ``make notebooks`` run.
+RECORD_FILE = "claims_recorded.json"
 
-    A claim its owner has not checked yet is listed as "not yet measured", naming the owner,
-    so the table always shows the whole chapter in 30 rows.
+
+def write_record(rows: list[ClaimRow], machine: str, path: Path | None = None) -> Path:
+    """Merge the owners' ``rows`` of a run of the notebooks, with the ``machine`` they ran on,
+    into the committed record (``data/claims_recorded.json``), so that the audit of a checkout
+    shows every owner's verdict before anything runs. A claim this run measured replaces its
+    recorded row; the others keep theirs. Rows of a notebook that does not own the claim are
+    dropped."""
+    claims = load_claims()
+    try:
+        target = path or data_file(RECORD_FILE)
+    except FileNotFoundError:
+        target = data_file("claims.csv").with_name(RECORD_FILE)
+    entries = {}
+    if target.exists():
+        entries = {e["row"]["id"]: e for e in json.loads(target.read_text(encoding="utf-8"))}
+    for row in rows:
+        if row.id in claims and row.source == claims[row.id].notebook:
+            entries[row.id] = {"machine": machine, "row": asdict(row)}
+    payload = [entries[i] for i in sorted(entries)]
+    target.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+def read_record(path: Path | None = None) -> dict[str, tuple[ClaimRow, str]]:
+    """The committed record: for each claim, the owner's row and where it comes from
+    (``'recorded 2026-12-02 on <machine>'``); empty when there is no record."""
+    try:
+        target = path or data_file(RECORD_FILE)
+    except FileNotFoundError:
+        return {}
+    record = {}
+    for entry in json.loads(target.read_text(encoding="utf-8")):
+        row = ClaimRow(**entry["row"])
+        record[row.id] = (row, f"recorded {row.measured_at[:10]} on {entry['machine']}")
+    return record
+
+
+def audit(directory: Path | None = None, *, record: Path | None | bool = None) -> pd.DataFrame:
+    """All 30 claims, one row each: the latest verdict recorded by the claim's owner notebook
+    in ``directory`` (this run's results; rows that other notebooks recorded, e.g. by an older
+    version, are ignored); for a claim this run has not measured, the owner's row of the
+    committed record (``record``: its path; False: none), and otherwise "not yet measured",
+    naming the owner. The column ``shown`` says which: ``'this run'``, the record's provenance,
+    or ``''``.
     """
     claims = load_claims()
     latest: dict[str, ClaimRow] = {}
@@ -393,39 +518,54 @@ def audit(directory: Path | None = None) -> pd.DataFrame:
             continue
         if row.id not in latest or row.measured_at >= latest[row.id].measured_at:
             latest[row.id] = row
+    fallback = {} if record is False else read_record(record or None)
     records = []
     for claim in claims.values():
         if claim.id in latest:
-            records.append(asdict(latest[claim.id]))
-            continue
-        records.append(
-            {
-                **_claim_fields(claim),
-                "measured": "—",
-                "verdict": NOT_YET_MEASURED,
-                "note": f"audited in {claim.notebook}",
-                "source": "",
-                "measured_at": "",
-                "criterion": f"{claim.criterion} [{claim.comparison()}]",
-                "basis": claim.basis,
-            }
-        )
-    return pd.DataFrame(records, columns=list(ClaimRow.__dataclass_fields__))
+            records.append({**asdict(latest[claim.id]), "shown": "this run"})
+        elif claim.id in fallback and fallback[claim.id][0].source == claim.notebook:
+            row, provenance = fallback[claim.id]
+            records.append({**asdict(row), "shown": provenance})
+        else:
+            records.append(_not_yet_measured(claim))
+    return pd.DataFrame(records, columns=[*ClaimRow.__dataclass_fields__, "shown"])
+
+
+def _not_yet_measured(claim: Claim) -> dict:
+    return {
+        **_claim_fields(claim),
+        "measured": "—",
+        "verdict": NOT_YET_MEASURED,
+        "note": f"audited in {claim.notebook}",
+        "source": "",
+        "measured_at": "",
+        "criterion": f"{claim.criterion} [{claim.comparison()}]",
+        "basis": claim.basis,
+        "direction": "",
+        "shown": "",
+    }
 
 
 def audit_text(frame: pd.DataFrame, width: int = 70) -> str:
     """The audit table as fixed-width text, one claim per line (``python -m chapter20 audit``);
     claims longer than ``width`` (>= 10) characters are cut."""
     width = check_int("width", width, 10, maximum=1000)
-    lines = [f"{'id':<4} {'§':<8} {'verdict':<25} {'claim':<{width}}  claimed → measured  [source]"]
+    lines = [f"{'id':<4} {'§':<8} {'verdict':<32} {'claim':<{width}}  claimed → measured  [source]"]
     for row in frame.itertuples(index=False):
         claim = row.claim if len(row.claim) <= width else row.claim[: width - 1] + "…"
         source = f"  [{row.source}]" if row.source else ""
         lines.append(
-            f"{row.id:<4} {row.section:<8} {row.verdict:<25} {claim:<{width}}  "
+            f"{row.id:<4} {row.section:<8} {_judgement(row):<32} {claim:<{width}}  "
             f"{row.expected} → {row.measured}{source}"
         )
     return "\n".join(lines)
+
+
+def _judgement(row) -> str:
+    direction = getattr(row, "direction", "") or ""
+    if not direction:
+        return row.verdict
+    return f"{row.verdict}{', ' if row.verdict in (HOLDS, CONSISTENT) else ': '}{direction}"
 
 
 def _claim_fields(claim: Claim) -> dict[str, str]:

@@ -3,7 +3,12 @@
 GPU figures measured once live here with their provenance, never in prose (ARCHITECTURE.md,
 "Claims"). Each row is one figure: when (``date``, UTC), on what (``device``,
 NVIDIA ``driver``, ``torch`` version with its CUDA), by which ``command``, the ``quantity``, its
-``value`` and ``unit``, and ``notes`` (settings, comparison, load). ``make gpu-check``
+``value`` and ``unit``, ``notes`` (settings, comparison, load) and ``code``: the version of the
+package code that produced it (:func:`code_version` of the modules it ran, e.g.
+``word2vec@3f2a9c1e0b7d``; empty in rows recorded before the column existed). A verdict reads
+only rows of the current code (:func:`current_gpu_figure`): after a change of the measured
+modules, an older figure describes code that no longer exists, and the claim reads "needs a
+GPU" until a GPU run measures it again. ``make gpu-check``
 (``chapter20/scripts/gpu_check.py``) appends to it; notebooks and the audit read it with
 :func:`read_gpu_measurements`. Rows are only ever appended, never rewritten: a figure that a newer
 run supersedes stays, dated, beside the new one.
@@ -30,6 +35,8 @@ __all__ = [
     "FILE_NAME",
     "GpuFigure",
     "append_gpu_measurements",
+    "code_version",
+    "current_gpu_figure",
     "gpu_measurements_path",
     "gpu_figure",
     "gpu_figures",
@@ -41,7 +48,9 @@ FILE_NAME = "gpu_measurements.csv"
 #: The columns, in file order. A row passed to :func:`append_gpu_measurements` names
 #: ``command``, ``quantity``, ``value`` and ``unit`` (``notes`` optional); the provenance
 #: columns come from :func:`gpu_provenance` unless the row gives them.
-COLUMNS = ("date", "device", "driver", "torch", "command", "quantity", "value", "unit", "notes")
+COLUMNS = (
+    "date", "device", "driver", "torch", "command", "quantity", "value", "unit", "notes", "code",
+)  # fmt: skip
 _REQUIRED = ("command", "quantity", "value", "unit")
 
 
@@ -90,7 +99,7 @@ def _checked(row: Mapping[str, object], provenance: Mapping[str, str]) -> dict[s
     value = row["value"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"value must be a finite number, got {value!r}")
-    full = {**provenance, "notes": "", **row}
+    full = {**provenance, "notes": "", "code": "", **row}
     return {c: str(full.get(c, "")) for c in COLUMNS}
 
 
@@ -146,6 +155,7 @@ class GpuFigure:
     torch: str
     command: str
     notes: str
+    code: str = ""
 
     @property
     def provenance(self) -> str:
@@ -178,3 +188,50 @@ def gpu_figures(command: str, path: str | os.PathLike | None = None):
     frame = read_gpu_measurements(path)
     rows = frame[frame["command"].str.contains(command, regex=False)]
     return rows[["date", "device", "torch", "quantity", "value", "unit"]].reset_index(drop=True)
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def code_version(*modules: str) -> str:
+    """A short content hash of the package code that a GPU figure measures: ``modules`` are
+    dotted names below ``chapter20`` (a module, ``"training.trainer"``, or a folder,
+    ``"word2vec"``); their source files (``.py`` and ``.c``) are hashed in a fixed order, so the
+    version changes exactly when one of them does, in a checkout and in an installed wheel
+    alike. Returns ``"<modules>@<12 hex digits>"``."""
+    import hashlib
+
+    if not modules:
+        raise ValueError("modules must name at least one module or folder, e.g. 'word2vec'")
+    files: list[Path] = []
+    for name in modules:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"modules must be dotted names like 'word2vec', got {name!r}")
+        base = _PACKAGE.joinpath(*name.split("."))
+        if base.is_dir():
+            files += [p for p in base.rglob("*") if p.suffix in (".py", ".c")]
+        elif base.with_suffix(".py").is_file():
+            files.append(base.with_suffix(".py"))
+        else:
+            raise ValueError(f"modules: {name!r} is neither a module nor a folder of chapter20")
+    digest = hashlib.sha256()
+    for path in sorted(set(files)):
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode())
+        digest.update(path.read_bytes().replace(b"\r\n", b"\n"))
+    return f"{'+'.join(modules)}@{digest.hexdigest()[:12]}"
+
+
+def current_gpu_figure(
+    quantity: str, modules: tuple[str, ...], *, path: str | os.PathLike | None = None
+) -> GpuFigure | None:
+    """The newest GPU row for ``quantity`` measured by the current version of ``modules``
+    (:func:`code_version`), or None when every row predates a change of that code (or the
+    record has none): what a claim's verdict may read."""
+    frame = read_gpu_measurements(path)
+    wanted = code_version(*modules)
+    on_gpu = ~frame["device"].str.lower().str.startswith(("cpu", "none", "unknown"))
+    rows = frame[(frame["quantity"] == quantity) & on_gpu & (frame["code"] == wanted)]
+    if rows.empty:
+        return None
+    row = rows.sort_values("date", kind="stable").iloc[-1]
+    return GpuFigure(**{k: row[k] for k in GpuFigure.__dataclass_fields__})

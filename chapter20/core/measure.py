@@ -22,6 +22,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -464,3 +465,28 @@ def saved_activation_bytes(fn: Callable[[], Any], *, exclude: Any = None) -> int
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
     return sum(saved.values())
+
+
+def machine_busy(seconds: float = 1.0) -> float:
+    """The share of all CPU cores busy over the next ``seconds`` (0 idle, 1 every core busy),
+    from ``/proc/stat`` on Linux, elsewhere the 1-minute load average over the core count.
+    Timings recorded on a busy machine describe the other work, not the code: notebook
+    recording (``scripts/run_notebooks.py``) checks this before each notebook."""
+    import os
+
+    seconds = check_real("seconds", seconds, minimum=0, exclusive=True, maximum=60)
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        return min(1.0, load / (os.cpu_count() or 1))
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    elapsed = max(total1 - total0, 1)
+    return max(0.0, min(1.0, 1.0 - (idle1 - idle0) / elapsed))

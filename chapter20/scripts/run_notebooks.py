@@ -8,7 +8,16 @@ the notebook) goes to ``<name>.kernel.log`` beside the executed notebook, not to
     python -m chapter20.scripts.run_notebooks --output-dir build/notebooks --html notebooks/*.ipynb
     python -m chapter20.scripts.run_notebooks --inplace notebooks/03_mixed_precision.ipynb
 
-Needs the ``dev`` extra (nbclient, nbconvert). Exit status 1 when any notebook failed.
+Committed outputs (``--inplace``, what ``make notebooks`` does) are recorded on a quiet machine
+only: before each notebook the share of the CPU that other work keeps busy is measured
+(``chapter20.core.measure.machine_busy``); above ``--quiet-below`` the script waits up to
+``--wait`` seconds for it to drop and then refuses, saying why, unless ``--force``. Every line
+says how busy the machine was. ``--record-claims PATH`` writes the owners' claim rows of the run
+(from ``$CHAPTER20_RESULTS``) as the committed record that ``chapter20 audit`` and notebook 11
+fall back on.
+
+Needs the ``dev`` extra (nbclient, nbconvert). Exit status 1 when any notebook failed, 3 when
+the machine was too busy to record.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import argparse
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -31,9 +40,11 @@ class NotebookRun:
     output: Path
     log: Path
 
+    busy: float = 0.0  # the share of the CPU other work kept busy just before it ran
+
     def line(self, width: int = 40) -> str:
-        """``name  seconds  ✓`` or ``name  seconds  ✗ cell N: ...`` (the log named)."""
-        head = f"{self.name:<{width}} {self.seconds:6.1f} s  "
+        """``name  seconds  (busy)  ✓`` or ``... ✗ cell N: ...`` (the log named)."""
+        head = f"{self.name:<{width}} {self.seconds:6.1f} s  (busy {self.busy:4.0%})  "
         if self.error is None:
             return head + "✓"
         return head + f"✗ {self.error}  (notebook: {self.output}, kernel log: {self.log})"
@@ -94,6 +105,34 @@ def execute(
     return NotebookRun(path.stem, seconds, error, output, log)
 
 
+def wait_until_quiet(threshold: float, wait: float) -> float:
+    """Measure how busy the machine is; while it is above ``threshold``, measure again, up to
+    ``wait`` seconds. Returns the last measurement."""
+    from chapter20.core.measure import machine_busy
+
+    deadline = time.monotonic() + wait
+    busy = machine_busy(2.0)
+    while busy > threshold and time.monotonic() < deadline:
+        busy = machine_busy(5.0)
+    return busy
+
+
+def record_claims(path: Path) -> None:
+    """Write this run's owner rows (``$CHAPTER20_RESULTS``) as the committed claims record."""
+    import platform
+
+    import torch
+
+    from chapter20.core.claims import recorded_rows, write_record
+
+    machine = (
+        f"{platform.machine()} {platform.system()}, {torch.get_num_threads()} torch threads, "
+        f"{__import__('os').cpu_count()} cores, torch {torch.__version__}"
+    )
+    target = write_record(recorded_rows(), machine, path)
+    print(f"claims record: {target} ({machine})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path, help="notebooks, run in this order")
@@ -102,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--inplace", action="store_true", help="overwrite each notebook")
     parser.add_argument("--html", action="store_true", help="also write an HTML page of each")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument(
+        "--quiet-below", type=float, default=0.25,
+        help="with --inplace: the share of busy CPU above which recording waits, then refuses",
+    )  # fmt: skip
+    parser.add_argument("--wait", type=float, default=300.0, help="seconds to wait for quiet")
+    parser.add_argument("--force", action="store_true", help="record even on a busy machine")
+    parser.add_argument("--record-claims", type=Path, default=None, help="write the record here")
     parser.add_argument(
         "--log-dir",
         type=Path,
@@ -116,7 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.notebooks:
         output = path if args.inplace else args.output_dir / path.name
         log_dir = args.log_dir or (Path("build/notebook-logs") if args.inplace else None)
-        runs.append(execute(path, output, timeout=args.timeout, html=args.html, log_dir=log_dir))
+        busy = wait_until_quiet(args.quiet_below, args.wait if args.inplace else 0.0)
+        if args.inplace and busy > args.quiet_below and not args.force:
+            print(
+                f"refusing to record {path.name}: other work keeps {busy:.0%} of the CPU busy "
+                f"(above {args.quiet_below:.0%} for {args.wait:.0f} s), so its timings would "
+                "describe that work; stop it, or pass --force to record anyway",
+                flush=True,
+            )
+            return 3
+        run = execute(path, output, timeout=args.timeout, html=args.html, log_dir=log_dir)
+        runs.append(replace(run, busy=busy))
         print(runs[-1].line(width), flush=True)
     failed = [run.name for run in runs if run.error]
     summary = f"{len(runs) - len(failed)} of {len(runs)} notebooks ran without errors"
@@ -125,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.output_dir is not None:
         print(f"executed notebooks{' and HTML' * args.html}: {args.output_dir}/")
+    if args.record_claims is not None and not failed:
+        record_claims(args.record_claims)
     return 1 if failed else 0
 
 
