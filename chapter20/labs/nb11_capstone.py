@@ -247,8 +247,8 @@ COMPOSED_TRAINING = replace(
 
 def _composed(batch: int, chunk: int, dim: int, seed: int, changes: dict) -> RunConfig:
     """The composed run with ``changes`` (``TrainConfig`` fields, or ``batch``)."""
-    training = replace(COMPOSED_TRAINING, chunk_size=chunk,
-                       **{k: v for k, v in changes.items() if k != "batch"})  # fmt: skip
+    fields = {"chunk_size": chunk, **{k: v for k, v in changes.items() if k != "batch"}}
+    training = replace(COMPOSED_TRAINING, **fields)
     batch = changes.get("batch", batch) or chunk  # None: what fits without caching, one chunk
     return RunConfig(output_dir="-", dim=dim, seed=seed, batch=batch, base_batch=batch,
                      lr_scaling="none", training=training)  # fmt: skip
