@@ -449,6 +449,13 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "model": _with_gradients(),
         "scales": (1.0, 256.0),
     },
+    "techniques.precision.matmul_speedup": lambda: {"size": 8, "repeat": 1, "device": "cpu"},
+    "techniques.optimizers.quantise_blockwise": lambda: {
+        "values": torch.randn(10), "bits": 4, "block": 4,
+    },
+    "techniques.optimizers.CoarseStateAdamW": lambda: {
+        "params": list(_linear().parameters()), "lr": 0.1, "bits": 4, "block": 8,
+    },
     "techniques.sharding.RowPartition": lambda: {"num_embeddings": 10, "world_size": 2},
     "techniques.sharding.ShardedEmbedding": lambda: {
         "num_embeddings": 10,

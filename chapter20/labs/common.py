@@ -1,8 +1,12 @@
-"""What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05.
+"""What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05, and
+the reading of a timing table.
 
-:func:`heldout_run` trains the bag-of-embeddings encoder through the composed trainer on the
-next-sentence pairs and scores held-out recall; the batch-strategy (§20.2.1), precision
-(§20.2.2) and optimizer (§20.3.2) comparisons are this run with one option changed.
+:func:`heldout_run` trains an encoder (the bag of embeddings unless told otherwise) through the
+composed trainer on the next-sentence pairs and scores held-out recall; the batch-strategy
+(§20.2.1), precision (§20.2.2) and optimizer (§20.3.2) comparisons are this run with one option
+changed. :func:`timing_columns` and :func:`compare_times` put a timed variant's median with its
+repeats' spread in a table and print how it compares with a reference, from that run's numbers
+(``chapter20.core.findings``).
 """
 
 from __future__ import annotations
@@ -16,12 +20,23 @@ import torch
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import PairData, shuffled_batches
 from chapter20.core.device import set_seed
+from chapter20.core.findings import compare
+from chapter20.core.measure import Timing
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.techniques.contrastive import recall_at_k
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
-__all__ = ["LOCAL_GROUP_TIMEOUT_S", "HeldoutRun", "heldout_run", "train_on_pairs"]
+__all__ = [
+    "LOCAL_GROUP_TIMEOUT_S",
+    "HeldoutRun",
+    "UNTRAINED",
+    "gain_over_untrained",
+    "compare_times",
+    "heldout_run",
+    "timing_columns",
+    "train_on_pairs",
+]
 
 
 def train_on_pairs(
@@ -61,8 +76,9 @@ class HeldoutRun:
 
     @property
     def final_loss(self) -> float:
-        """Mean loss of the last 10 steps (fewer if the run was shorter)."""
-        return float(sum(self.losses[-10:]) / len(self.losses[-10:]))
+        """Mean loss of the last 10 steps (fewer if the run was shorter; NaN for no step)."""
+        last = self.losses[-10:]
+        return float(sum(last) / len(last)) if last else float("nan")
 
 
 def heldout_run(
@@ -74,33 +90,83 @@ def heldout_run(
     seed: int = 0,
     dim: int = 128,
     loss: Callable | None = None,
+    encoder: Callable[[int, int], torch.nn.Module] | None = None,
+    optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
 ) -> HeldoutRun:
-    """Train the bag-of-embeddings encoder (``dim`` wide, seeded with ``seed``) on ``data``'s
+    """Train the bag-of-embeddings encoder (``dim`` wide, seeded with ``seed``; or
+    ``encoder(vocab_size, dim)``, built right after the seed) on ``data``'s
     training pairs for ``steps`` steps of ``batch`` pairs through the composed trainer with
-    ``config`` (and a per-example ``loss`` where the config accumulates), then score recall@1
+    ``config`` (and a per-example ``loss`` where the config accumulates; ``steps=0``: the
+    untrained encoder, the level that training must rise above), then score recall@1
     and @10 on the held-out pairs (chance: k / number of held-out pairs). The quality runs of
     §20.2.1 (batch strategies), §20.2.2 (precisions) and §20.3.2 (optimizers) are this run with
-    one option changed.
+    one option changed. ``optimizer(model)``, if given, builds the optimizer instead of the
+    config's (a deliberately harmful variant, for a positive control).
 
-    Recall is scored in float32 whatever precision trained the weights: the question is what
-    training did to the model. (Scored under 16-bit autocast, the coarser similarities tie
+    Recall is scored in float32 whatever precision trained the weights (weights kept in 16 bits
+    are cast to float32 first): the question is what training did to the model; a model whose
+    weights are not finite scores 0. (Scored under 16-bit autocast, the coarser similarities tie
     more often, and a tie with the true positive counts as a hit.)"""
-    steps, batch = check_int("steps", steps, 1), check_int("batch", batch, 1)
+    steps, batch = check_int("steps", steps, 0), check_int("batch", batch, 1)
     set_seed(check_int("seed", seed, 0))
-    model = BagOfEmbeddingsEncoder(data.vocab_size, check_int("dim", dim, 1))
-    trainer = Trainer(model, config, loss=loss)
+    build = BagOfEmbeddingsEncoder if encoder is None else encoder
+    model = build(data.vocab_size, check_int("dim", dim, 1))
+    given = optimizer(model) if optimizer is not None else None
+    trainer = Trainer(model, config, loss=loss, optimizer=given)
     start = time.perf_counter()
-    results = train_on_pairs(
-        trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
+    results = (
+        train_on_pairs(
+            trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
+        )
+        if steps
+        else []
     )
     seconds = time.perf_counter() - start
+    model.float()  # weights trained in 16 bits (no fp32 master copy) are scored in float32 too
+    # A NaN similarity beats no candidate, so recall_at_k would count every anchor of a model
+    # whose weights are not finite as a hit: such a model retrieves nothing.
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    recall = recall_at_k(model, data.test_anchors, data.test_positives) if finite else None
     return HeldoutRun(
         [r.loss for r in results],
-        recall_at_k(model, data.test_anchors, data.test_positives),
+        recall or {1: 0.0, 10: 0.0},
         trainer.skipped_steps,
         seconds,
         {k: v.detach().clone() for k, v in model.state_dict().items()},
     )
+
+
+#: The name of the untrained encoder's rows in a quality comparison (``heldout_run(steps=0)``).
+UNTRAINED = "untrained"
+
+
+def gain_over_untrained(frame, *, by: str, column: str):
+    """For each group of ``by`` but :data:`UNTRAINED`, its weakest ``column`` over the seeds as a
+    multiple of the untrained encoder's of the same seed: how much training added. Random
+    embeddings already retrieve a next sentence that shares words with its anchor, so "above
+    chance" alone does not show that a run learned."""
+    base = frame[frame[by] == UNTRAINED].set_index("seed")[column]
+    trained = frame[frame[by] != UNTRAINED]
+    ratio = trained[column].values / base.loc[trained["seed"]].values
+    return trained.assign(gain=ratio).groupby(by, sort=False)["gain"].min()
+
+
+def timing_columns(timing: Timing) -> dict[str, float]:
+    """A :class:`~chapter20.core.measure.Timing` as table columns: ``seconds`` (the median, the
+    figure to read), ``seconds_min`` and ``seconds_max`` (its repeats' spread)."""
+    return {"seconds": timing.median, "seconds_min": timing.min, "seconds_max": timing.max}
+
+
+def compare_times(name: str, row, reference_name: str, reference) -> str:
+    """The reading of two timed variants (rows with :func:`timing_columns`' fields), printed by
+    ``chapter20.core.findings.compare`` from the medians in ms: "indistinguishable" when they
+    differ by no more than the wider of the two repeats' min–max ranges, else how many times
+    faster or slower. So the sentence follows the run, whichever way it went."""
+    spread = max(row.seconds_max - row.seconds_min, reference.seconds_max - reference.seconds_min)
+    return compare(
+        name, row.seconds * 1e3, reference_name, reference.seconds * 1e3,
+        quantity="time", unit="ms", spread=spread * 1e3,
+    )  # fmt: skip
 
 
 #: Seconds a local gloo group of a lab may take: generous, because a machine shared with other

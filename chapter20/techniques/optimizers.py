@@ -8,7 +8,9 @@ float32 scale per block of 256 values: about 2 bytes), and prints when it falls 
 embedding tables in 32 bits inside the same optimizer (bitsandbytes' advice: rare rows get
 rare, large updates that 8-bit state quantises badly). For tables too large for any dense
 state, :func:`sparse_optimizers` updates only the rows a batch touched.
-:func:`optimizer_state_bytes` reports what an optimizer really holds.
+:func:`optimizer_state_bytes` reports what an optimizer really holds. :class:`CoarseStateAdamW`
+is a deliberately harmful variant, for quality comparisons that must show they can detect harm:
+AdamW whose moments are stored linearly quantised to a few bits per block.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.core.checks import check_positive
+from chapter20.core.checks import check_int, check_positive
 from chapter20.core.device import check_dependency
 
 
@@ -42,6 +44,8 @@ __all__ = [
     "sparse_optimizers",
     "MultiOptimizer",
     "optimizer_state_bytes",
+    "CoarseStateAdamW",
+    "quantise_blockwise",
 ]
 
 OPTIMIZER_KINDS = (
@@ -267,3 +271,54 @@ def optimizer_state_bytes(
             )
     columns = ["parameter", "numel", "state", "shape", "dtype", "bytes", "bytes_per_parameter"]
     return pd.DataFrame(records, columns=columns)
+
+
+# --------------------------------------------------------------------------------------------
+# A harmful variant: state quantised far too coarsely
+# --------------------------------------------------------------------------------------------
+
+
+def quantise_blockwise(
+    values: torch.Tensor, bits: int, block: int = 256, *, signed: bool = True
+) -> torch.Tensor:
+    """``values`` rounded to ``2**bits`` evenly spaced levels (§20.3.2): per block of ``block``
+    consecutive values, scaled by the block's largest magnitude (absmax), as 8-bit optimizers
+    store their moments — but linearly, without bitsandbytes' dynamic (non-linear) code.
+    ``signed``: levels symmetric around 0 (a first moment), else from 0 up (a second moment).
+    A value smaller than half a level of its block's largest becomes exactly 0."""
+    bits, block = check_int("bits", bits, 1, maximum=16), check_int("block", block, 1)
+    flat = values.detach().flatten().float()
+    padded = torch.nn.functional.pad(flat, (0, -flat.numel() % block)).view(-1, block)
+    absmax = padded.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    steps = (2 ** (bits - 1) - 1 if signed else 2**bits - 1) or 1
+    rounded = torch.round(padded / absmax * steps) / steps * absmax
+    return rounded.flatten()[: flat.numel()].view_as(values).to(values.dtype)
+
+
+class CoarseStateAdamW(torch.optim.AdamW):
+    """AdamW whose two moments are re-quantised to ``bits`` bits per block of ``block`` values
+    after every step (:func:`quantise_blockwise`, linear, absmax per block) — a **deliberately
+    harmful** optimizer, the positive control of notebook 05's quality comparison (§20.3.2).
+
+    Why it harms: within a block, every second moment below half a level of the block's largest
+    rounds to 0, and Adam divides by its square root (plus ``eps``), so those weights take steps
+    of the size of ``m / eps``; every first moment below half a level vanishes. bitsandbytes
+    avoids both with a dynamic, non-linear 8-bit code and small blocks. Only the stored values
+    are coarse: the state is kept in float32 tensors, so it saves no memory."""
+
+    def __init__(self, params, lr: float, *, bits: int = 2, block: int = 256, **kwargs):
+        super().__init__(params, lr=check_positive("lr", lr), **kwargs)
+        self.bits = check_int("bits", bits, 1, maximum=16)
+        self.block = check_int("block", block, 1)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One AdamW step, then every moment re-quantised (what a coarse store would keep)."""
+        loss = super().step(closure)
+        for state in self.state.values():
+            for key, signed in (("exp_avg", True), ("exp_avg_sq", False)):
+                if key in state:
+                    state[key].copy_(
+                        quantise_blockwise(state[key], self.bits, self.block, signed=signed)
+                    )
+        return loss

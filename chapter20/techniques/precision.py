@@ -15,6 +15,10 @@ The chapter's trainer (listing L5) uses ``torch.cuda.amp``, deprecated and CUDA-
 - :func:`format_limits`, :func:`underflow_report` and :func:`gradient_underflow` show which
   magnitudes fp16 and bf16 can hold, and how much of a model's gradient would vanish in fp16
   without loss scaling (claim C08).
+- :func:`matmul_speedup` times one square matrix multiply per dtype, the quantity of claim C06
+  (tensor cores), with fp32 as PyTorch runs it by default and, on CUDA, with TF32 allowed.
+- :func:`store_weights_in` is a deliberately harmful variant for quality comparisons that must
+  show they can detect harm: weights kept in a narrow float format with no fp32 master copy.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.core.checks import check_positive
+from chapter20.core.checks import check_int, check_positive
 from chapter20.core.device import autocast_dtype, get_device
+from chapter20.core.measure import time_interleaved
 
 __all__ = [
     "PRECISIONS",
@@ -38,6 +43,8 @@ __all__ = [
     "largest_rounding_to_zero",
     "underflow_report",
     "gradient_underflow",
+    "matmul_speedup",
+    "store_weights_in",
 ]
 
 #: Precision names → dtype of the autocast region ("auto": ``device.autocast_dtype``).
@@ -168,3 +175,94 @@ def gradient_underflow(
     return pd.DataFrame(
         [{"loss_scale": scale, **underflow_report(flat * scale, dtype)} for scale in scales]
     )
+
+
+def store_weights_in(
+    model: nn.Module, optimizer: torch.optim.Optimizer, dtype: torch.dtype
+) -> torch.optim.Optimizer:
+    """Keep ``model``'s weights in ``dtype`` with **no fp32 master copy** (§20.2.2): every
+    parameter is rounded to ``dtype`` now and after every ``optimizer.step()`` (and stored back
+    in its own dtype, so every operation still computes as before). A deliberately harmful
+    variant, the positive control of notebook 03's quality comparison: an update smaller than
+    half a unit in the last place of the weight it changes rounds away, which is what mixed
+    precision's fp32 master weights prevent. Returns ``optimizer`` (a hook is registered on it)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {optimizer!r}")
+    parameters = list(model.parameters())
+
+    @torch.no_grad()
+    def round_weights(*_) -> None:
+        for parameter in parameters:
+            parameter.copy_(parameter.to(dtype).to(parameter.dtype))
+
+    round_weights()
+    optimizer.register_step_post_hook(round_weights)
+    return optimizer
+
+
+# --------------------------------------------------------------------------------------------
+# What tensor cores give: one matrix multiply per dtype
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _tf32_matmuls(allowed: bool):
+    """fp32 matrix multiplies on CUDA with TF32 allowed (or as PyTorch's default leaves them)."""
+    if not allowed:
+        yield
+        return
+    before = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
+
+
+def matmul_speedup(
+    size: int = 4096,
+    precisions: Iterable[str] = ("fp32", "bf16", "fp16"),
+    *,
+    repeat: int = 5,
+    device: torch.device | str | None = None,
+) -> pd.DataFrame:
+    """Time one ``size`` × ``size`` matrix multiply per precision on ``device`` (§20.2.2, claim
+    C06), the precisions in alternation (``core.measure.time_interleaved``, one warm-up call
+    each): a row per precision with the median ``seconds`` and the repeats' ``seconds_min`` /
+    ``seconds_max``, the ``tflops`` reached and the ``speedup`` over fp32 as PyTorch runs it by
+    default (no TF32). On CUDA a ``tf32`` row adds fp32 with TF32 matrix multiplies allowed
+    (tensor cores in fp32's range, 10 significant bits). A precision the device cannot run is
+    left out. From about 4096 a GPU's matmul is bound by its arithmetic, not by launching it."""
+    size, repeat = check_int("size", size, 1, maximum=65_536), check_int("repeat", repeat, 1)
+    device = get_device() if device is None else torch.device(device)
+    names = [name for name in precisions if name in PRECISIONS]
+    if "fp32" not in names:
+        raise ValueError(f"precisions must include 'fp32' (the reference), got {list(precisions)}")
+    runnable = [name for name in names if _supports(device, PRECISIONS[name])]
+    a = torch.randn(size, size, device=device)
+    operands = {name: a.to(PRECISIONS[name]) for name in runnable}
+    calls = {name: (lambda x=x: x @ x) for name, x in operands.items()}
+    if device.type == "cuda":
+        calls["tf32"] = lambda x=operands["fp32"]: _tf32_call(x)
+    timing = time_interleaved(calls, warmup=1, repeat=repeat, device=device)
+    fp32 = timing["fp32"].median
+    return pd.DataFrame(
+        [
+            {
+                "precision": name,
+                "seconds": t.median,
+                "seconds_min": t.min,
+                "seconds_max": t.max,
+                "tflops": 2 * size**3 / t.median / 1e12,
+                "speedup": fp32 / t.median,
+            }
+            for name, t in timing.items()
+        ]
+    )
+
+
+def _tf32_call(x: torch.Tensor) -> torch.Tensor:
+    with _tf32_matmuls(True):
+        return x @ x
