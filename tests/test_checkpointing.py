@@ -173,3 +173,48 @@ def test_prediction_formula():
     every = predicted_activation_bytes("every_k", 16, k=8, **unit)
     assert every == {"saved": 25, "backward_peak": 825}
     assert set(POLICIES) == {"none", "every_layer", "every_k", "sqrt", "selective"}
+
+
+# --- the notebook's readings: C10's depth and the timing lines -----------------------------
+
+
+def test_depth_reaching_interpolates_between_measured_depths_and_never_extrapolates():
+    import pandas as pd
+
+    from chapter20.labs.nb04_activation_checkpointing import depth_reaching
+
+    ratios = pd.DataFrame({"layers": [8, 16, 32, 64], "ratio": [4.0, 7.0, 9.0, 13.0]})
+    reached = depth_reaching(ratios, 10.0)
+    assert 32 < reached < 64  # a quarter of the way from 9 to 13, in log-depth
+    assert reached == pytest.approx(2 ** (5 + 0.25))
+    assert depth_reaching(ratios, 7.0) == 16
+    assert depth_reaching(ratios, 2.0) == 8
+    assert depth_reaching(ratios, 20.0) is None
+
+
+def test_checkpointing_ratio_is_none_over_the_lowest_policy(depth_frame):
+    from chapter20.labs.nb04_activation_checkpointing import checkpointing_ratio
+
+    ratios = checkpointing_ratio(depth_frame)
+    assert list(ratios["layers"]) == [2, 4, 9, 16]
+    deepest = depth_frame[depth_frame["layers"] == 16].set_index("policy")["activation_peak"]
+    assert ratios["ratio"].iloc[-1] == pytest.approx(deepest["none"] / deepest.drop("none").min())
+    assert ratios["ratio"].is_monotonic_increasing
+
+
+def test_time_findings_say_indistinguishable_within_the_repeats_spread():
+    import pandas as pd
+
+    from chapter20.labs.nb04_activation_checkpointing import time_findings
+
+    frame = pd.DataFrame(
+        {
+            "policy": ["none", "every_layer", "selective"],
+            "seconds": [0.100, 0.140, 0.103],
+            "seconds_min": [0.095, 0.138, 0.099],
+            "seconds_max": [0.108, 0.150, 0.110],
+        }
+    )
+    slower, same = time_findings(frame)
+    assert slower.startswith("every_layer: 1.40× slower than none")
+    assert same.startswith("selective: indistinguishable from none")

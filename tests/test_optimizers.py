@@ -241,3 +241,33 @@ def test_multi_optimizer_is_an_optimizer_whose_groups_drive_the_inner_ones():
     )
     with pytest.raises(TypeError, match="torch.optim.Optimizer"):
         MultiOptimizer(object())
+
+
+# --- the positive control: state quantised far too coarsely ---------------------------------
+
+
+def test_quantise_blockwise_rounds_to_levels_of_each_blocks_absmax():
+    from chapter20.techniques.optimizers import quantise_blockwise
+
+    values = torch.tensor([1.0, 0.4, 0.1, -0.2, 8.0, 3.0, 0.9, 5.0, 0.5])
+    signed = quantise_blockwise(values, bits=2, block=4)  # levels {-1, 0, 1} × absmax
+    assert signed.tolist() == [1.0, 0.0, 0.0, 0.0, 8.0, 0.0, 0.0, 8.0, 0.5]
+    unsigned = quantise_blockwise(values.abs(), bits=2, block=4, signed=False)  # {0,1,2,3}/3
+    assert torch.allclose(unsigned[:4], torch.tensor([1.0, 1 / 3, 0.0, 1 / 3]))
+    fine = quantise_blockwise(values, bits=16, block=4)
+    assert torch.allclose(fine, values, rtol=1e-4)
+    assert quantise_blockwise(torch.zeros(5), 4).eq(0).all()  # an all-zero block stays 0
+
+
+def test_coarse_state_adamw_stores_quantised_moments_and_zeroes_small_second_moments():
+    from chapter20.techniques.optimizers import CoarseStateAdamW, quantise_blockwise
+
+    weight = torch.nn.Parameter(torch.zeros(8))
+    optimizer = CoarseStateAdamW([weight], 0.1, bits=4, block=8)
+    weight.grad = torch.tensor([1.0, 0.5, 0.1, 0.01, -1.0, 0.2, 0.05, 0.001])
+    optimizer.step()
+    state = optimizer.state[weight]
+    for key, signed in (("exp_avg", True), ("exp_avg_sq", False)):
+        assert torch.equal(state[key], quantise_blockwise(state[key], 4, 8, signed=signed))
+    # a second moment far below its block's largest is stored as 0: Adam will divide by ~eps
+    assert state["exp_avg_sq"][3] == 0 and state["exp_avg_sq"][0] > 0

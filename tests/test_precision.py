@@ -219,3 +219,125 @@ def test_cuda_bf16_activations_use_less_memory():
     frame = memory_by_precision(batch=16, precisions=["fp32", "bf16"]).set_index("precision")
     assert frame.loc["bf16", "activations"] < frame.loc["fp32", "activations"]
     assert frame.loc["bf16", "parameters"] == frame.loc["fp32", "parameters"]
+
+
+# --- C06's quantity: one matrix multiply per dtype ------------------------------------------
+
+
+def test_matmul_speedup_times_every_runnable_precision_against_fp32():
+    from chapter20.techniques.precision import matmul_speedup
+
+    frame = matmul_speedup(32, ("fp32", "bf16", "fp16"), repeat=2, device="cpu")
+    assert list(frame["precision"]) == ["fp32", "bf16", "fp16"]  # no tf32 row off CUDA
+    fp32 = frame.set_index("precision").loc["fp32"]
+    assert fp32["speedup"] == 1.0
+    assert (frame["seconds_min"] <= frame["seconds"]).all()
+    assert (frame["seconds"] <= frame["seconds_max"]).all()
+    assert frame["tflops"].gt(0).all()
+    with pytest.raises(ValueError, match="fp32"):
+        matmul_speedup(8, ("bf16",), device="cpu")
+    with pytest.raises(ValueError, match="size"):
+        matmul_speedup(0, device="cpu")
+
+
+def test_bench_precision_records_c06s_quantity_with_the_code_version(monkeypatch):
+    """The rows `bench precision --record` appends are the ones claim C06 reads: the matmul
+    speed-up of the current code (a row of another version no longer decides)."""
+    import chapter20.labs.nb03_precision as lab
+    from chapter20.core.gpu_record import code_version
+
+    monkeypatch.setattr(lab, "step_time_vs_batch", lambda batches: _fake_steps())
+    monkeypatch.setattr(lab, "memory_by_precision", lambda batch: _fake_memory())
+    rows = lab.benchmark(batches=(4,), matmul_sizes=(16,))
+    assert {r["quantity"] for r in rows} == {lab.matmul_quantity(16, "bf16")}
+    assert all(r["code"] == code_version(*lab.MATMUL_MODULES) for r in rows)
+    assert lab.matmul_quantity(4096, "fp16") == "matmul 4096x4096 speed-up vs fp32 (no TF32), fp16"
+
+
+def _fake_steps():
+    import pandas as pd
+
+    row = {"batch": 4, "seconds": 1.0, "seconds_min": 0.9, "seconds_max": 1.1, "speedup": 1.0}
+    return pd.DataFrame([{**row, "precision": "fp32"}, {**row, "precision": "bf16"}])
+
+
+def _fake_memory():
+    import pandas as pd
+
+    return pd.DataFrame(
+        [{"precision": "fp32", "peak_bytes": 10, "vs_fp32": 1.0, "measured_by": "test"}]
+    )
+
+
+# --- the quality run of C27 -------------------------------------------------------------------
+
+
+def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weights_as_zero():
+    from chapter20.core.corpora import PairData
+    from chapter20.core.models import TransformerEncoder
+    from chapter20.labs.common import heldout_run
+
+    ids = torch.randint(1, 30, (4, 16, 6), generator=torch.Generator().manual_seed(0))
+    data = PairData(*ids, vocab_size=30)
+    built = {}
+
+    def encoder(vocab, dim):
+        built["model"] = TransformerEncoder(vocab, d_model=dim, n_heads=2, n_layers=1, max_len=6)
+        return built["model"]
+
+    def broken(model):  # a step that writes NaN into every weight
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer.register_step_post_hook(
+            lambda *_: [p.data.fill_(math.nan) for p in model.parameters()]
+        )
+        return optimizer
+
+    run = heldout_run(data, TrainConfig(), steps=2, batch=4, dim=8, encoder=encoder)
+    assert isinstance(built["model"], TransformerEncoder) and 0 <= run.recall[10] <= 1
+    nan = heldout_run(data, TrainConfig(), steps=2, batch=4, dim=8, optimizer=broken)
+    assert nan.recall == {1: 0.0, 10: 0.0}  # not "every anchor ties with its positive"
+
+
+def test_store_weights_in_keeps_no_master_copy_and_loses_small_updates():
+    """The positive control of C27: weights rounded to fp8 after every step, so an update below
+    half a unit in the last place is lost (an fp32 master copy would keep it)."""
+    from chapter20.techniques.precision import store_weights_in
+
+    model = nn.Linear(4, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[1.0, 0.3, 0.0, -2.0]]))
+    optimizer = store_weights_in(
+        model, torch.optim.SGD(model.parameters(), lr=1.0), torch.float8_e4m3fn
+    )
+    assert model.weight.tolist() == [[1.0, 0.3125, 0.0, -2.0]]  # rounded to e4m3 at once
+    model.weight.grad = torch.tensor([[0.01, 0.01, -0.01, 0.5]])
+    optimizer.step()
+    # 1.0 - 0.01 rounds back to 1.0 (e4m3's step at 1 is 0.125); 0 + 0.01 is representable
+    assert model.weight.tolist()[0][0] == 1.0 and model.weight.tolist()[0][3] == -2.5
+    assert model.weight.tolist()[0][2] == pytest.approx(0.009765625)
+    assert model.weight.dtype == torch.float32  # stored back in its own dtype
+    with pytest.raises(TypeError, match="dtype"):
+        store_weights_in(model, optimizer, torch.int8)
+
+
+def test_c06_reads_only_a_gpu_row_of_the_current_code(monkeypatch):
+    """The old 512 x 512 rows no longer decide C06: without a 4096 x 4096 row written by the
+    current code the verdict is "needs a GPU"; with one, that row is judged."""
+    import chapter20.labs.nb03_precision as lab
+    from chapter20.core.claims import check
+    from chapter20.core.gpu_record import GpuFigure
+
+    value, device, note = lab.c06_measurement(None, 1024)
+    assert value is None and "no 4096 x 4096 figure" in note
+    assert check("C06", value, device=device).verdict == "needs a GPU"
+    asked = {}
+
+    def figure(quantity, modules):
+        asked.update(quantity=quantity, modules=modules)
+        return GpuFigure(quantity, 9.5, "×", "NVIDIA H200", "2026-12-02", "x", "y", "bench", "")
+
+    monkeypatch.setattr(lab, "current_gpu_figure", figure)
+    value, device, _ = lab.c06_measurement(None, 1024)
+    assert asked == {"quantity": lab.matmul_quantity(4096, "fp16"), "modules": lab.MATMUL_MODULES}
+    row = check("C06", value, device=device)
+    assert (row.verdict, row.direction) == ("holds", "larger than claimed")

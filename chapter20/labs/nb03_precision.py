@@ -1,9 +1,10 @@
 """§20.2.2 Mixed precision, run and measured: the experiments behind notebook 03 and
 ``python -m chapter20 bench precision``.
 
-The workload is the companion's Transformer encoder trained with InfoNCE on pairs of token
-sequences (random ids, for speed, memory and the parity of the three precisions); held-out
-quality is the bag-of-embeddings encoder on Wikipedia next-sentence pairs, three seeds each.
+The workload is the companion's Transformer encoder trained with InfoNCE: on pairs of random
+token sequences for speed, memory and the parity of the three precisions, and on Wikipedia
+next-sentence pairs for held-out quality (fp32 against fp16, three seeds, with a deliberately
+harmful variant as the positive control, claim C27).
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from torch import nn
 
 from chapter20.core.corpora import PairData
 from chapter20.core.device import get_device, set_seed
+from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.labs.common import heldout_run
+from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, timing_columns
 from chapter20.techniques.contrastive import info_nce
-from chapter20.techniques.precision import PRECISIONS, format_limits, resolve_precision
+from chapter20.techniques.optimizers import make_optimizer
+from chapter20.techniques.precision import (
+    format_limits,
+    matmul_speedup,
+    resolve_precision,
+    store_weights_in,
+)
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import Trainer, step_peak_memory
 
@@ -33,9 +41,17 @@ __all__ = [
     "parity_run",
     "overflow_steps",
     "step_time_vs_batch",
-    "matmul_speedup",
+    "speed_findings",
+    "matmul_table",
+    "MATMUL_MODULES",
+    "matmul_quantity",
+    "c06_measurement",
     "memory_by_precision",
     "gradient_magnitudes",
+    "QUALITY",
+    "CONTROL",
+    "QUALITY_ARMS",
+    "truncated",
     "quality_runs",
     "plot_step_time",
     "plot_memory",
@@ -48,8 +64,8 @@ TEMPERATURE = 0.05
 
 def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
     """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
-    (``fp16=None``). CPU autocast runs fp16 without fast kernels (a matmul is ~100x slower than
-    fp32 here), so it is left out of CPU timings unless ``fp16=True``."""
+    (``fp16=None``). CPU autocast runs fp16 through generic kernels, without fast fp16
+    instructions, so it is left out of CPU step timings unless ``fp16=True``."""
     device = get_device() if device is None else torch.device(device)
     names = ["fp32"]
     for name in ("bf16", "fp16"):
@@ -160,38 +176,69 @@ def step_time_vs_batch(
                 {
                     "batch": batch,
                     "precision": name,
-                    "seconds": t.median,
+                    **timing_columns(t),
                     "speedup": timing["fp32"].median / t.median,
                 }
             )
     return pd.DataFrame(records)
 
 
-def matmul_speedup(size: int = 512, precisions=None, repeat: int = 3) -> pd.DataFrame:
-    """Time of a ``size``×``size`` matrix multiply per dtype on this device, and its speed-up
-    over fp32 (claim C06: tensor cores make fp16 matmuls 2-8x faster)."""
-    device = get_device()
-    precisions = precisions or available_precisions(device, fp16=True)
-    a = torch.randn(size, size, device=device)
-    operands = {name: a.to(PRECISIONS[name]) for name in precisions}
-    timing = time_interleaved(
-        {name: (lambda x=x: x @ x) for name, x in operands.items()},
-        warmup=1,
-        repeat=repeat,
-        device=device,
-    )
-    fp32 = timing["fp32"].median
+def speed_findings(frame: pd.DataFrame, reference: str = "fp32") -> list[str]:
+    """One computed line per timed variant of :func:`step_time_vs_batch` (or of
+    :func:`~chapter20.techniques.precision.matmul_speedup`, one size): its median time against
+    ``reference``'s, indistinguishable within the wider of their repeats' ranges."""
+    lines = []
+    groups = frame.groupby("batch", sort=False) if "batch" in frame else [(None, frame)]
+    for batch, part in groups:
+        rows = {row.precision: row for row in part.itertuples(index=False)}
+        where = "" if batch is None else f", batch {batch}"
+        for name, row in rows.items():
+            if name != reference:
+                lines.append(compare_times(f"{name}{where}", row, reference, rows[reference]))
+    return lines
+
+
+def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`~chapter20.techniques.precision.matmul_speedup` for display: median ms with the
+    repeats' min–max, TFLOP/s and the speed-up over fp32."""
     return pd.DataFrame(
-        [
-            {
-                "precision": name,
-                "seconds": t.median,
-                "tflops": 2 * size**3 / t.median / 1e12,
-                "speedup": fp32 / t.median,
-            }
-            for name, t in timing.items()
-        ]
+        {
+            "precision": frame["precision"],
+            "median ms": (frame["seconds"] * 1e3).round(3),
+            "min–max ms": [
+                f"{low * 1e3:.3f}–{high * 1e3:.3f}"
+                for low, high in zip(frame["seconds_min"], frame["seconds_max"])
+            ],
+            "TFLOP/s": frame["tflops"].round(3),
+            "speedup": frame["speedup"].round(3),
+        }
     )
+
+
+#: The package code whose GPU figures claim C06 reads: the matmul timing and the timer. A row of
+#: the GPU record measured by another version of them no longer decides the verdict.
+MATMUL_MODULES = ("techniques.precision", "core.measure")
+
+
+def matmul_quantity(size: int, precision: str) -> str:
+    """The GPU record's name of a matmul speed-up, e.g. ``"matmul 4096x4096 speed-up vs fp32
+    (no TF32), fp16"`` (what ``bench precision --record`` writes and claim C06 reads)."""
+    return f"matmul {size}x{size} speed-up vs fp32 (no TF32), {precision}"
+
+
+def c06_measurement(matmul: pd.DataFrame, size: int) -> tuple[float | None, str, str]:
+    """What claim C06 is judged on, as ``(value, device, note)``: this run's fp16 speed-up when
+    ``matmul`` (of :func:`~chapter20.techniques.precision.matmul_speedup`) timed the 4096 × 4096
+    multiply on CUDA; else the GPU record's row written by the current version of
+    :data:`MATMUL_MODULES`; else no value (the verdict is then "needs a GPU")."""
+    device = get_device()
+    if device.type == "cuda" and size == 4096:
+        speedup = float(matmul.set_index("precision").loc["fp16", "speedup"])
+        return speedup, str(device), "measured in this run"
+    row = current_gpu_figure(matmul_quantity(4096, "fp16"), MATMUL_MODULES)
+    if row is not None:
+        return row.value, row.device, f"GPU record: {row.provenance}"
+    return None, str(device), "the GPU record holds no 4096 x 4096 figure of the current code"
 
 
 def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
@@ -226,31 +273,73 @@ def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
     return grads[grads != 0].abs(), model
 
 
+#: Claim C27's workload: the Transformer encoder (one layer: attention and feed-forward matrix
+#: multiplies in 16 bits under autocast), small enough for three seeds of fp16 on a CPU, trained
+#: long enough to rise above the untrained encoder's retrieval.
+QUALITY = {"d_model": 64, "layers": 1, "seq_len": 16, "steps": 100, "batch": 128, "lr": 3e-3}
+#: The positive control: weights stored in 8-bit floats (e4m3) with no fp32 master copy.
+CONTROL = "fp8 weights, no master copy (control)"
+QUALITY_ARMS = (UNTRAINED, "fp32", "fp16", CONTROL)
+
+
+def truncated(data: PairData, seq_len: int) -> PairData:
+    """``data`` with every sentence cut to its first ``seq_len`` tokens (§20.2.2 quality runs:
+    16 tokens keep a CPU's fp16 runs short; most sentences of the sample are about that long)."""
+    return PairData(
+        *(getattr(data, side)[:, :seq_len] for side in
+          ("train_anchors", "train_positives", "test_anchors", "test_positives")),
+        vocab_size=data.vocab_size,
+    )  # fmt: skip
+
+
+def _fp8_weights(lr: float):
+    """A factory of :data:`CONTROL`'s optimizer for ``heldout_run``."""
+
+    def build(model: nn.Module) -> torch.optim.Optimizer:
+        optimizer = make_optimizer(model.parameters(), "adamw", lr, weight_decay=0.0)
+        return store_weights_in(model, optimizer, torch.float8_e4m3fn)
+
+    return build
+
+
 def quality_runs(
     data: PairData,
-    precisions: tuple[str, ...] = ("fp32", "bf16", "fp16"),
+    arms: tuple[str, ...] = QUALITY_ARMS,
     *,
     seeds: tuple[int, ...] = (0, 1, 2),
-    steps: int = 150,
-    batch: int = 256,
-    lr: float = 3e-3,
+    d_model: int = QUALITY["d_model"],
+    layers: int = QUALITY["layers"],
+    seq_len: int = QUALITY["seq_len"],
+    steps: int = QUALITY["steps"],
+    batch: int = QUALITY["batch"],
+    lr: float = QUALITY["lr"],
 ) -> pd.DataFrame:
-    """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs in
-    each precision, once per seed (§20.2.2, claim C27): a row per run with the final loss
-    (mean of the last 10 steps), recall@1 and @10 scored in float32, steps skipped and seconds.
-    Same weights and data order for every precision of a seed. Under autocast the encoder's
-    projection (forward and backward) runs in 16 bits, so the gradient that reaches the table
-    has passed through 16-bit arithmetic; fp16 trains with the ``GradScaler``."""
+    """Held-out quality of the Transformer encoder trained on real next-sentence pairs in each
+    of ``arms``, once per seed (§20.2.2, claim C27): ``"fp32"``, ``"fp16"`` (autocast with a
+    ``GradScaler``), ``"bf16"``, :data:`CONTROL` and ``"untrained"`` (the encoder before any
+    step). A row per run with the final loss (mean of the last 10 steps), recall@1 and @10
+    scored in float32, steps skipped and seconds. Same weights and data order in every arm of a
+    seed; sentences cut to ``seq_len`` tokens."""
+    data = truncated(data, seq_len)
+
+    def build(vocab: int, dim: int) -> TransformerEncoder:
+        return TransformerEncoder(vocab, d_model=dim, n_heads=2, n_layers=layers,
+                                  max_len=seq_len, dropout=0.0)  # fmt: skip
+
     records = []
     for seed in seeds:
-        for precision in precisions:
+        for arm in arms:
+            precision = arm if arm in ("fp32", "bf16", "fp16") else "fp32"
             config = TrainConfig(
                 precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE
             )
-            run = heldout_run(data, config, steps=steps, batch=batch, seed=seed)
+            run = heldout_run(
+                data, config, steps=0 if arm == UNTRAINED else steps, batch=batch, seed=seed,
+                dim=d_model, encoder=build, optimizer=_fp8_weights(lr) if arm == CONTROL else None,
+            )  # fmt: skip
             records.append(
                 {
-                    "precision": precision,
+                    "arm": arm,
                     "seed": seed,
                     "final_loss": run.final_loss,
                     "recall@1": run.recall[1],
@@ -329,18 +418,27 @@ def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
 # --------------------------------------------------------------------------------------------
 
 
-def benchmark(batches: tuple[int, ...] = (16, 64)) -> list[dict]:
+def benchmark(
+    batches: tuple[int, ...] = (16, 64), matmul_sizes: tuple[int, ...] = (4096, 8192)
+) -> list[dict]:
     """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
-    precision to fp32 for the shared Transformer encoder at each of ``batches``; returns the
-    matmul speed-ups as rows for the GPU record (``--record``; claim C06 reads them)."""
+    precision to fp32 for the shared Transformer encoder at each of ``batches``, and the speed-up
+    of one matrix multiply of each of ``matmul_sizes`` over fp32 (no TF32; on CUDA also over
+    TF32). Returns the matmul speed-ups as rows for the GPU record (``--record``), each with the
+    version of the code that measured them (``code``, :data:`MATMUL_MODULES`): claim C06 reads
+    the 4096 × 4096 fp16 row of the current code. On a CPU the matmuls take seconds each, and
+    fp16 (no fast CPU kernels) is left out of them."""
     device = get_device()
     speed = step_time_vs_batch(batches)
     print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
     for row in speed.itertuples():
         print(
-            f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms  "
+            f"  batch {row.batch:>3} {row.precision}: {row.seconds * 1e3:8.1f} ms "
+            f"(min {row.seconds_min * 1e3:.1f}, max {row.seconds_max * 1e3:.1f})  "
             f"{1 / row.speedup:5.2f}x the fp32 time"
         )
+    for line in speed_findings(speed):
+        print(f"  {line}")
     for batch in batches:
         memory = memory_by_precision(batch)
         for row in memory.itertuples():
@@ -348,15 +446,17 @@ def benchmark(batches: tuple[int, ...] = (16, 64)) -> list[dict]:
                 f"  batch {batch:>3} {row.precision}: peak {format_bytes(row.peak_bytes):>10}  "
                 f"{row.vs_fp32:5.2f}x fp32 [{row.measured_by}]"
             )
-    matmul = matmul_speedup()
-    print(
-        "  512x512 matmul speed-up over fp32: "
-        + ", ".join(
-            f"{r.precision} {r.speedup:.2f}x" for r in matmul.itertuples() if r.precision != "fp32"
-        )
-    )
-    return [
-        {"quantity": f"matmul 512x512 speed-up vs fp32, {r.precision}",
-         "value": round(float(r.speedup), 3), "unit": "×", "notes": f"on {device}"}
-        for r in matmul.itertuples() if r.precision != "fp32"
-    ]  # fmt: skip
+    rows, version = [], code_version(*MATMUL_MODULES)
+    for size in matmul_sizes:
+        matmul = matmul_speedup(size, available_precisions(device), repeat=5, device=device)
+        print(f"  {size}x{size} matmul, median of 5:")
+        for line in speed_findings(matmul):
+            print(f"    {line}")
+        rows += [
+            {"quantity": matmul_quantity(size, r.precision), "value": round(float(r.speedup), 3),
+             "unit": "×", "notes": f"on {device}; median of 5 after 1 warm-up, precisions "
+             f"interleaved; fp32 with TF32 off (PyTorch's default); tf32: fp32 with "
+             f"torch.backends.cuda.matmul.fp32_precision='tf32'", "code": version}
+            for r in matmul.itertuples() if r.precision != "fp32"
+        ]  # fmt: skip
+    return rows

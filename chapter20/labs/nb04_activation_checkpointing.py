@@ -9,6 +9,7 @@ is what autograd keeps for backward (it also sees the selective policy's cache, 
 from __future__ import annotations
 
 import copy
+import math
 
 import matplotlib.ticker
 import pandas as pd
@@ -19,6 +20,7 @@ from chapter20.core.device import get_device, set_seed
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure, stacked_memory_bars
+from chapter20.labs.common import compare_times, timing_columns
 from chapter20.techniques.activation_checkpointing import (
     CheckpointedTransformerLayer,
     apply_checkpointing,
@@ -34,6 +36,10 @@ __all__ = [
     "layer_measurements",
     "activation_vs_depth",
     "step_report",
+    "timing_table",
+    "time_findings",
+    "checkpointing_ratio",
+    "depth_reaching",
     "plot_activation_vs_depth",
     "plot_step_memory",
     "benchmark",
@@ -129,7 +135,7 @@ def _train_step(model: nn.Module, optimizer: torch.optim.Optimizer, ids: torch.T
 
 
 def activation_vs_depth(
-    depths: tuple[int, ...] = (2, 4, 8, 16, 32), batch: int = 16, seq_len: int = 64
+    depths: tuple[int, ...] = (2, 4, 8, 16, 32, 64), batch: int = 16, seq_len: int = 64
 ) -> pd.DataFrame:
     """Activation bytes per policy and depth, measured (forward ``retained``, activations at
     the peak of forward + backward, and ``activation_peak``: the activations at their own peak,
@@ -193,7 +199,7 @@ def step_report(
                 "policy": label,
                 "peak_bytes": report.peak_bytes,
                 **report.breakdown,
-                "seconds": timing[label].median,
+                **timing_columns(timing[label]),
                 "measured_by": report.method,
             }
         )
@@ -203,6 +209,66 @@ def step_report(
     frame["activations_vs_none"] = frame["activations"] / none["activations"]
     frame["time_vs_none"] = frame["seconds"] / none["seconds"]
     return frame
+
+
+def timing_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`step_report`'s times for display: the median step in ms with its repeats' min–max,
+    and the median as a ratio to no checkpointing."""
+    return pd.DataFrame(
+        {
+            "policy": frame["policy"],
+            "median ms": (frame["seconds"] * 1e3).round(1),
+            "min–max ms": [
+                f"{low * 1e3:.1f}–{high * 1e3:.1f}"
+                for low, high in zip(frame["seconds_min"], frame["seconds_max"])
+            ],
+            "time_vs_none": frame["time_vs_none"].round(2),
+        }
+    )
+
+
+def time_findings(frame: pd.DataFrame) -> list[str]:
+    """Each policy's step time against no checkpointing, one computed line per policy
+    (``labs.common.compare_times``: indistinguishable within the repeats' spread)."""
+    rows = list(frame.itertuples(index=False))
+    return [compare_times(row.policy, row, "none", rows[0]) for row in rows[1:]]
+
+
+def checkpointing_ratio(depth: pd.DataFrame) -> pd.DataFrame:
+    """Per depth of :func:`activation_vs_depth`: the activations' own peak without checkpointing
+    over the lowest peak of any policy (claim C10's quantity), which policy that is, and the
+    same ratio predicted by :func:`predicted_activation_bytes`."""
+    records = []
+    for layers, part in depth.groupby("layers"):
+        part = part.set_index("policy")
+        best = part.drop(index="none")["activation_peak"].idxmin()
+        records.append(
+            {
+                "layers": layers,
+                "best_policy": best,
+                "ratio": part.loc["none", "activation_peak"] / part.loc[best, "activation_peak"],
+                "predicted": part.loc["none", "predicted_backward_peak"]
+                / part.loc[best, "predicted_backward_peak"],
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def depth_reaching(ratios: pd.DataFrame, target: float = 10.0) -> float | None:
+    """The depth at which the measured ratio of :func:`checkpointing_ratio` first reaches
+    ``target``: a measured depth if one hits it exactly, else interpolated linearly in log-depth
+    between the two measured depths around it; None when no measured depth reaches it (the
+    sweep would have to be extended, nothing is extrapolated)."""
+    layers, ratio = list(ratios["layers"]), list(ratios["ratio"])
+    for index, value in enumerate(ratio):
+        if value < target:
+            continue
+        if index == 0 or value == target:
+            return float(layers[index])
+        low, high = math.log(layers[index - 1]), math.log(layers[index])
+        share = (target - ratio[index - 1]) / (value - ratio[index - 1])
+        return float(math.exp(low + share * (high - low)))
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,3 +337,6 @@ def benchmark(layers: int = 12) -> None:
             f"({row.activations_vs_none:4.2f}x)  whole step {format_bytes(row.peak_bytes):>10} "
             f"({row.memory_vs_none:4.2f}x)  time {row.time_vs_none:4.2f}x"
         )
+    print("step time, median of 5 (indistinguishable within the repeats' min-max range):")
+    for line in time_findings(frame):
+        print(f"  {line}")

@@ -1,5 +1,11 @@
 """§20.3.2 and the §20.3 checklist, run and measured: the experiments behind notebook 05 and
-``python -m chapter20 bench optimizers``."""
+``python -m chapter20 bench optimizers``.
+
+The quality comparison trains the bag-of-embeddings encoder on Wikipedia next-sentence pairs
+with AdamW, 8-bit AdamW and a deliberately harmful optimizer (AdamW with its moments stored in
+4 linear bits, ``techniques.optimizers.CoarseStateAdamW``), the positive control that the
+held-out metric must detect; the checklist is replayed and measured step by step.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,16 @@ import pandas as pd
 import torch
 
 from chapter20.core.corpora import PairData
+from chapter20.core.findings import compare
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.plotting import new_figure
-from chapter20.labs.common import heldout_run
+from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, timing_columns
 from chapter20.techniques.memory_model import EncoderShape
-from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
+from chapter20.techniques.optimizers import (
+    CoarseStateAdamW,
+    make_optimizer,
+    optimizer_state_bytes,
+)
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import plan
 from chapter20.training.trainer import Trainer, step_peak_memory
@@ -22,9 +33,11 @@ from chapter20.training.trainer import Trainer, step_peak_memory
 __all__ = [
     "STATE_KINDS",
     "state_bytes_per_parameter",
+    "CONTROL",
     "convergence",
-    "ACCUMULATION_ASIDE",
+    "ALL_TECHNIQUES",
     "CHECKLIST",
+    "checklist_findings",
     "measure_step",
     "checklist_replay",
     "plan_vs_measured",
@@ -69,9 +82,27 @@ def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_
     return pd.DataFrame(records)
 
 
+#: The positive control of the quality comparison: AdamW whose moments are stored in 4 linear
+#: bits per block of 256 (``CoarseStateAdamW``), harmful by construction — second moments below
+#: half a level of their block's largest become 0, and Adam divides by their square root.
+CONTROL = "adamw, 4-bit linear state (control)"
+CONTROL_BITS = 4
+
+
+def _coarse_state(lr: float, weight_decay: float):
+    """A factory of :data:`CONTROL`'s optimizer for ``heldout_run``."""
+
+    def build(model: torch.nn.Module) -> torch.optim.Optimizer:
+        return CoarseStateAdamW(
+            model.parameters(), lr, bits=CONTROL_BITS, weight_decay=weight_decay
+        )
+
+    return build
+
+
 def convergence(
     data: PairData,
-    kinds: tuple[str, ...] = ("adamw", "adamw8bit"),
+    kinds: tuple[str, ...] = (UNTRAINED, "adamw", "adamw8bit", CONTROL),
     *,
     seeds: tuple[int, ...] = (0, 1, 2),
     steps: int = 150,
@@ -80,16 +111,24 @@ def convergence(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs
     with each optimizer kind, once per seed, the embedding table's state in the kind's own
-    format (8-bit included; §20.3.2). Same weights and data order for every kind of a seed.
-    Returns a row per run (final loss, recall@1/@10 scored in float32, seconds) and the first
-    seed's per-step losses (a column per kind)."""
+    format (8-bit included; §20.3.2); :data:`CONTROL` is the deliberately harmful variant and
+    ``"untrained"`` the encoder before any step. Same weights and data order for every kind of
+    a seed. Returns a row per run (final loss, recall@1/@10 scored in float32, seconds) and the
+    first seed's per-step losses (a column per trained kind)."""
     records, losses = [], {}
     for seed in seeds:
         for kind in kinds:
-            config = TrainConfig(optimizer=kind, lr=lr, state_32bit_tables=False)
+            control = kind == CONTROL
+            config = TrainConfig(
+                optimizer="adamw" if control or kind == UNTRAINED else kind,
+                lr=lr,
+                state_32bit_tables=False,
+            )
+            build = _coarse_state(lr, config.weight_decay) if control else None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # as _quiet_optimizer
-                run = heldout_run(data, config, steps=steps, batch=batch, seed=seed)
+                run = heldout_run(data, config, steps=0 if kind == UNTRAINED else steps,
+                                  batch=batch, seed=seed, optimizer=build)  # fmt: skip
             records.append(
                 {
                     "optimizer": kind,
@@ -100,21 +139,22 @@ def convergence(
                     "seconds": run.seconds,
                 }
             )
-            if seed == seeds[0]:
+            if seed == seeds[0] and run.losses:
                 losses[kind] = run.losses
     return pd.DataFrame(records), pd.DataFrame(losses)
 
 
 #: The chapter's checklist example in its order, cumulative (claim C13: 40 → 20 → 8 → 5 GB):
-#: (label, precision, micro-batches, checkpointing policy, optimizer); then accumulation,
-#: which the chapter's example does not have, measured apart from the chain (``in_chain`` False).
+#: (label, precision, micro-batches, checkpointing policy, optimizer); then accumulation, which
+#: the chapter's example leaves out, added on top: every memory technique of the checklist at
+#: once (claim C23; ``in_chain`` False).
 CHECKLIST = (
     ("fp32 + AdamW", "fp32", 1, "none", "adamw"),
     ("+ mixed precision (bf16)", "bf16", 1, "none", "adamw"),
     ("+ checkpointing (every layer)", "bf16", 1, "every_layer", "adamw"),
     ("+ 8-bit AdamW", "bf16", 1, "every_layer", "adamw8bit"),
 )
-ACCUMULATION_ASIDE = ("apart: bf16 + accumulation (4 micro-batches)", "bf16", 4, "none", "adamw")
+ALL_TECHNIQUES = ("+ accumulation (4 micro-batches)", "bf16", 4, "every_layer", "adamw8bit")
 
 
 def checklist_config(
@@ -150,10 +190,11 @@ def measure_step(shape: EncoderShape, config: TrainConfig, *, batch: int, seq_le
 def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_len: int = 64):
     """The §20.3 checklist on one configuration: each step measured (peak bytes by component)
     and planned, cumulative in the chapter's order, with the ratio to the first row (claim C13's
-    40 → 20 → 8 → 5 GB); a last row, ``in_chain`` False, measures accumulation apart."""
+    40 → 20 → 8 → 5 GB); a last row, ``in_chain`` False, adds accumulation on top: every memory
+    technique of the checklist at once (claim C23)."""
     shape = shape or EncoderShape(8_000, d_model=128, n_heads=4, n_layers=6, max_len=64)
     records = []
-    for label, precision, micro, policy, kind in (*CHECKLIST, ACCUMULATION_ASIDE):
+    for label, precision, micro, policy, kind in (*CHECKLIST, ALL_TECHNIQUES):
         config = checklist_config(precision, kind, policy, micro)
         report = measure_step(shape, config, batch=batch, seq_len=seq_len)
         planned = plan(shape, config, batch=batch, seq_len=seq_len)
@@ -164,12 +205,31 @@ def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_
                 **report.breakdown,
                 "planned_bytes": planned.peak_bytes,
                 "measured_by": report.method,
-                "in_chain": label != ACCUMULATION_ASIDE[0],
+                "in_chain": label != ALL_TECHNIQUES[0],
             }
         )
     frame = pd.DataFrame(records)
     frame["vs_start"] = frame["peak_bytes"] / frame["peak_bytes"].iloc[0]
     return frame
+
+
+def checklist_findings(replay: pd.DataFrame) -> list[str]:
+    """For each row of :func:`checklist_replay` after the first, two computed lines
+    (``core.findings.compare``): the component that changed most against the row before, and
+    the whole step's peak against the row before — what each technique removed, from this
+    run's bytes."""
+    components = ["parameters", "gradients", "optimizer_state", "activations"]
+    rows = list(replay.itertuples(index=False))
+    lines = []
+    for before, row in zip(rows, rows[1:]):
+        changed = max(components, key=lambda c: abs(getattr(row, c) - getattr(before, c)))
+        lines.append(f"{row.step}:")
+        for what in (changed, "peak_bytes"):
+            now, then = getattr(row, what) / 2**20, getattr(before, what) / 2**20
+            name = "whole step" if what == "peak_bytes" else what.replace("_", " ")
+            lines.append("   " + compare(name, now, "the row before", then, quantity="memory",
+                                         unit="MiB", tolerance=0.005))  # fmt: skip
+    return lines
 
 
 def plan_vs_measured(configs: list[dict]) -> pd.DataFrame:
@@ -241,7 +301,6 @@ def benchmark(size: int = 4_194_304) -> None:
             f"({state[kind] / size:.3f} B/param)  step {timing[kind]}"
         )
     verdict = "meets" if ratio >= 3.8 else "misses"
-    print(
-        f"state AdamW / AdamW8bit = {ratio:.2f}x (target >= 3.8x: {verdict}); step time "
-        f"AdamW8bit / AdamW = {timing['adamw8bit'].median / timing['adamw'].median:.2f}x"
-    )
+    print(f"state AdamW / AdamW8bit = {ratio:.2f}x (target >= 3.8x: {verdict})")
+    rows = {kind: pd.Series(timing_columns(t)) for kind, t in timing.items()}
+    print("step time: " + compare_times("AdamW8bit", rows["adamw8bit"], "AdamW", rows["adamw"]))
