@@ -362,6 +362,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "gpu_bytes": 8e9,
     },
     "core.show.show_code": lambda: {"obj": _linear().forward, "max_lines": 20},
+    "core.measure.machine_busy": lambda: {"seconds": 0.01},
     "core.findings.compare": lambda: {
         "name": "a",
         "value": 2.0,
