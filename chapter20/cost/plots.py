@@ -120,21 +120,18 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
 def plot_price_history(history: pd.DataFrame, caption: str = ""):
     """Two panels over the catalog's history (§20.5.2): the spot price as a share of the
     on-demand price (median zone as a line, lowest to highest zone shaded), and the on-demand
-    price (log scale), one line per instance type of ``history``
-    (``chapter20.cost.catalog.load_price_history``)."""
+    price (log scale), one colour per instance type of ``history``
+    (``chapter20.cost.catalog.load_price_history``); the legend sits right of the panels."""
     from chapter20.core.plotting import new_panels
 
     fig, (left, right) = new_panels(
-        2, "Spot and on-demand prices over the catalog's history", figsize=(11, 4.2)
+        2, "Spot and on-demand prices over the catalog's history", figsize=(12, 4.2)
     )
+    lines = []
     for instance, group in history.groupby("instance", sort=False):
         od = group["on_demand_per_hour"]
-        (line,) = left.plot(
-            group["date"],
-            100 * group["spot_median_per_hour"] / od,
-            lw=1.2,
-            label=f"{instance} ({group['region'].iloc[0]})",
-        )
+        label = f"{instance} ({group['region'].iloc[0]})"
+        (line,) = left.plot(group["date"], 100 * group["spot_median_per_hour"] / od, lw=1.2)
         left.fill_between(
             group["date"],
             100 * group["spot_low_per_hour"] / od,
@@ -144,13 +141,20 @@ def plot_price_history(history: pd.DataFrame, caption: str = ""):
             lw=0,
         )
         right.plot(group["date"], od, lw=1.2, color=line.get_color())
-    left.set(ylabel="spot price, % of on-demand", ylim=(0, 100))
+        lines.append((line, label))
+    left.set(ylabel="spot price, % of on-demand", ylim=(0, 105))
     right.set(ylabel="on-demand price (USD per hour, log)", yscale="log")
     for ax in (left, right):
         ax.set_xlabel("date of the catalog version")
         ax.tick_params(axis="x", labelrotation=30)
-    left.legend(
-        fontsize=7, loc="lower left", title="median zone; band: all zones", title_fontsize=7
+    right.legend(
+        [line for line, _ in lines],
+        [label for _, label in lines],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="spot: median zone,\nband: lowest to highest",
+        title_fontsize=7,
     )
     if caption:
         fig.text(0.5, -0.04, caption, ha="center", fontsize=8, color="#555555")
@@ -172,7 +176,11 @@ def plot_spot_discounts(discounts: pd.DataFrame, claimed: tuple[float, float] | 
     groups = [discounts.loc[discounts["gpu_model"] == m, "saving %"] for m in order]
     ax.boxplot(groups, whis=(5, 95), showfliers=False)
     ax.set_xticks(
-        range(1, len(order) + 1), [f"{m}\n({len(g)})" for m, g in zip(order, groups)], fontsize=7
+        range(1, len(order) + 1),
+        [f"{m}\n({len(g)})" for m, g in zip(order, groups)],
+        fontsize=7,
+        rotation=30,
+        ha="right",
     )
     if claimed is not None:
         ax.axhspan(*claimed, color="#2a9d8f", alpha=0.12, label="the chapter's range")

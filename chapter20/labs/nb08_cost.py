@@ -138,10 +138,12 @@ def spot_by_type(snapshot: pd.DataFrame | None = None) -> pd.DataFrame:
 
 def discount_stability(history: pd.DataFrame) -> pd.DataFrame:
     """How stable the spot discount was over the catalog's history (§20.5.2): per instance
-    type, the days covered, how many on-demand prices it had, and the saving at the median zone
-    (median, lowest, highest over the days), with the largest change from one day to the next
-    (in points) and the share of days the saving stayed within 5 points of its median."""
-    records = []
+    type, the first and last day, the number of daily versions (one per day on which the file
+    changed), how many on-demand prices it had, and the saving at the median zone (median,
+    lowest, highest over the versions), with the largest change from one version to the next
+    (in points), the share of versions within 5 points of the median, and its
+    median over the first and over the last 30 days of the history (a shift that lasts)."""
+    records, month = [], pd.Timedelta(days=30)
     for (cloud, instance), group in history.groupby(["cloud", "instance"], sort=False):
         group = group.dropna(subset=["spot_median_per_hour"])
         saving = 100 * (1 - group["spot_median_per_hour"] / group["on_demand_per_hour"])
@@ -151,14 +153,16 @@ def discount_stability(history: pd.DataFrame) -> pd.DataFrame:
                 "instance": instance,
                 "first day": group["date"].min().date(),
                 "last day": group["date"].max().date(),
-                "days": len(group),
+                "daily versions": len(group),
                 "on-demand prices": group["on_demand_per_hour"].nunique(),
                 "saving median %": saving.median(),
                 "lowest %": saving.min(),
                 "highest %": saving.max(),
-                "largest daily change, points": saving.diff().abs().max(),
-                "days within 5 points of the median %": 100
+                "largest move between versions, points": saving.diff().abs().max(),
+                "versions within 5 points of the median %": 100
                 * ((saving - saving.median()).abs() <= 5).mean(),
+                "first 30 days %": saving[group["date"] < group["date"].min() + month].median(),
+                "last 30 days %": saving[group["date"] > group["date"].max() - month].median(),
             }
         )
     return pd.DataFrame(records).set_index("instance")
