@@ -59,3 +59,17 @@ def test_links_and_networks():
     assert instance_network_gbps("aws", "p4d.24xlarge") == 400
     assert instance_network_gbps("aws", "p5.48xlarge") == 3200
     assert instance_network_gbps("lambda", "gpu_8x_a100") is None
+
+
+def test_a_figure_without_a_source_or_a_positive_value_is_refused(tmp_path):
+    from chapter20.core.paths import data_file
+
+    lines = data_file("gpu_datasheets.csv").read_text(encoding="utf-8").splitlines()
+    unsourced = tmp_path / "unsourced.csv"
+    unsourced.write_text("\n".join([lines[0], lines[1].replace("https://", "memory://")]) + "\n")
+    with pytest.raises(ValueError, match="line 2: every figure needs its document and URL"):
+        load_gpu_datasheets(unsourced)
+    negative = tmp_path / "negative.csv"
+    negative.write_text("\n".join([lines[0], lines[1].replace(",312,", ",-312,")]) + "\n")
+    with pytest.raises(ValueError, match="line 2: the value must be a number > 0"):
+        load_gpu_datasheets(negative)
