@@ -82,29 +82,6 @@ CATALOG_COLUMNS = (
     "snapshot_date",
     "commit",
 )
-_SOURCE_COLUMNS = (
-    "source",
-    "repository",
-    "path",
-    "commit",
-    "commit_date",
-    "blob",
-    "rows_read",
-    "rows_kept",
-    "mirror",
-)
-_HISTORY_COLUMNS = (
-    "date",
-    "commit",
-    "cloud",
-    "instance",
-    "region",
-    "zones",
-    "on_demand_per_hour",
-    "spot_low_per_hour",
-    "spot_median_per_hour",
-    "spot_high_per_hour",
-)
 #: The region of each cloud that :func:`load_catalog` prices by default: AWS's us-east-1 is
 #: where the chapter's prices come from; GCP's us-central1 and Lambda's us-east-1 are the
 #: same part of the world.

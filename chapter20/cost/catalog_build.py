@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from chapter20.cost.catalog import PRICE_COLUMNS
+
 __all__ = [
     "CLOUDS",
     "HISTORY_SERIES",
@@ -66,20 +68,8 @@ HISTORY_SERIES = (
     ("aws", "p5.48xlarge", "us-east-1"),
     ("gcp", "a2-highgpu-8g", "us-central1"),
 )
-PRICE_FIELDS = (
-    "cloud",
-    "instance",
-    "region",
-    "zone",
-    "gpu_model",
-    "gpus",
-    "gpu_memory_gib",
-    "vcpus",
-    "memory_gib",
-    "on_demand_per_hour",
-    "spot_per_hour",
-    "source",
-)
+#: The columns of ``data/instance_prices.csv``, in the order the loader documents them.
+PRICE_FIELDS = tuple(PRICE_COLUMNS)
 SOURCE_FIELDS = (
     "source",
     "repository",
