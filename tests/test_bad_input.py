@@ -640,6 +640,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "workers": 1,
         "threads": 1,
     },
+    "word2vec.data_parallel.train_word2vec_data_parallel": lambda: {
+        "sentences": TEXTS, "syncs_per_epoch": 2, "min_count": 1, "dim": 4, "epochs": 1,
+        "progress": False,
+    },
+    "word2vec.data_parallel.RankSync": lambda: {"syncs": 2},
     "capstone.recipe.EncoderRecipe": lambda: {
         "passage_tokens": 200, "vocab_size": 1000, "min_count": 2, "dim": 8, "layers": 1,
         "min_span": 4, "max_span": 8, "word_dropout": 0.1, "length_power": 0.5, "seed": 0,
@@ -834,6 +839,8 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.trainer.train_word2vec.sample",
             "word2vec.trainer.train_word2vec.min_alpha",
             "word2vec.trainer.train_word2vec.seed",
+            "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
+            "word2vec.data_parallel.RankSync.syncs",
         )
     },
     # Negative values are valid too: a negative length power favours short documents, a

@@ -1,0 +1,92 @@
+"""Tests for chapter20.word2vec.data_parallel (note, topic 2): ranks that train their own copies
+of word2vec's tables on their shards and combine them. A world of one is train_word2vec; two
+gloo ranks end with the same tables, combined as the mean or as the summed changes; bad input is
+refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+from chapter20.techniques.distributed import run_local_group
+from chapter20.word2vec.data_parallel import RankSync, train_word2vec_data_parallel
+from chapter20.word2vec.trainer import train_word2vec
+
+OPTIONS = dict(dim=16, epochs=2, seed=3, progress=False)
+
+
+@pytest.mark.parametrize("combine", ["sum", "average"])
+def test_a_world_of_one_is_train_word2vec_bitwise(lee, combine):
+    run = train_word2vec_data_parallel(lee, syncs_per_epoch=4, combine=combine, **OPTIONS)
+    plain = train_word2vec(lee, **OPTIONS)
+    assert np.array_equal(run.vectors.vectors, plain.vectors)  # 4 parts per epoch change nothing
+    assert (run.rank, run.world_size, run.syncs) == (0, 1, 2 * 4 * 2)  # 2 tables, 4 × 2 epochs
+    assert run.table_bytes == 2 * plain.vectors.size * 4
+
+
+def _two_ranks_reduce(combine):
+    """Rank r's tables start at p and move to p + (r + 1) · d; one sync combines them."""
+    rank = dist.get_rank()
+    start = torch.arange(12.0).view(4, 3)
+    change = torch.linspace(-1.0, 1.0, 12).view(4, 3)
+    sync = RankSync(1, combine)
+
+    class Model:
+        _w_in, _w_out = start.clone(), start.clone() * 2
+
+    sync(Model)  # the start
+    Model._w_in += (rank + 1) * change
+    Model._w_out += (rank + 1) * change
+    sync(Model)
+    return Model._w_in, Model._w_out, sync.count
+
+
+@pytest.mark.parametrize("combine", ["sum", "average"])
+def test_two_ranks_combine_their_changes_or_their_mean(combine):
+    ranks = run_local_group(_two_ranks_reduce, 2, (combine,))
+    start = torch.arange(12.0).view(4, 3)
+    change = torch.linspace(-1.0, 1.0, 12).view(4, 3)
+    # sum: p + 1·d + 2·d; average: p + (1·d + 2·d) / 2
+    expected = start + (3 if combine == "sum" else 1.5) * change
+    for w_in, w_out, count in ranks:
+        assert count == 2
+        torch.testing.assert_close(w_in, expected)  # float32 rounding of a few additions
+        torch.testing.assert_close(w_out, expected + start)
+    assert torch.equal(ranks[0][0], ranks[1][0]) and torch.equal(ranks[0][1], ranks[1][1])
+
+
+def _train_on_two_ranks(syncs):
+    from chapter20.word2vec.corpus import corpus_sentences
+
+    run = train_word2vec_data_parallel(
+        corpus_sentences("lee"), syncs_per_epoch=syncs, dim=16, epochs=2, seed=3, progress=False
+    )
+    return run.vectors.vectors, run.syncs, run.vectors.stats.raw_words
+
+
+@pytest.mark.parametrize("syncs", [3, 0])
+def test_two_ranks_end_with_the_same_vectors_from_their_own_shards(lee, syncs):
+    (first, count0, raw0), (second, count1, raw1) = run_local_group(
+        _train_on_two_ranks, 2, (syncs,)
+    )
+    assert np.array_equal(first, second)  # bit for bit: one reduced sum, broadcast
+    assert count0 == count1 == (2 * syncs * 2 if syncs else 1)  # 0: once, at the end
+    assert raw0 + raw1 == 2 * sum(map(len, lee))  # each sentence on one rank, every epoch
+    assert np.isfinite(first).all() and not np.array_equal(first, 0 * first)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exception", "argument"),
+    [
+        ({"syncs_per_epoch": -1}, ValueError, "syncs_per_epoch"),
+        ({"syncs_per_epoch": 1.5}, TypeError, "syncs_per_epoch"),
+        ({"combine": "median"}, ValueError, "combine"),
+        ({"vocab": None}, TypeError, "vocab"),
+        ({"epochs": 0}, ValueError, "epochs"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(lee, kwargs, exception, argument):
+    with pytest.raises(exception, match=argument):
+        train_word2vec_data_parallel(lee, **{**OPTIONS, **kwargs})
