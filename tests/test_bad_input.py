@@ -555,6 +555,9 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "min_frequency": 1,
     },
     "vocab.bpe.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
+    "vocab.bpe.learn_merges": lambda: {
+        "word_counts": {"Ġcat": 2, "Ġsat": 3}, "vocab_size": 300, "min_frequency": 1,
+    },
     "vocab.pca.pca_compress": lambda: {
         "x": torch.randn(20, 6),
         "k": 2,
@@ -830,6 +833,7 @@ ACCEPTS: dict[str, set[str]] = {
             "vocab.pca.pca_compress.niter",
             "vocab.pca.pca_compress.oversample",
             "vocab.bpe.train_bpe.min_frequency",
+            "vocab.bpe.learn_merges.min_frequency",
             "word2vec.skipgram.SkipGram.seed",
             "word2vec.skipgram.Workspace.output_rows",
             "word2vec.skipgram.Workspace.input_rows",

@@ -2,7 +2,8 @@
 carries.
 
 - ``vocabulary``: word counts, pruning rare words, the OOV rate and the matrix it saves (C29);
-- ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30);
+- ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30); how merges
+  are learnt and applied, in a few lines tested equal to ``tokenizers``;
 - ``pca``: PCA compression of dense or sparse inputs (C28);
 - ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
   a fixed PCA projection (C28);
@@ -15,7 +16,9 @@ submodule.
 from chapter20.vocab.bpe import (
     BPE_UNK,
     BPETokenizer,
+    apply_merges,
     bpe_table,
+    learn_merges,
     normalize_text,
     train_bpe,
 )
@@ -58,12 +61,14 @@ __all__ = [
     "VARIANTS",
     "Vocabulary",
     "WordTokenizer",
+    "apply_merges",
     "bpe_table",
     "break_even_out_dim",
     "build_tokenizer",
     "build_vocab",
     "count_words",
     "element_bytes",
+    "learn_merges",
     "normalize_text",
     "pad_batch",
     "pca_compress",
