@@ -558,6 +558,9 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "vocab.bpe.learn_merges": lambda: {
         "word_counts": {"Ġcat": 2, "Ġsat": 3}, "vocab_size": 300, "min_frequency": 1,
     },
+    "vocab.autoencoder.train_autoencoder": lambda: {
+        "x": torch.rand(16, 6), "k": 2, "epochs": 1, "batch_size": 8, "lr": 1e-3, "seed": 0,
+    },
     "vocab.pca.pca_compress": lambda: {
         "x": torch.randn(20, 6),
         "k": 2,
@@ -830,6 +833,7 @@ ACCEPTS: dict[str, set[str]] = {
             "training.spot_run.start_spot_demo.max_restarts",
             "vocab.bpe.bpe_table.min_frequency",
             "vocab.pca.pca_compress.seed",
+            "vocab.autoencoder.train_autoencoder.seed",
             "vocab.pca.pca_compress.niter",
             "vocab.pca.pca_compress.oversample",
             "vocab.bpe.train_bpe.min_frequency",

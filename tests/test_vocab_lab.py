@@ -64,9 +64,12 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     train, _ = lee_split
     sentences = list(train)
     options = dict(dim=16, epochs=1, progress=False, threads=1)
-    runs = vectors_lab.subword_quality(train, sentences, (300, 600), seeds=(1, 2), **options)
+    runs = vectors_lab.subword_quality(
+        train, sentences, (600,), seeds=(1, 2), control=300, **options
+    )
     frame = runs.frame
-    assert list(frame.model) == ["words", "bpe 300", "bpe 600"] * 2
+    assert list(frame.model) == ["words", "bpe 600", "bpe 300 (control)"] * 2
+    assert list(frame.rows[:3]) == [len(runs.word_model), 600, 300]
     assert list(frame.seed) == [1, 1, 1, 2, 2, 2]
     words = frame[frame.model == "words"]
     # Scored on the pairs the word model knows: the same count for every model of a seed.
@@ -75,16 +78,17 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     assert (frame[frame.model != "words"].oov_pairs <= words.oov_pairs.iloc[0]).all()
     assert len(runs.word_model) == words.rows.iloc[0]
     summary = vectors_lab.subword_summary(frame)
-    assert list(summary.index) == ["words", "bpe 300", "bpe 600"]
+    assert list(summary.index) == ["words", "bpe 600", "bpe 300 (control)"]
     assert summary.loc["words", "delta_mean"] == 0 and summary.loc["words", "delta_std"] == 0
     by_seed = frame.set_index(["model", "seed"]).rho_same_pairs
-    expected = np.mean([by_seed["bpe 300", s] - by_seed["words", s] for s in (1, 2)])
-    assert summary.loc["bpe 300", "delta_mean"] == pytest.approx(expected)
+    control = "bpe 300 (control)"
+    expected = np.mean([by_seed[control, s] - by_seed["words", s] for s in (1, 2)])
+    assert summary.loc[control, "delta_mean"] == pytest.approx(expected)
     pairs = frame.same_pairs.min()
     assert summary.loc["words", "chance_sd"] == pytest.approx(1 / np.sqrt(pairs - 1))
     # Trainings two at a time (threads) give the same runs: each is deterministic for its seed.
     parallel = vectors_lab.subword_quality(
-        train, sentences, (300, 600), seeds=(1, 2), jobs=2, **options
+        train, sentences, (600,), seeds=(1, 2), control=300, jobs=2, **options
     )
     columns = [c for c in frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(parallel.frame[columns], frame[columns])

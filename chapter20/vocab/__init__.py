@@ -5,6 +5,7 @@ carries.
 - ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30); how merges
   are learnt and applied, in a few lines tested equal to ``tokenizers``;
 - ``pca``: PCA compression of dense or sparse inputs (C28);
+- ``autoencoder``: a small autoencoder, the alternative to PCA for a sparse input;
 - ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
   a fixed PCA projection (C28);
 - ``tokenizers``: word and subword tokenisers that travel with an encoder (§20.6).
@@ -13,6 +14,10 @@ Everything public is importable from ``chapter20.vocab``; inside the package, im
 submodule.
 """
 
+from chapter20.vocab.autoencoder import (
+    AutoencoderResult,
+    train_autoencoder,
+)
 from chapter20.vocab.bpe import (
     BPE_UNK,
     BPETokenizer,
@@ -50,6 +55,7 @@ from chapter20.vocab.vocabulary import (
 )
 
 __all__ = [
+    "AutoencoderResult",
     "BPETokenizer",
     "BPE_UNK",
     "BagOfWordsBatches",
@@ -74,5 +80,6 @@ __all__ = [
     "pca_compress",
     "pruning_table",
     "tokenizer_from_spec",
+    "train_autoencoder",
     "train_bpe",
 ]
