@@ -131,6 +131,7 @@ def test_data_parallel_summary_reads_rank_zero_and_the_sync_share():
     assert list(table.index) == ["1 process, 2 Hogwild workers", "dp"]
     assert table.wordsim_gap["dp"] == pytest.approx(0.21 - 0.22)
     assert table.words_per_second["dp"] == 2.5e5 and table.sync_share["dp"] == pytest.approx(0.1)
+    assert table.together_words_per_second["dp"] == pytest.approx(5e5)  # (1+2, 3+4) e6 / 10 s
 
 
 @pytest.mark.parametrize("objective", ["negative", "hierarchical"])

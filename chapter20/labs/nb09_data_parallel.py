@@ -91,8 +91,10 @@ def data_parallel_summary(frame: pd.DataFrame, single: pd.DataFrame) -> pd.DataF
     """Per variant of :func:`data_parallel_runs` (rank 0's vectors, the same on every rank):
     ρ on both sets as mean ± standard deviation over seeds, the gap of the WordSim-353 mean to
     one process's (``single``: rows of ``compare_trainers`` for ``"ours negative"``, two
-    Hogwild workers), words/s per rank (median over seeds and ranks) and the share of the
-    training time spent in the syncs (waiting for the other rank included)."""
+    Hogwild workers), words/s per rank (median over seeds and ranks), words/s of the ranks
+    together (every rank's raw words over the slowest rank's seconds, median over seeds: what
+    one process's figure counts) and the share of the training time spent in the syncs
+    (waiting for the other rank included; the control's one sync comes after training)."""
     reference = single[single.trainer == "ours negative"]
     rows = [
         {
@@ -101,17 +103,23 @@ def data_parallel_summary(frame: pd.DataFrame, single: pd.DataFrame) -> pd.DataF
             "simlex999": f"{reference.simlex999.mean():.3f} ± {reference.simlex999.std():.3f}",
             "wordsim_gap": 0.0,
             "words_per_second": float(reference.words_per_second.median()),
+            "together_words_per_second": float(reference.words_per_second.median()),
             "sync_share": 0.0,
         }
     ]
     for name, group in frame.groupby("variant", sort=False):
         first = group[group["rank"] == 0]
+        raw = group.words_per_second * group.seconds
+        together = (
+            raw.groupby(group.seed).sum() / group.seconds.groupby(group.seed).max()
+        ).median()
         rows.append({
             "variant": name,
             "wordsim353": f"{first.wordsim353.mean():.3f} ± {first.wordsim353.std():.3f}",
             "simlex999": f"{first.simlex999.mean():.3f} ± {first.simlex999.std():.3f}",
             "wordsim_gap": first.wordsim353.mean() - reference.wordsim353.mean(),
             "words_per_second": float(group.words_per_second.median()),
+            "together_words_per_second": float(together),
             "sync_share": float(group.sync_seconds.sum() / group.seconds.sum()),
         })  # fmt: skip
     return pd.DataFrame(rows).set_index("variant")
