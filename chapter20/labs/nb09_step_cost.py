@@ -214,7 +214,8 @@ def step_time_vs_vocab(
     from the same law, ``batch`` pairs for the sampled objectives and at most
     ``softmax_cells / n`` for the full softmax (whose ``[B, n]`` scores would not fit
     otherwise), so compare ``us_per_pair``. Negative sampling draws its noise words inside the
-    step. ``us_per_pair`` is the median over the repeats, ``us_min`` and ``us_max`` their range;
+    step. ``us_per_pair`` is the median over the repeats, ``us_q1`` and ``us_q3`` their
+    interquartile range (robust to a repeat that another program slowed down);
     ``mean_code_bits``: the hierarchical softmax's average path length for these pairs.
     ``threads``: torch CPU threads while timing (1 by default: a second thread shared with
     other work blurs sub-millisecond steps more than it speeds them up).
@@ -262,8 +263,8 @@ def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repea
                     "batch": b,
                     "seconds": timing.median,
                     "us_per_pair": timing.median / b * 1e6,
-                    "us_min": timing.min / b * 1e6,
-                    "us_max": timing.max / b * 1e6,
+                    "us_q1": float(np.percentile(timing.times, 25)) / b * 1e6,
+                    "us_q3": float(np.percentile(timing.times, 75)) / b * 1e6,
                     "mean_code_bits": code_bits,
                 }
             )
@@ -273,10 +274,10 @@ def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repea
 
 def step_time_table(frame: pd.DataFrame) -> pd.DataFrame:
     """:func:`step_time_vs_vocab`'s times per pair as a table to read: one row per vocabulary
-    size, one column per objective, ``"median (min–max)"`` in µs over the repeats."""
+    size, one column per objective, ``"median (q1–q3)"`` in µs over the repeats."""
     text = frame.assign(
         shown=[f"{m:.2f} ({lo:.2f}–{hi:.2f})" for m, lo, hi in
-               zip(frame.us_per_pair, frame.us_min, frame.us_max)]
+               zip(frame.us_per_pair, frame.us_q1, frame.us_q3)]
     )  # fmt: skip
     return text.pivot(index="vocab", columns="objective", values="shown")
 

@@ -32,7 +32,10 @@ from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
 from chapter20.vocab.pca import pca_compress
 
 __all__ = [
+    "C30_MARGIN",
     "SubwordRuns",
+    "c29_evidence",
+    "c30_evidence",
     "bpe_merge_proof",
     "compose_word_vectors",
     "pca_quality_curve",
@@ -304,6 +307,60 @@ def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
     out["rows"] = grouped["rows"].first()
     out["oov_pairs"] = grouped["oov_pairs"].max()
     return out
+
+
+#: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean
+#: ρ is at most this far below the word vectors'; the control is detected when it falls further.
+C30_MARGIN = 0.05
+
+
+def c29_evidence(prune: pd.DataFrame) -> dict:
+    """``ClaimsLog.check("C29", ...)``'s keyword arguments from a ``pruning_table``: the matrix
+    at ``min_count`` 5 over 1, with the words kept and the held-out OOV rate in the note."""
+    pruned, full = prune.set_index("min_count").loc[5], prune.set_index("min_count").loc[1]
+    note = (
+        f"{int(full['kept_types']):,} -> {int(pruned['kept_types']):,} words; held-out OOV "
+        f"{full['heldout_oov_rate']:.1%} -> {pruned['heldout_oov_rate']:.1%}"
+    )
+    return {"measured": float(pruned["matrix_ratio"]), "unit": "× the min_count=1 matrix",
+            "note": note}  # fmt: skip
+
+
+def c30_evidence(summary: pd.DataFrame, bpe_sizes: pd.DataFrame, chance_sds: float) -> dict:
+    """``ClaimsLog.check("C30", ...)``'s keyword arguments from :func:`subword_summary` (with a
+    control) and ``bpe_table``: the worse mean Δρ of the BPE sizes (not the control), with the
+    conditions that every run (the control's aside) is ``chance_sds`` chance standard
+    deviations above 0 and that the smallest size has fewer rows than the word vocabulary, no
+    held-out ``[UNK]`` and no pair left out; ``control_detected`` when the control's mean Δρ
+    falls more than :data:`C30_MARGIN` below."""
+    control = summary[summary.index.str.endswith("(control)")]
+    sizes = summary.drop(index=["words", *control.index])
+    smallest, worst = sizes.loc[sizes["rows"].idxmin()], sizes.loc[sizes["delta_mean"].idxmin()]
+    unk = int(bpe_sizes.set_index("vocab_size").loc[int(smallest["rows"]), "heldout_unk_tokens"])
+    runs = summary.drop(index=control.index)
+    words = summary.loc["words"]
+    no_gaps = smallest["rows"] < words["rows"] and unk == 0 and smallest["oov_pairs"] == 0
+    note = "; ".join(
+        f"{name}: Δρ {row.delta_mean:+.3f} ± {row.delta_std:.3f}, ρ {row.rho_same_pairs_mean:.3f} "
+        f"vs {words['rho_same_pairs_mean']:.3f}, {int(row.rows):,} rows"
+        for name, row in summary.drop(index="words").iterrows()
+    )
+    note += (
+        f"; {int(words['rows']):,} word rows; held-out [UNK] {unk}; OOV pairs "
+        f"{int(smallest['oov_pairs'])} vs {int(words['oov_pairs'])}; {int(words['seeds'])} seeds"
+    )
+    return {
+        "measured": float(worst["delta_mean"]),
+        "unit": "Δρ subword − word",
+        "note": note,
+        "conditions": {
+            f"every run ≥ {chance_sds:g} chance SDs": bool(
+                (runs.weakest_in_chance_sds >= chance_sds).all()
+            ),
+            "fewer rows, no [UNK], no pair left out": bool(no_gaps),
+        },
+        "control_detected": bool(len(control) and (control.delta_mean < -C30_MARGIN).all()),
+    }
 
 
 # --------------------------------------------------------------------------------------------
