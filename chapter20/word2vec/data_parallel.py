@@ -60,7 +60,8 @@ class RankSync:
     topic 2): after each of ``segments`` parts of an epoch, one all-reduce per table of the
     :class:`SkipGram` combines the copies of every rank of ``group`` (``combine``: see the
     module). ``syncs == 0`` combines nothing during training (one part per epoch).
-    ``seconds`` and ``count`` add up the time spent in the syncs and their number."""
+    ``seconds`` and ``count`` add up the time spent in the syncs and their number;
+    ``table_bytes`` is what one sync all-reduces (both tables, as the model holds them)."""
 
     def __init__(self, syncs: int, combine: str = "sum", group: dist.ProcessGroup | None = None):
         self.syncs = check_int("syncs_per_epoch", syncs, 0)
@@ -69,11 +70,12 @@ class RankSync:
         self.combine, self.group = combine, group
         self.rank, self.world_size = group_rank_and_size(group)
         self.segments, self.stream = max(1, self.syncs), self.rank
-        self.seconds, self.count = 0.0, 0
+        self.seconds, self.count, self.table_bytes = 0.0, 0, 0
         self._start: dict[str, torch.Tensor] | None = None
 
     def __call__(self, model: SkipGram) -> None:
         tables = {"input": model._w_in, "output": model._w_out}
+        self.table_bytes = sum(table.nbytes for table in tables.values())
         if self._start is None:  # before the first epoch: the weights every rank starts from
             sum_mode = self.combine == "sum"
             self._start = {name: t.clone() for name, t in tables.items()} if sum_mode else {}
@@ -107,7 +109,7 @@ class DataParallelRun:
     ``vectors`` (the same on every rank; their ``stats`` count this rank's shard, so
     ``stats.words_per_second`` is the rank's speed), the rank and world size, the syncs'
     ``count`` and ``sync_seconds`` (inside the training time) and ``table_bytes`` (what one
-    sync all-reduces per rank)."""
+    sync during training all-reduces per rank: both tables)."""
 
     vectors: WordVectors
     rank: int
@@ -146,7 +148,6 @@ def train_word2vec_data_parallel(
     vectors = train_word2vec(shard, objective, vocab=vocab, sync=sync, **options)
     if sync.syncs == 0:  # combined once, at the end: the input vectors are what is returned
         sync.reduce(torch.from_numpy(vectors.vectors), "input")
-    table_bytes = 2 * len(vocab) * vectors.vectors.shape[1] * vectors.vectors.itemsize
     return DataParallelRun(
-        vectors, sync.rank, sync.world_size, sync.count, sync.seconds, table_bytes
+        vectors, sync.rank, sync.world_size, sync.count, sync.seconds, sync.table_bytes
     )
