@@ -377,33 +377,37 @@ def claim_evidence(
         f"{sizes}, shown not judged: hierarchical x{growth['hierarchical']:.2f}, negative "
         f"sampling x{growth['negative']:.2f}, full softmax x{growth['softmax']:,.0f}",
     }
-    cpu_ratio = ns.words_per_second / gns.words_per_second
+    c26 = _c26_evidence(gpu, ns.words_per_second / gns.words_per_second)
+    return {"C24": c24, "C25": c25, "C26": c26}
+
+
+def _c26_evidence(gpu: dict | None, cpu_ratio: float) -> dict:
+    """C26's keyword arguments: measured on CUDA now, else the GPU record's newest row of the
+    current code (:data:`GPU_CODE`), else no value (the verdict reads "needs a GPU")."""
     if gpu is not None:
-        c26 = {
+        return {
             "measured": gpu["speedup"],
             "unit": "× speed-up",
             "device": "cuda",
             "note": f"ours on CUDA {gpu['gpu_words_per_second']:,.0f} words/s vs gensim on "
             f"{gpu['cpu_workers']} CPU cores {gpu['cpu_words_per_second']:,.0f}",
         }
-    elif (figure := current_gpu_figure(GPU_SPEEDUP_QUANTITY, GPU_CODE)) is not None:
-        c26 = {
+    figure = current_gpu_figure(GPU_SPEEDUP_QUANTITY, GPU_CODE)
+    if figure is not None:
+        return {
             "measured": figure.value,
             "unit": "× speed-up",
             "device": figure.device,
             "note": f"from the GPU record ({figure.provenance}, code {figure.code}); this CPU, "
             f"ours vs gensim on 2 threads: x{cpu_ratio:.2f}",
         }
-    else:
-        c26 = {
-            "measured": None,
-            "unit": "× speed-up",
-            "device": "cpu",
-            "note": "no CUDA GPU here, and no row of the GPU record was measured by the current "
-            f"code ({', '.join(GPU_CODE)}); this CPU, ours vs gensim on 2 threads: "
-            f"x{cpu_ratio:.2f}",
-        }
-    return {"C24": c24, "C25": c25, "C26": c26}
+    return {
+        "measured": None,
+        "unit": "× speed-up",
+        "device": "cpu",
+        "note": "no CUDA GPU here, and no row of the GPU record was measured by the current "
+        f"code ({', '.join(GPU_CODE)}); this CPU, ours vs gensim on 2 threads: x{cpu_ratio:.2f}",
+    }
 
 
 #: The GPU record's quantity for claim C26 (what ``bench word2vec-gpu --record`` appends).
