@@ -563,6 +563,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "min_frequency": 1,
     },
     "vocab.bpe.train_bpe": lambda: {"texts": TEXTS, "vocab_size": 300, "min_frequency": 1},
+    "vocab.bpe.learn_merges": lambda: {
+        "word_counts": {"Ġcat": 2, "Ġsat": 3}, "vocab_size": 300, "min_frequency": 1,
+    },
+    "vocab.autoencoder.train_autoencoder": lambda: {
+        "x": torch.rand(16, 6), "k": 2, "epochs": 1, "batch_size": 8, "lr": 1e-3, "seed": 0,
+    },
     "vocab.pca.pca_compress": lambda: {
         "x": torch.randn(20, 6),
         "k": 2,
@@ -648,6 +654,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "workers": 1,
         "threads": 1,
     },
+    "word2vec.data_parallel.train_word2vec_data_parallel": lambda: {
+        "sentences": TEXTS, "syncs_per_epoch": 2, "min_count": 1, "dim": 4, "epochs": 1,
+        "progress": False,
+    },
+    "word2vec.data_parallel.RankSync": lambda: {"syncs": 2},
     "capstone.recipe.EncoderRecipe": lambda: {
         "passage_tokens": 200, "vocab_size": 1000, "min_count": 2, "dim": 8, "layers": 1,
         "min_span": 4, "max_span": 8, "word_dropout": 0.1, "length_power": 0.5, "seed": 0,
@@ -830,9 +841,11 @@ ACCEPTS: dict[str, set[str]] = {
             "training.spot_run.start_spot_demo.max_restarts",
             "vocab.bpe.bpe_table.min_frequency",
             "vocab.pca.pca_compress.seed",
+            "vocab.autoencoder.train_autoencoder.seed",
             "vocab.pca.pca_compress.niter",
             "vocab.pca.pca_compress.oversample",
             "vocab.bpe.train_bpe.min_frequency",
+            "vocab.bpe.learn_merges.min_frequency",
             "word2vec.skipgram.SkipGram.seed",
             "word2vec.skipgram.Workspace.output_rows",
             "word2vec.skipgram.Workspace.input_rows",
@@ -842,6 +855,8 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.trainer.train_word2vec.sample",
             "word2vec.trainer.train_word2vec.min_alpha",
             "word2vec.trainer.train_word2vec.seed",
+            "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
+            "word2vec.data_parallel.RankSync.syncs",
         )
     },
     # Negative values are valid too: a negative length power favours short documents, a

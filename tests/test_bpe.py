@@ -4,7 +4,14 @@ unknown token, sizes against a word vocabulary."""
 import numpy as np
 import pytest
 
-from chapter20.vocab.bpe import BPE_UNK, bpe_table, normalize_text, train_bpe
+from chapter20.vocab.bpe import (
+    BPE_UNK,
+    apply_merges,
+    bpe_table,
+    learn_merges,
+    normalize_text,
+    train_bpe,
+)
 
 
 def test_bpe_round_trip_on_heldout_text(bpe_small, lee_split):
@@ -76,3 +83,46 @@ def test_word_tokens_spell_a_word_as_inside_a_text(bpe_small):
     assert bpe_small.word_tokens("police") != bpe_small.tokens("police")  # "Ġpolice" vs "p"...
     with pytest.raises(ValueError, match="one word"):
         bpe_small.word_tokens("two words")
+
+
+def _piece_counts(bpe, texts):
+    from collections import Counter
+
+    return Counter(piece for text in texts for piece in bpe.pre_tokenize(text))
+
+
+def test_learn_merges_equals_the_merges_tokenizers_learns(bpe_small, lee_split):
+    from tokenizers import pre_tokenizers
+
+    counts = _piece_counts(bpe_small, lee_split[0])
+    merges = learn_merges(counts, 600, alphabet=pre_tokenizers.ByteLevel.alphabet())
+    assert len(merges) == 600 - 257  # the byte alphabet and [UNK], then one entry per merge
+    assert merges == bpe_small.merges  # merge for merge, in the same order
+    # min_frequency: a tiny corpus stops early, as tokenizers does.
+    tiny = [["abab", "abab", "cd"]]
+    expected = train_bpe(tiny, 300, min_frequency=2)
+    learnt = learn_merges(_piece_counts(expected, tiny), 300, min_frequency=2)
+    assert learnt == expected.merges and learnt[0] == ("a", "b")
+
+
+def test_apply_merges_spells_every_heldout_piece_as_tokenizers_does(bpe_small, lee_split):
+    ranks = {pair: rank for rank, pair in enumerate(bpe_small.merges)}
+    pieces = sorted(set(_piece_counts(bpe_small, lee_split[1])))
+    assert len(pieces) > 1000
+    for piece in pieces:
+        expected = [token.value for token in bpe_small.tokenizer.model.tokenize(piece)]
+        assert apply_merges(piece, ranks) == expected, piece
+    assert apply_merges("Ġzzz", {}) == ["Ġ", "z", "z", "z"]  # no merge: single symbols
+
+
+@pytest.mark.parametrize(
+    "call, error, argument",
+    [
+        (lambda: learn_merges({"ab": 2}, 0), ValueError, "vocab_size"),
+        (lambda: learn_merges({"ab": 2}, 10, min_frequency=-1), ValueError, "min_frequency"),
+        (lambda: learn_merges({"ab": 0}, 10), ValueError, "word_counts"),
+    ],
+)
+def test_learn_merges_bad_input(call, error, argument):
+    with pytest.raises(error, match=argument):
+        call()

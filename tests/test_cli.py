@@ -137,7 +137,15 @@ def test_bench_sizes_from_options_scale_and_environment(monkeypatch):
 
 def test_bench_repeats_are_not_sizes(monkeypatch):
     monkeypatch.setenv("CHAPTER20_SCALE", "4")
-    assert benchmark_arguments("word2vec", [])[1] == {"corpus": "wiki+lee", "seeds": (1, 2, 3)}
+    kwargs = benchmark_arguments("word2vec", [])[1]
+    assert kwargs["corpus"] == "wiki+lee" and kwargs["seeds"] == (1, 2, 3, 4, 5)
+
+
+def test_bench_name_lists_keep_their_underscores_and_numbers_drop_theirs():
+    names = ["--ours", "ours hierarchical,ours hierarchical-gensim_tree", "--seeds", "1_0,2"]
+    kwargs = benchmark_arguments("word2vec", names)[1]
+    assert kwargs["ours"] == ("ours hierarchical", "ours hierarchical-gensim_tree")
+    assert kwargs["seeds"] == (10, 2)
 
 
 @pytest.mark.parametrize("bad", [["--scale", "0"], ["--scale", "x"], ["--batch", "1.5"]])

@@ -64,9 +64,12 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     train, _ = lee_split
     sentences = list(train)
     options = dict(dim=16, epochs=1, progress=False, threads=1)
-    runs = vectors_lab.subword_quality(train, sentences, (300, 600), seeds=(1, 2), **options)
+    runs = vectors_lab.subword_quality(
+        train, sentences, (600,), seeds=(1, 2), control=300, **options
+    )
     frame = runs.frame
-    assert list(frame.model) == ["words", "bpe 300", "bpe 600"] * 2
+    assert list(frame.model) == ["words", "bpe 600", "bpe 300 (control)"] * 2
+    assert list(frame.rows[:3]) == [len(runs.word_model), 600, 300]
     assert list(frame.seed) == [1, 1, 1, 2, 2, 2]
     words = frame[frame.model == "words"]
     # Scored on the pairs the word model knows: the same count for every model of a seed.
@@ -75,16 +78,17 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     assert (frame[frame.model != "words"].oov_pairs <= words.oov_pairs.iloc[0]).all()
     assert len(runs.word_model) == words.rows.iloc[0]
     summary = vectors_lab.subword_summary(frame)
-    assert list(summary.index) == ["words", "bpe 300", "bpe 600"]
+    assert list(summary.index) == ["words", "bpe 600", "bpe 300 (control)"]
     assert summary.loc["words", "delta_mean"] == 0 and summary.loc["words", "delta_std"] == 0
     by_seed = frame.set_index(["model", "seed"]).rho_same_pairs
-    expected = np.mean([by_seed["bpe 300", s] - by_seed["words", s] for s in (1, 2)])
-    assert summary.loc["bpe 300", "delta_mean"] == pytest.approx(expected)
+    control = "bpe 300 (control)"
+    expected = np.mean([by_seed[control, s] - by_seed["words", s] for s in (1, 2)])
+    assert summary.loc[control, "delta_mean"] == pytest.approx(expected)
     pairs = frame.same_pairs.min()
     assert summary.loc["words", "chance_sd"] == pytest.approx(1 / np.sqrt(pairs - 1))
     # Trainings two at a time (threads) give the same runs: each is deterministic for its seed.
     parallel = vectors_lab.subword_quality(
-        train, sentences, (300, 600), seeds=(1, 2), jobs=2, **options
+        train, sentences, (600,), seeds=(1, 2), control=300, jobs=2, **options
     )
     columns = [c for c in frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(parallel.frame[columns], frame[columns])
@@ -168,3 +172,59 @@ def test_figures_have_labelled_axes(lee_split, bow, low_rank_matrix):
         for ax in fig.axes:
             assert ax.get_xlabel() and ax.get_ylabel()
         plt.close(fig)
+
+
+def test_c28_evidence_reads_the_fastest_raw_variant_and_the_training_state(bow):
+    from chapter20.core.claims import check
+
+    data_, compressed = bow
+    bench = vocab_lab.sparse_projection_benchmark(
+        data_, compressed, out_dim=8, batch_size=16, warmup=0, repeat=3, device="cpu"
+    )
+    evidence = vocab_lab.c28_evidence(bench, compressed, 16, "cpu")
+    raw = bench[~bench.variant.str.startswith("pca")]
+    pca = bench.set_index("variant").loc["pca_precomputed"]
+    assert evidence["measured"] == pytest.approx(raw.step_ms.min() / pca.step_ms)
+    smaller = pca.state_bytes < raw.loc[raw.step_ms.idxmin(), "state_bytes"]
+    assert evidence["conditions"] == {"training state smaller": bool(smaller)}
+    assert (bench.step_ms_q1 <= bench.step_ms).all() and (bench.step_ms <= bench.step_ms_q3).all()
+    assert check("C28", **evidence).verdict in ("holds", "does not hold")
+
+
+def _subword_summary(control_delta):
+    return pd.DataFrame(
+        {"seeds": 3, "rho_same_pairs_mean": [0.35, 0.31, 0.29, 0.35 + control_delta],
+         "delta_mean": [0.0, -0.04, -0.06, control_delta], "delta_std": [0.0, 0.02, 0.01, 0.01],
+         "weakest_in_chance_sds": [5.0, 4.0, 4.0, 1.0], "rows": [8800, 4000, 8000, 500],
+         "oov_pairs": [113, 0, 0, 0]},
+        index=["words", "bpe 4000", "bpe 8000", "bpe 500 (control)"],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "control_delta, verdict", [(-0.25, "does not hold"), (-0.03, "inconclusive")]
+)
+def test_c30_evidence_judges_the_worse_size_and_needs_its_control_detected(control_delta, verdict):
+    from chapter20.core.claims import check
+
+    bpe_sizes = pd.DataFrame({"vocab_size": [500, 4000, 8000], "heldout_unk_tokens": [0, 0, 0]})
+    evidence = vectors_lab.c30_evidence(_subword_summary(control_delta), bpe_sizes, 3.0)
+    assert evidence["measured"] == pytest.approx(-0.06)  # the worse size; not the control
+    assert all(evidence["conditions"].values())  # the control's weak runs do not count
+    assert evidence["control_detected"] == (control_delta < -vectors_lab.C30_MARGIN)
+    assert check("C30", **evidence).verdict == verdict
+
+
+def test_bpe_merge_proof_agrees_with_tokenizers(bpe_small, lee_split):
+    proof = vectors_lab.bpe_merge_proof(bpe_small, lee_split[0], lee_split[1][:10], merges=50)
+    assert proof["merges"] == 50 and proof["merges_equal"]
+    assert proof["pieces"] > 100 and proof["pieces_spelt_equal"] == proof["pieces"]
+
+
+def test_autoencoder_vs_pca_reports_both_codes(bow):
+    data_, compressed = bow
+    table = vocab_lab.autoencoder_vs_pca(data_, compressed, epochs=2, device="cpu")
+    assert list(table.index) == ["PCA", "autoencoder, 2 epochs"] and (table.k == 20).all()
+    assert ((table.heldout_error > 0) & (table.heldout_error < 1.5)).all()
+    assert (table.test_accuracy >= 0).all() and (table.fit_s > 0).all()
+    assert table.encoder_bytes["autoencoder, 2 epochs"] == (300 * 20 + 20) * 4

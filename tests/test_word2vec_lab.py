@@ -53,3 +53,93 @@ def test_quality_verdicts_apply_the_stated_thresholds():
     # no gensim hierarchical run: nothing to compare with
     assert math.isnan(verdicts.loc["ours hierarchical"].largest_gap_to_gensim)
     assert verdicts.loc["ours hierarchical"].wordsim_above_chance
+
+
+def test_path_lengths_count_the_nodes_of_the_timed_batch():
+    from chapter20.core.corpora import zipf_ids
+    from chapter20.labs.nb09_step_cost import path_length_vs_vocab, zipf_counts
+    from chapter20.word2vec.huffman import build_huffman_tree
+
+    paths = path_length_vs_vocab((100, 10_000), batch=256)
+    tree = build_huffman_tree(zipf_counts(100))
+    outputs = zipf_ids(256, 100, s=1.1, seed=1).numpy()  # step_time_vs_vocab's output words
+    assert paths.mean_path.iloc[0] == pytest.approx(tree.lengths[outputs].mean())
+    # Zipf words: fewer nodes than a balanced tree, more than the entropy's bits minus one
+    assert (paths.mean_path < paths.log2_n).all() and (
+        paths.mean_path > paths.entropy_bits - 1
+    ).all()
+    assert paths.per_log2_n.iloc[1] < paths.per_log2_n.iloc[0]
+
+
+def _claim_inputs():
+    steps = pd.DataFrame({
+        "vocab": [1000, 1000, 1000, 10**5, 10**5, 10**5],
+        "objective": ["negative", "hierarchical", "softmax"] * 2,
+        "us_per_pair": [1.0, 2.0, 10.0, 2.0, 3.0, 2000.0],
+    })  # fmt: skip
+    steps_k10 = pd.DataFrame({"vocab": [10**5], "objective": ["negative"], "us_per_pair": [4.0]})
+    paths = pd.DataFrame({
+        "vocab": [1000, 10**6], "mean_path": [7.0, 11.0], "log2_n": [9.97, 19.93],
+        "per_log2_n": [7.0 / 9.97, 11.0 / 19.93],
+    })  # fmt: skip
+    table = pd.DataFrame(
+        {"wordsim353": [0.20, 0.21, 0.05], "simlex999": [0.10, 0.11, 0.01],
+         "epochs": [5, 5, 0.02], "words_per_second": [8e5, 6e5, 2e3]},
+        index=["ours negative", "gensim negative", "ours softmax"],
+    )  # fmt: skip
+    return steps, steps_k10, paths, table
+
+
+def test_claim_evidence_judges_c25_on_counted_nodes_and_c26_on_current_rows(monkeypatch):
+    from chapter20.core.claims import check
+    from chapter20.core.gpu_record import GpuFigure
+    from chapter20.labs import nb09_word2vec as lab
+
+    monkeypatch.setattr(lab, "current_gpu_figure", lambda quantity, modules: None)
+    evidence = lab.claim_evidence(*_claim_inputs(), gpu=None)
+    assert evidence["C24"]["measured"] == pytest.approx(500.0)  # min(2000 / 2, 2000 / 4)
+    assert evidence["C25"]["measured"] == pytest.approx(7.0 / 9.97)
+    assert evidence["C25"]["conditions"] == {"not growing with n": True}
+    assert check("C25", **evidence["C25"]).verdict == "holds"
+    assert evidence["C26"]["measured"] is None
+    assert check("C26", **evidence["C26"]).verdict == "needs a GPU"
+    figure = GpuFigure("q", 12.0, "x", "NVIDIA H200", "2026-12-01", "", "", "bench", "", "w@1")
+    monkeypatch.setattr(lab, "current_gpu_figure", lambda quantity, modules: figure)
+    c26 = lab.claim_evidence(*_claim_inputs(), gpu=None)["C26"]
+    assert c26["measured"] == 12.0 and check("C26", **c26).verdict == "holds"
+
+
+def test_speed_findings_compare_each_of_ours_with_gensim_of_its_objective():
+    from chapter20.labs.nb09_word2vec import speed_findings
+
+    frame = _runs().assign(words_per_second=[2e5, 2.2e5, 2.1e5, 1e5, 1e5, 1e5, 5e4, 5e4, 5e4])
+    (line,) = speed_findings(frame)  # ours hierarchical has no gensim run here
+    assert line.startswith("ours negative: 2.10× faster than gensim negative")
+
+
+def test_data_parallel_summary_reads_rank_zero_and_the_sync_share():
+    from chapter20.labs.nb09_data_parallel import data_parallel_summary
+
+    runs = pd.DataFrame({
+        "variant": ["dp"] * 4, "seed": [1, 1, 2, 2], "rank": [0, 1, 0, 1],
+        "wordsim353": [0.20, 0.20, 0.22, 0.22], "simlex999": [0.1] * 4,
+        "words_per_second": [1e5, 2e5, 3e5, 4e5], "seconds": [10.0] * 4,
+        "sync_seconds": [1.0] * 4,
+    })  # fmt: skip
+    single = _runs()
+    table = data_parallel_summary(runs, single)
+    assert list(table.index) == ["1 process, 2 Hogwild workers", "dp"]
+    assert table.wordsim_gap["dp"] == pytest.approx(0.21 - 0.22)
+    assert table.words_per_second["dp"] == 2.5e5 and table.sync_share["dp"] == pytest.approx(0.1)
+    assert table.together_words_per_second["dp"] == pytest.approx(5e5)  # (1+2, 3+4) e6 / 10 s
+
+
+@pytest.mark.parametrize("objective", ["negative", "hierarchical"])
+def test_the_notebooks_proof_of_the_c_loop_is_within_float32_rounding(objective):
+    from chapter20.labs.nb09_step_cost import fused_equals_plain
+    from chapter20.word2vec.fused import compiler_available
+
+    if not compiler_available():
+        pytest.skip("needs a C compiler")
+    tables, loss = fused_equals_plain(objective, pairs=60)
+    assert 0 <= tables < 1e-5 and 0 <= loss < 1e-5

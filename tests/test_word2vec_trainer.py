@@ -50,6 +50,26 @@ def test_hogwild_workers_train_as_well(lee, share):
     assert single.stats.pairs == wv.stats.pairs  # the same draws, shared between the workers
 
 
+class _Sync:
+    """An EpochSync that records when it is called."""
+
+    def __init__(self, segments=1, stream=0):
+        self.segments, self.stream, self.calls = segments, stream, []
+
+    def __call__(self, model):
+        self.calls.append(float(model.input_vectors.abs().sum()))
+
+
+def test_sync_is_called_at_the_start_and_after_each_part_of_every_epoch(lee):
+    sync = _Sync(segments=3, stream=0)
+    options = dict(dim=8, epochs=2, seed=2, progress=False)
+    run = train_word2vec(lee, "negative", sync=sync, **options)
+    assert len(sync.calls) == 1 + 3 * 2 and len(set(sync.calls)) == len(sync.calls)  # it trains
+    assert np.array_equal(run.vectors, train_word2vec(lee, "negative", **options).vectors)
+    other = train_word2vec(lee, "negative", sync=_Sync(stream=1), **options)
+    assert not np.array_equal(run.vectors, other.vectors)  # another stream draws other pairs
+
+
 @pytest.mark.parametrize(
     ("kwargs", "exception", "argument"),
     [
@@ -70,6 +90,9 @@ def test_hogwild_workers_train_as_well(lee, share):
         ({"min_alpha": 1.0}, ValueError, "min_alpha"),
         ({"objective": "sampled"}, ValueError, "objective"),
         ({"window": 2.5}, TypeError, "window"),
+        ({"sync": object()}, TypeError, "sync"),
+        ({"sync": _Sync(segments=0)}, ValueError, "sync.segments"),
+        ({"sync": _Sync(stream=-1)}, ValueError, "sync.stream"),
     ],
 )
 def test_bad_input_raises_a_clear_error(lee, kwargs, exception, argument):

@@ -170,7 +170,13 @@ def cmd_audit(width: int) -> int:
 def _parse_tuple(item_type: type) -> Callable[[str], tuple]:
     def parse(text: str) -> tuple:
         try:
-            return tuple(item_type(part.replace("_", "")) for part in text.split(",") if part)
+            # 10_000 reads as a number; a name keeps its underscores
+            digits = item_type in (int, float)
+            return tuple(
+                item_type(part.replace("_", "") if digits else part)
+                for part in text.split(",")
+                if part
+            )
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected comma-separated {item_type.__name__} values, got {text!r}"

@@ -9,7 +9,9 @@ goes (``torch.profiler``), next to the fused kernel's.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 
 import numpy as np
@@ -21,6 +23,7 @@ from chapter20.core.device import get_device
 from chapter20.core.measure import time_fn
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
+from chapter20.word2vec.fused import load_kernels
 from chapter20.word2vec.gensim_reference import SETTINGS
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
@@ -38,7 +41,10 @@ __all__ = [
     "huffman_proof",
     "hs_normalisation_proof",
     "gradient_proof",
+    "fused_equals_plain",
     "step_time_vs_vocab",
+    "step_time_table",
+    "path_length_vs_vocab",
     "PROFILE_CATEGORIES",
     "profile_step",
 ]
@@ -138,6 +144,49 @@ def gradient_proof(seed: int = 0) -> dict[str, float]:
     return diffs
 
 
+def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, seed: int = 7):
+    """Largest difference between the fused C kernel (``chapter20.word2vec.fused``) and the
+    plain step (``SkipGram.step``) applied to the same ``pairs`` pairs one after another, from
+    the same random tables (note, topic 1): ``(max |Δ| of the tables, |Δ| of the summed loss
+    relative to it)``, or None without a C compiler. Each pair's update starts from what the
+    previous ones left, so a difference in any single step would grow from pair to pair; at
+    ``lr = 0.5`` the step caps are active. Negative sampling draws its noise words in the
+    kernel's stream and gives the plain step the same ones."""
+    twins = []
+    for _ in range(2):
+        model = SkipGram(objective, zipf_counts(60, total=10**6), dim=37, negative=4, seed=seed)
+        gen = torch.Generator().manual_seed(seed)
+        model.input_vectors.copy_(torch.randn(model.input_vectors.shape, generator=gen) * 0.3)
+        model.output_vectors.copy_(torch.randn(model.output_vectors.shape, generator=gen) * 0.3)
+        twins.append(model)
+    fused, plain = twins
+    kernel = fused.fused_kernel()
+    if kernel is None:
+        return None
+    gen = torch.Generator().manual_seed(seed + 1)
+    inputs = torch.randint(0, 60, (pairs,), generator=gen)
+    outputs = torch.randint(0, 6, (pairs,), generator=gen)  # frequent words: repeats in a row
+    noise = None
+    if objective == "negative":  # the kernel draws one seed from its generator, then its stream
+        stream = int(torch.randint(0, 2**63 - 1, (), generator=torch.Generator().manual_seed(1)))
+        noise = load_kernels().draw_noise(
+            fused.sampler.prob, fused.sampler.alias, stream, 4 * pairs
+        )
+        noise = noise.view(pairs, 4)
+    loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
+    plain_loss = 0.0
+    for p in range(pairs):
+        targets = None
+        if noise is not None:
+            ids = torch.cat([outputs[p : p + 1], noise[p]]).unsqueeze(0)
+            weight = (ids != outputs[p]).float()
+            weight[:, 0] = 1.0
+            targets = (ids, weight)
+        plain_loss += float(plain.step(inputs[p : p + 1], outputs[p : p + 1], lr, targets))
+    tables = max(_max_diff((fused._w_in, fused._w_out), (plain._w_in, plain._w_out)), 0.0)
+    return tables, abs(loss - plain_loss) / abs(plain_loss)
+
+
 def _max_diff(ours, theirs) -> float:
     return max(float((a - b).abs().max()) for a, b in zip(ours, theirs))
 
@@ -165,7 +214,9 @@ def step_time_vs_vocab(
     from the same law, ``batch`` pairs for the sampled objectives and at most
     ``softmax_cells / n`` for the full softmax (whose ``[B, n]`` scores would not fit
     otherwise), so compare ``us_per_pair``. Negative sampling draws its noise words inside the
-    step. ``mean_code_bits``: the hierarchical softmax's average path length for these pairs.
+    step. ``us_per_pair`` is the median over the repeats, ``us_q1`` and ``us_q3`` their
+    interquartile range (robust to a repeat that another program slowed down);
+    ``mean_code_bits``: the hierarchical softmax's average path length for these pairs.
     ``threads``: torch CPU threads while timing (1 by default: a second thread shared with
     other work blurs sub-millisecond steps more than it speeds them up).
     """
@@ -212,10 +263,51 @@ def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repea
                     "batch": b,
                     "seconds": timing.median,
                     "us_per_pair": timing.median / b * 1e6,
+                    "us_q1": float(np.percentile(timing.times, 25)) / b * 1e6,
+                    "us_q3": float(np.percentile(timing.times, 75)) / b * 1e6,
                     "mean_code_bits": code_bits,
                 }
             )
             del model
+    return pd.DataFrame(records)
+
+
+def step_time_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`step_time_vs_vocab`'s times per pair as a table to read: one row per vocabulary
+    size, one column per objective, ``"median (q1–q3)"`` in µs over the repeats."""
+    text = frame.assign(
+        shown=[f"{m:.2f} ({lo:.2f}–{hi:.2f})" for m, lo, hi in
+               zip(frame.us_per_pair, frame.us_q1, frame.us_q3)]
+    )  # fmt: skip
+    return text.pivot(index="vocab", columns="objective", values="shown")
+
+
+def path_length_vs_vocab(
+    sizes: tuple[int, ...] = (10**3, 10**4, 10**5, 10**6),
+    *,
+    batch: int = 1024,
+    s: float = 1.1,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The work of one hierarchical-softmax pair as the vocabulary grows (note, topic 1; C25):
+    for a Zipf(``s``) vocabulary of each size, the inner nodes the step evaluates for each pair
+    of a batch — one dot product and one row update each, the path of the output word in
+    :func:`build_huffman_tree`'s tree — counted on the output words of
+    :func:`step_time_vs_vocab`'s batch (the same draws), next to ``log2_n``, the entropy of
+    the words (the least any code can average), the longest path and ``per_log2_n``, the mean
+    path over log₂ n (1: a balanced tree)."""
+    records = []
+    for n in sizes:
+        counts = zipf_counts(n, s)
+        tree = build_huffman_tree(counts)
+        outputs = zipf_ids(batch, n, s=s, seed=seed + 1).numpy()
+        p = counts / counts.sum()
+        path = float(tree.lengths[outputs].mean())
+        records.append({
+            "vocab": n, "mean_path": path, "log2_n": math.log2(n),
+            "entropy_bits": float(-(p * np.log2(p)).sum()), "longest_path": tree.max_depth,
+            "per_log2_n": path / math.log2(n),
+        })  # fmt: skip
     return pd.DataFrame(records)
 
 
@@ -239,6 +331,26 @@ PROFILE_CATEGORIES = {
         "aten::index_add_", "aten::index_fill_", "aten::clamp", "aten::div", "aten::ones_like",
     ),
 }  # fmt: skip
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """File descriptor 2 sent to the null device for the block: the profiler's C++ library
+    writes a ``USDT ... profiler_start`` / ``profiler_stop`` line there on every run, which
+    says nothing to a reader. Python's own ``sys.stderr`` (warnings, tracebacks) is untouched
+    where it is not fd 2 (a notebook), and restored in any case."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def profile_step(
@@ -278,7 +390,7 @@ def profile_step(
         noise_seconds = time.perf_counter() - start
         for (inp, out), targets in zip(batches[:5], noise[:5]):  # warm-up
             model.step(inp, out, 1e-3, targets)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with _native_stderr_silenced(), profile(activities=[ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             for (inp, out), targets in zip(batches, noise):
                 model.step(inp, out, 1e-3, targets)

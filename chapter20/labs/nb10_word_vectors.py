@@ -14,6 +14,7 @@ The sparse-input experiment of the same notebook and ``bench vocab`` are
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,11 +28,15 @@ from chapter20.capstone.evaluation import summarize_seeds
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import word_similarity
 from chapter20.core.plotting import new_panels
-from chapter20.vocab.bpe import BPETokenizer
+from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
 from chapter20.vocab.pca import pca_compress
 
 __all__ = [
+    "C30_MARGIN",
     "SubwordRuns",
+    "c29_evidence",
+    "c30_evidence",
+    "bpe_merge_proof",
     "compose_word_vectors",
     "pca_quality_curve",
     "plot_bpe",
@@ -40,6 +45,40 @@ __all__ = [
     "subword_quality",
     "subword_summary",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# A BPE merge, learnt and applied in Python, against tokenizers
+# --------------------------------------------------------------------------------------------
+
+
+def bpe_merge_proof(
+    bpe: BPETokenizer,
+    train_texts: Sequence[Sequence[str]],
+    heldout_texts: Sequence[Sequence[str]],
+    merges: int = 1_000,
+) -> dict[str, Any]:
+    """``chapter20.vocab.bpe``'s few lines against ``tokenizers`` (note, topic 3; C30): the
+    first ``merges`` merges that :func:`learn_merges` learns from ``train_texts`` (the texts
+    ``bpe`` was trained on) against ``bpe.merges``, and every distinct held-out piece spelt by
+    :func:`apply_merges` with all of ``bpe``'s merges against ``tokenizers``' BPE model.
+    Returns the counts compared, how many agree, and the first merges learnt."""
+    from tokenizers import pre_tokenizers
+
+    counts = Counter(piece for text in train_texts for piece in bpe.pre_tokenize(text))
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    size = len(alphabet) + 1 + check_int("merges", merges, 1)  # the bytes and [UNK], then merges
+    learnt = learn_merges(counts, size, alphabet=alphabet)
+    ranks = {pair: rank for rank, pair in enumerate(bpe.merges)}
+    pieces = sorted({piece for text in heldout_texts for piece in bpe.pre_tokenize(text)})
+    spelt = sum(
+        apply_merges(piece, ranks) == [t.value for t in bpe.tokenizer.model.tokenize(piece)]
+        for piece in pieces
+    )
+    return {
+        "merges": len(learnt), "merges_equal": learnt == bpe.merges[: len(learnt)],
+        "pieces": len(pieces), "pieces_spelt_equal": spelt, "first_merges": learnt[:8],
+    }  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,6 +228,7 @@ def subword_quality(
     sizes: Sequence[int] = (4_000, 8_000),
     seeds: Sequence[int] = (1, 2, 3),
     *,
+    control: int | None = None,
     min_count: int = 5,
     jobs: int = 1,
     **w2v: Any,
@@ -199,7 +239,9 @@ def subword_quality(
     on ``sentences`` pruned at ``min_count``, and for each BPE size (trained once on
     ``train_articles``) on the subwords of the same sentences; a word's subword vector is the mean
     of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the same pairs
-    (those the word model knows), the subword vectors also on every pair.
+    (those the word model knows), the subword vectors also on every pair. ``control``: one more
+    BPE size, trained and scored the same way, named ``"bpe <size> (control)"``: the harmful
+    variant chosen before the run (a vocabulary cut to a fraction) that the metric must see.
 
     ``jobs``: trainings run at once, in threads. On a CPU, two single-worker trainings of
     different models use two cores far better than one training with two Hogwild workers,
@@ -212,13 +254,16 @@ def subword_quality(
     if not len(seeds):
         raise ValueError("seeds must name at least one seed")
     sizes = [check_int("sizes[i]", size, 257) for size in sizes]
+    names = {f"bpe {size}": size for size in sizes}
+    if control is not None:
+        names[f"bpe {check_int('control', control, 257)} (control)"] = control
     jobs = check_int("jobs", jobs, 1)
     table = word_similarity("wordsim353")
     pair_words = sorted(set(table["word1"]) | set(table["word2"]))
-    bpes = {size: train_bpe(train_articles, size) for size in sizes}
+    bpes = {size: train_bpe(train_articles, size) for size in set(names.values())}
     corpora = {"words": (sentences, min_count)}
     corpora.update(
-        {f"bpe {size}": (bpe.tokenize_corpus(sentences), 1) for size, bpe in bpes.items()}
+        {name: (bpes[size].tokenize_corpus(sentences), 1) for name, size in names.items()}
     )
     with ThreadPoolExecutor(jobs) as pool:
         runs = {
@@ -233,7 +278,7 @@ def subword_quality(
             rows, same = len(model), evaluate_word_pairs(model.words, model.vectors)
             every = same
         else:
-            bpe, vectors = bpes[int(name.split()[1])], (model.words, model.vectors)
+            bpe, vectors = bpes[names[name]], (model.words, model.vectors)
             words = trained[seed, "words"].words
             rows = bpe.vocab_size
             same = evaluate_word_pairs(*compose_word_vectors(bpe, words, *vectors))
@@ -262,6 +307,60 @@ def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
     out["rows"] = grouped["rows"].first()
     out["oov_pairs"] = grouped["oov_pairs"].max()
     return out
+
+
+#: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean
+#: ρ is at most this far below the word vectors'; the control is detected when it falls further.
+C30_MARGIN = 0.05
+
+
+def c29_evidence(prune: pd.DataFrame) -> dict:
+    """``ClaimsLog.check("C29", ...)``'s keyword arguments from a ``pruning_table``: the matrix
+    at ``min_count`` 5 over 1, with the words kept and the held-out OOV rate in the note."""
+    pruned, full = prune.set_index("min_count").loc[5], prune.set_index("min_count").loc[1]
+    note = (
+        f"{int(full['kept_types']):,} -> {int(pruned['kept_types']):,} words; held-out OOV "
+        f"{full['heldout_oov_rate']:.1%} -> {pruned['heldout_oov_rate']:.1%}"
+    )
+    return {"measured": float(pruned["matrix_ratio"]), "unit": "× the min_count=1 matrix",
+            "note": note}  # fmt: skip
+
+
+def c30_evidence(summary: pd.DataFrame, bpe_sizes: pd.DataFrame, chance_sds: float) -> dict:
+    """``ClaimsLog.check("C30", ...)``'s keyword arguments from :func:`subword_summary` (with a
+    control) and ``bpe_table``: the worse mean Δρ of the BPE sizes (not the control), with the
+    conditions that every run (the control's aside) is ``chance_sds`` chance standard
+    deviations above 0 and that the smallest size has fewer rows than the word vocabulary, no
+    held-out ``[UNK]`` and no pair left out; ``control_detected`` when the control's mean Δρ
+    falls more than :data:`C30_MARGIN` below."""
+    control = summary[summary.index.str.endswith("(control)")]
+    sizes = summary.drop(index=["words", *control.index])
+    smallest, worst = sizes.loc[sizes["rows"].idxmin()], sizes.loc[sizes["delta_mean"].idxmin()]
+    unk = int(bpe_sizes.set_index("vocab_size").loc[int(smallest["rows"]), "heldout_unk_tokens"])
+    runs = summary.drop(index=control.index)
+    words = summary.loc["words"]
+    no_gaps = smallest["rows"] < words["rows"] and unk == 0 and smallest["oov_pairs"] == 0
+    note = "; ".join(
+        f"{name}: Δρ {row.delta_mean:+.3f} ± {row.delta_std:.3f}, ρ {row.rho_same_pairs_mean:.3f} "
+        f"vs {words['rho_same_pairs_mean']:.3f}, {int(row.rows):,} rows"
+        for name, row in summary.drop(index="words").iterrows()
+    )
+    note += (
+        f"; {int(words['rows']):,} word rows; held-out [UNK] {unk}; OOV pairs "
+        f"{int(smallest['oov_pairs'])} vs {int(words['oov_pairs'])}; {int(words['seeds'])} seeds"
+    )
+    return {
+        "measured": float(worst["delta_mean"]),
+        "unit": "Δρ subword − word",
+        "note": note,
+        "conditions": {
+            f"every run ≥ {chance_sds:g} chance SDs": bool(
+                (runs.weakest_in_chance_sds >= chance_sds).all()
+            ),
+            "fewer rows, no [UNK], no pair left out": bool(no_gaps),
+        },
+        "control_detected": bool(len(control) and (control.delta_mean < -C30_MARGIN).all()),
+    }
 
 
 # --------------------------------------------------------------------------------------------

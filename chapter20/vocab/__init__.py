@@ -2,8 +2,10 @@
 carries.
 
 - ``vocabulary``: word counts, pruning rare words, the OOV rate and the matrix it saves (C29);
-- ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30);
+- ``bpe``: byte-level BPE subwords, an exact round trip with no unknown token (C30); how merges
+  are learnt and applied, in a few lines tested equal to ``tokenizers``;
 - ``pca``: PCA compression of dense or sparse inputs (C28);
+- ``autoencoder``: a small autoencoder, the alternative to PCA for a sparse input;
 - ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
   a fixed PCA projection (C28);
 - ``tokenizers``: word and subword tokenisers that travel with an encoder (§20.6).
@@ -12,10 +14,16 @@ Everything public is importable from ``chapter20.vocab``; inside the package, im
 submodule.
 """
 
+from chapter20.vocab.autoencoder import (
+    AutoencoderResult,
+    train_autoencoder,
+)
 from chapter20.vocab.bpe import (
     BPE_UNK,
     BPETokenizer,
+    apply_merges,
     bpe_table,
+    learn_merges,
     normalize_text,
     train_bpe,
 )
@@ -47,6 +55,7 @@ from chapter20.vocab.vocabulary import (
 )
 
 __all__ = [
+    "AutoencoderResult",
     "BPETokenizer",
     "BPE_UNK",
     "BagOfWordsBatches",
@@ -58,16 +67,19 @@ __all__ = [
     "VARIANTS",
     "Vocabulary",
     "WordTokenizer",
+    "apply_merges",
     "bpe_table",
     "break_even_out_dim",
     "build_tokenizer",
     "build_vocab",
     "count_words",
     "element_bytes",
+    "learn_merges",
     "normalize_text",
     "pad_batch",
     "pca_compress",
     "pruning_table",
     "tokenizer_from_spec",
+    "train_autoencoder",
     "train_bpe",
 ]

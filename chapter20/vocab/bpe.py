@@ -5,12 +5,23 @@ its 256 byte symbols spell any text, so no held-out text falls out of the vocabu
 :class:`BPETokenizer` encodes and decodes (an exact round trip of :func:`normalize_text`),
 spells words as inside a text and counts tokens per word; :func:`bpe_table` measures several
 sizes against a word vocabulary with as many embedding rows (``chapter20.vocab.vocabulary``).
+
+What a merge is, in a few lines of Python: :func:`learn_merges` learns them as the trainer of
+``tokenizers`` does (count every adjacent pair of symbols, weighted by the word's count; merge
+the most frequent; update the counts of the pairs around each merged occurrence; repeat) and
+:func:`apply_merges` spells a word with them (merge the adjacent pair learnt first, until no
+pair is a merge). Both are tested equal to ``tokenizers``' own, merge for merge and spelling
+for spelling; the package trains and encodes with ``tokenizers``, which is faster.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import json
 import numbers
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +35,9 @@ from chapter20.vocab.vocabulary import Vocabulary, count_words, element_bytes
 __all__ = [
     "BPE_UNK",
     "BPETokenizer",
+    "apply_merges",
     "bpe_table",
+    "learn_merges",
     "normalize_text",
     "train_bpe",
 ]
@@ -113,6 +126,18 @@ class BPETokenizer:
         encodings = self.tokenizer.encode_batch([self._text(t) for t in texts])
         return [e.tokens for e in encodings]
 
+    @property
+    def merges(self) -> list[tuple[str, str]]:
+        """The learnt merges, first learnt first: each joins two symbols into one entry."""
+        merges = json.loads(self.tokenizer.to_str())["model"]["merges"]
+        return [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in merges]
+
+    def pre_tokenize(self, text: str | Sequence[str]) -> list[str]:
+        """The pieces BPE spells one by one (byte-level words: ``"Ġthe"`` for " the"), after
+        the normaliser: what :func:`learn_merges` counts and :func:`apply_merges` spells."""
+        normal = self.tokenizer.normalizer.normalize_str(self._text(text))
+        return [piece for piece, _ in self.tokenizer.pre_tokenizer.pre_tokenize_str(normal)]
+
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """The normalised text of ``ids`` (exact inverse of :meth:`encode`)."""
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -180,6 +205,94 @@ def train_bpe(
     )
     tokenizer.train_from_iterator(strings, trainer=trainer, length=len(strings))
     return BPETokenizer(tokenizer=tokenizer, requested_size=vocab_size)
+
+
+def _merge_in_word(word: list[int], pair: tuple[int, int], new: int) -> list[tuple]:
+    """Replace every occurrence of ``pair`` in ``word`` (symbol ids, left to right, in place)
+    by ``new``; returns the changes of the counts of the pairs around each: ``(pair, ±1)``."""
+    changes, i = [], 0
+    while i < len(word) - 1:
+        if (word[i], word[i + 1]) == pair:
+            if i > 0:
+                changes += [((word[i - 1], pair[0]), -1), ((word[i - 1], new), 1)]
+            word[i : i + 2] = [new]
+            if i < len(word) - 1:
+                changes += [((pair[1], word[i + 1]), -1), ((new, word[i + 1]), 1)]
+        i += 1
+    return changes
+
+
+def learn_merges(
+    word_counts: Mapping[str, int],
+    vocab_size: int,
+    *,
+    alphabet: Iterable[str] = (),
+    special_tokens: Sequence[str] = (BPE_UNK,),
+    min_frequency: int = 0,
+) -> list[tuple[str, str]]:
+    """BPE's merges learnt from ``word_counts`` (pre-tokenised pieces, :meth:`BPETokenizer.
+    pre_tokenize`, and their counts), as the trainer of ``tokenizers`` learns them (note,
+    topic 3; claim C30), until the vocabulary (``special_tokens``, the symbols of ``alphabet``
+    and of the words, then one entry per new merge) holds ``vocab_size`` entries. Symbols are
+    numbered in that order (the alphabet by code point) and a tie between equally frequent
+    pairs goes to the smaller pair of numbers; pairs seen fewer than ``min_frequency`` times
+    are not merged. Equal to :attr:`BPETokenizer.merges` of :func:`train_bpe` with the same
+    text and settings (tested); a minimal version, to read: ``train_bpe`` is far faster."""
+    vocab_size = check_int("vocab_size", vocab_size, 1)
+    min_frequency = check_int("min_frequency", min_frequency, 0)
+    symbols = sorted(set(alphabet).union(*map(set, word_counts)), key=ord)
+    names = list(dict.fromkeys([*special_tokens, *symbols]))
+    ids = {name: i for i, name in enumerate(names)}
+    words = [[ids[c] for c in word] for word in word_counts]
+    counts = [check_int("word_counts[word]", c, 1) for c in word_counts.values()]
+    pair_counts, where = Counter(), defaultdict(set)
+    for i, word in enumerate(words):
+        for pair in zip(word, word[1:]):
+            pair_counts[pair] += counts[i]
+            where[pair].add(i)
+    order = itertools.count()  # never compare two entries' word sets
+    queue = [(-pair_counts[p], p, next(order), words_at) for p, words_at in where.items()]
+    heapq.heapify(queue)  # the most frequent pair first, then the smaller pair of ids
+    merges = []
+    while len(names) < vocab_size and queue:
+        count, pair, _, words_at = heapq.heappop(queue)
+        if -count != pair_counts[pair]:  # counted before an earlier merge changed it
+            heapq.heappush(queue, (-pair_counts[pair], pair, next(order), words_at))
+            continue
+        if -count < max(1, min_frequency):
+            break
+        name = names[pair[0]] + names[pair[1]]
+        if name not in ids:  # two merges can spell the same entry: it keeps its first id
+            ids[name] = len(names)
+            names.append(name)
+        new = ids[name]
+        merges.append((names[pair[0]], names[pair[1]]))
+        where = defaultdict(set)
+        for i in words_at:
+            for changed, sign in _merge_in_word(words[i], pair, new):
+                pair_counts[changed] += sign * counts[i]
+                if sign > 0:
+                    where[changed].add(i)
+        for p, words_at in where.items():
+            if pair_counts[p] > 0:
+                heapq.heappush(queue, (-pair_counts[p], p, next(order), words_at))
+    return merges
+
+
+def apply_merges(piece: str, ranks: Mapping[tuple[str, str], int]) -> list[str]:
+    """``piece`` (one pre-tokenised word) spelt with BPE's merges (note, topic 3): from single
+    symbols, repeatedly join the adjacent pair whose merge was learnt first — the lowest
+    ``ranks[pair]``, the merge's place in the learnt order; the leftmost of equals — until no
+    adjacent pair is a merge. Equal to the spelling of ``tokenizers``' BPE model with the same
+    merges (tested). ``ranks``: e.g. ``{pair: r for r, pair in enumerate(merges)}``."""
+    symbols = list(piece)
+    while len(symbols) > 1:
+        pairs = zip(symbols, symbols[1:])
+        rank, i = min((ranks.get(pair, len(ranks)), i) for i, pair in enumerate(pairs))
+        if rank == len(ranks):  # no adjacent pair is a merge
+            break
+        symbols[i : i + 2] = [symbols[i] + symbols[i + 1]]
+    return symbols
 
 
 def bpe_table(

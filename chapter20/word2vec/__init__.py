@@ -31,6 +31,8 @@ The modules, bottom up:
 - ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
   gensim's way);
 - ``trainer``: :func:`train_word2vec`, the training loop and its Hogwild workers;
+- ``data_parallel``: :func:`train_word2vec_data_parallel`, ranks of a process group that each
+  train a copy on their share of the corpus and combine the copies every part of an epoch;
 - ``gensim_reference``: gensim's trainer and tree, with the same settings, as the reference.
 
 Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
@@ -42,6 +44,12 @@ from chapter20.word2vec.corpus import (
     EncodedCorpus,
     corpus_sentences,
     encode_corpus,
+)
+from chapter20.word2vec.data_parallel import (
+    COMBINE,
+    DataParallelRun,
+    RankSync,
+    train_word2vec_data_parallel,
 )
 from chapter20.word2vec.fused import (
     MAX_EXP,
@@ -79,6 +87,7 @@ from chapter20.word2vec.skipgram import (
 )
 from chapter20.word2vec.trainer import (
     FUSED_CHUNK,
+    EpochSync,
     default_batch_size,
     train_word2vec,
 )
@@ -90,7 +99,10 @@ from chapter20.word2vec.vectors import (
 )
 
 __all__ = [
+    "COMBINE",
     "CORPORA",
+    "DataParallelRun",
+    "EpochSync",
     "EncodedCorpus",
     "FUSED_CHUNK",
     "FusedKernels",
@@ -100,6 +112,7 @@ __all__ = [
     "OBJECTIVES",
     "ObjectiveGrads",
     "PairEvaluation",
+    "RankSync",
     "SETTINGS",
     "SkipGram",
     "TrainStats",
@@ -123,4 +136,5 @@ __all__ = [
     "skipgram_pairs",
     "skipgram_windows",
     "train_word2vec",
+    "train_word2vec_data_parallel",
 ]

@@ -49,9 +49,13 @@ static inline float dot_and_norm(const float *u, const float *h, int64_t n, floa
 }
 
 /* Ask for every cache line of a row at once: a pair's rows are scattered over tables of
- * megabytes, and requested together their waits overlap instead of adding up. */
+ * megabytes, and requested together their waits overlap instead of adding up. Every row asked
+ * for is written by the same pair, so it is asked for with the intent to write: a line fetched
+ * only for reading must be fetched again, exclusively, to be written — a second trip to the
+ * other core whenever Hogwild threads share it, as they share the rows at the top of the
+ * Huffman tree, which every pair of every thread writes. */
 static inline void prefetch_row(const float *row, int64_t n) {
-    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(row + i);
+    for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(row + i, 1);
 }
 
 static inline float row_cap(float lr, float curvature) {
@@ -79,15 +83,14 @@ static inline void loss_add(Loss *loss, float f, float e, float label) {
 /* What one pair's update needs besides the tables, allocated once per call. */
 typedef struct {
     float **rows;  /* the pair's output rows */
-    float *label, *weight, *u_sq, *step, *curvature, *neu1e;
+    float *label, *weight, *neu1e;
 } Scratch;
 
 static Scratch scratch_new(int64_t max_rows, int64_t dim) {
     Scratch s;
     s.rows = malloc(sizeof(float *) * max_rows);
-    s.label = malloc(sizeof(float) * (5 * max_rows + dim));
-    s.weight = s.label + max_rows, s.u_sq = s.weight + max_rows, s.step = s.u_sq + max_rows;
-    s.curvature = s.step + max_rows, s.neu1e = s.curvature + max_rows;
+    s.label = malloc(sizeof(float) * (2 * max_rows + dim));
+    s.weight = s.label + max_rows, s.neu1e = s.weight + max_rows;
     return s;
 }
 
@@ -100,26 +103,28 @@ static void scratch_free(Scratch *s) {
  * s->label and multiplicities s->weight (a noise word drawn twice is one row of weight 2: the
  * batched step adds both of its steps, computed from the same row). A step whose score is
  * beyond +-max_exp is skipped; its loss still counts, as in the batched step. Returns the
- * pair's loss. */
+ * pair's loss.
+ *
+ * One pass over the output rows, in word2vec's own order: each row is scored against h and
+ * updated at once, while it is in the first-level cache, and before a Hogwild thread takes it
+ * back. The result is the batched step's: the rows are distinct, so a row's update reads only
+ * itself and h, which changes last; h's step is summed from the rows as they were and capped by
+ * the curvature summed over all of them. */
 static double update_pair(float *h, Scratch *s, int64_t m, int64_t dim, float max_exp,
                           float lr) {
-    float h_sq = dot(h, h, dim), in_curvature = 0.0f;
+    float h_sq = dot(h, h, dim), in_curvature = 0.0f, *neu1e = s->neu1e;
     Loss loss = {1.0, 0.0};
-    for (int64_t j = 0; j < m; j++) {  /* independent dot products: their loads overlap */
-        float f = dot_and_norm(s->rows[j], h, dim, &s->u_sq[j]);
-        float e = expf(-f), sig = 1.0f / (1.0f + e), w = s->weight[j];
-        for (float c = 0.0f; c < w; c += 1.0f) loss_add(&loss, f, e, s->label[j]);
-        int live = fabsf(f) < max_exp;
-        s->step[j] = live ? -lr * (sig - s->label[j]) * w : 0.0f;
-        s->curvature[j] = live ? sig * (1.0f - sig) * w : 0.0f;
-        in_curvature += s->curvature[j] * s->u_sq[j];
-    }
-    float *neu1e = s->neu1e;
     for (int64_t i = 0; i < dim; i++) neu1e[i] = 0.0f;
     for (int64_t j = 0; j < m; j++) {
-        float *u = s->rows[j], step = s->step[j];
+        float *u = s->rows[j], u_sq;
+        float f = dot_and_norm(u, h, dim, &u_sq);
+        float e = expf(-f), sig = 1.0f / (1.0f + e), w = s->weight[j];
+        for (float c = 0.0f; c < w; c += 1.0f) loss_add(&loss, f, e, s->label[j]);
+        if (!(fabsf(f) < max_exp)) continue;  /* saturated: skipped */
+        float step = -lr * (sig - s->label[j]) * w, curvature = sig * (1.0f - sig) * w;
+        in_curvature += curvature * u_sq;
         if (step == 0.0f) continue;
-        float out_step = step * row_cap(lr, s->curvature[j] * h_sq);
+        float out_step = step * row_cap(lr, curvature * h_sq);
 #pragma omp simd
         for (int64_t i = 0; i < dim; i++) {
             neu1e[i] += step * u[i];  /* the row as it was, then its own update */
@@ -196,13 +201,18 @@ double hierarchical_pairs(float *w_in, float *w_out, int64_t dim, const int64_t 
     Scratch s = scratch_new(depth > 0 ? depth : 1, dim);
     for (int64_t l = 0; l < depth; l++) s.weight[l] = 1.0f;
     double loss = 0.0;
+    int64_t m = 0;
     for (int64_t p = 0; p < n; p++) {
-        const int64_t *path = points + outputs[p] * depth;
-        int64_t m = lengths[outputs[p]];
-        for (int64_t l = 0; l < m; l++) {
-            s.rows[l] = w_out + path[l] * dim;
-            s.label[l] = labels[outputs[p] * depth + l];
-            prefetch_row(s.rows[l], dim);
+        /* Pairs come grouped by output word (each word predicted from its whole window): the
+         * same path, already set up and in the cache, for several pairs in a row. */
+        if (p == 0 || outputs[p] != outputs[p - 1]) {
+            const int64_t *path = points + outputs[p] * depth;
+            m = lengths[outputs[p]];
+            for (int64_t l = 0; l < m; l++) {
+                s.rows[l] = w_out + path[l] * dim;
+                s.label[l] = labels[outputs[p] * depth + l];
+                prefetch_row(s.rows[l], dim);
+            }
         }
         if (p + 1 < n) prefetch_row(w_in + inputs[p + 1] * dim, dim);
         loss += update_pair(w_in + inputs[p] * dim, &s, m, dim, max_exp, lr);

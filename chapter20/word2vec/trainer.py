@@ -5,7 +5,9 @@ One training loop for the three objectives: each epoch draws subsampled, dynamic
 ``min_alpha``, and a :class:`~chapter20.word2vec.skipgram.SkipGram` steps by the fused path
 (one pair at a time in C, on a CPU) or the plain path (batches of tensor ops, on any device).
 ``workers`` threads share the weights without locks, as gensim's workers do ("Hogwild"); one
-thread draws the next epoch while they train.
+thread draws the next epoch while they train. ``sync`` (an :class:`EpochSync`) is called
+between equal parts of every epoch: how ``chapter20.word2vec.data_parallel`` keeps the copies of
+several processes together.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -33,6 +36,7 @@ from chapter20.word2vec.vectors import TrainStats, WordVectors
 
 __all__ = [
     "FUSED_CHUNK",
+    "EpochSync",
     "default_batch_size",
     "train_word2vec",
 ]
@@ -42,6 +46,23 @@ __all__ = [
 #: sets how often Python hands out work and updates the learning rate, as gensim's jobs of
 #: 10,000 words do (about 36,000 pairs on the real corpus).
 FUSED_CHUNK = 16384
+
+
+class EpochSync(Protocol):
+    """What :func:`train_word2vec` calls between parts of an epoch (its ``sync``; note, topic 2).
+
+    Training calls ``sync(model)`` with the :class:`SkipGram` once before the first epoch (the
+    weights it starts from) and then, every epoch being cut into ``segments`` equal runs of
+    batches, after each run, once the workers have stopped (e.g. to combine its tables with
+    other processes', ``chapter20.word2vec.data_parallel``). ``stream`` offsets the
+    seeds of the pair and noise draws, not of the initial weights: processes that start from
+    the same weights draw differently.
+    """
+
+    segments: int
+    stream: int
+
+    def __call__(self, model: SkipGram) -> None: ...
 
 
 def default_batch_size(
@@ -91,6 +112,7 @@ def train_word2vec(
     fused: bool | None = None,
     tree: HuffmanTree | None = None,
     progress: bool = True,
+    sync: EpochSync | None = None,
 ) -> WordVectors:
     """Train skip-gram word vectors on ``sentences`` (note, topic 1).
 
@@ -127,6 +149,10 @@ def train_word2vec(
     epoch's next batch from a shared queue when it is free; each then computes with one torch
     thread unless ``threads`` says otherwise.
 
+    ``sync``: an :class:`EpochSync`, called before the first epoch and after each of its
+    ``segments`` equal parts of every epoch (between them the workers stop); None: no call, one
+    part per epoch.
+
     Guarantees: with ``workers=1`` the run is deterministic for ``seed`` (bitwise on CPU for a
     fixed ``threads``); with more workers, like gensim's, it is not. Raises ``ValueError``
     naming the argument for an empty corpus, a ``min_count`` that removes every word, a corpus
@@ -139,21 +165,42 @@ def train_word2vec(
         workers=workers, alpha=alpha, min_alpha=min_alpha, threads=threads, fused=fused,
         sample=sample, share_negatives=share_negatives, progress=progress,
     )  # fmt: skip
+    sync = _check_sync(sync)
     sentences = _check_sentences(sentences)
     vocab = _vocabulary(sentences, vocab, min_count)
     device = _training_device(device, settings.workers)
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, 1)
     corpus, keep = _encoded_corpus(sentences, vocab, sample, device)
-    seeds = [int(s) for s in np.random.SeedSequence(settings.seed).generate_state(3)]
+    seeds = _seeds(settings.seed, 0 if sync is None else sync.stream)
     model = SkipGram(
         settings.objective, vocab.counts, dim=settings.dim, negative=settings.negative,
         device=device, seed=seeds[0], tree=tree,
     )  # fmt: skip
     with _torch_threads(settings.torch_threads):
-        stats = _train(model, corpus, keep, settings, batch_size, seeds)
+        stats = _train(model, corpus, keep, settings, batch_size, seeds, sync)
     vectors = model.input_vectors.cpu().numpy().copy()
     return WordVectors(words=tuple(vocab.words), vectors=vectors, stats=stats)
+
+
+def _seeds(seed: int, stream: int) -> list[int]:
+    """The seeds of the initial weights, the pair draws and the noise draws; ``stream`` (an
+    :class:`EpochSync`'s) changes the last two only."""
+    seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(3)]
+    if stream:
+        seeds[1:] = [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(2)]
+    return seeds
+
+
+def _check_sync(sync: EpochSync | None) -> EpochSync | None:
+    """``sync`` as :func:`train_word2vec` uses it: callable, ``segments`` >= 1, ``stream`` >= 0."""
+    if sync is None:
+        return None
+    if not callable(sync):
+        raise TypeError(f"sync must be callable (an EpochSync), got {type(sync).__name__}")
+    check_int("sync.segments", sync.segments, 1)
+    check_int("sync.stream", sync.stream, 0)
+    return sync
 
 
 @dataclass(frozen=True)
@@ -269,15 +316,19 @@ def _train(
     settings: _Settings,
     batch_size: int | None,
     seeds: list[int],
+    sync: EpochSync | None = None,
 ) -> TrainStats:
     """The epochs of :func:`train_word2vec`, timed: one thread draws the next epoch's pairs
-    while ``settings.workers`` threads share the batches of this one."""
+    while ``settings.workers`` threads share the batches of this one (``sync`` called after
+    each of its parts of an epoch)."""
     device, workers, epochs = model.device, settings.workers, settings.epochs
     # Compiling the fused kernel (if any) happens here, before the clock starts.
     kernel = _fused_kernel(model, settings.share_negatives, settings.fused)
     run = _Run(model, corpus, keep, settings, kernel, batch_size, seeds)
     effective = pairs = 0
     losses = []
+    if sync is not None:
+        sync(model)  # the weights training starts from
     synchronize(device)
     start = time.perf_counter()
     # One thread draws the next epoch's pairs while the others train (epoch after epoch, so
@@ -289,14 +340,20 @@ def _train(
             if epoch + 1 < epochs:
                 upcoming = prefetch.submit(run.draw)
             n_batches = -(-len(data.outputs) // run.per_step)
-            # The workers take the epoch's batches in order, each the next one not yet taken
-            # when it is free (gensim's job queue): a worker slowed down by other programs
-            # takes fewer, and none waits long for the other at the end of the epoch.
-            batch_ids = iter(range(n_batches))
-            jobs = [
-                pool.submit(run.train_batches, epoch, data, batch_ids, w) for w in range(workers)
-            ]
-            totals = [job.result() for job in jobs]
+            parts = 1 if sync is None else sync.segments
+            totals = []
+            for part in range(parts):
+                # The workers take the part's batches in order, each the next one not yet
+                # taken when it is free (gensim's job queue): a worker slowed down by other
+                # programs takes fewer, and none waits long for the other at the end.
+                batch_ids = iter(range(n_batches * part // parts, n_batches * (part + 1) // parts))
+                jobs = [
+                    pool.submit(run.train_batches, epoch, data, batch_ids, w)
+                    for w in range(workers)
+                ]
+                totals += [job.result() for job in jobs]
+                if sync is not None:
+                    sync(model)
             effective += data.kept
             pairs += data.pairs
             losses.append(float(sum(totals)) / max(data.pairs, 1))
