@@ -271,3 +271,17 @@ def test_coarse_state_adamw_stores_quantised_moments_and_zeroes_small_second_mom
         assert torch.equal(state[key], quantise_blockwise(state[key], 4, 8, signed=signed))
     # a second moment far below its block's largest is stored as 0: Adam will divide by ~eps
     assert state["exp_avg_sq"][3] == 0 and state["exp_avg_sq"][0] > 0
+
+
+def test_notebook_05s_control_takes_adamws_default_weight_decay_when_the_config_has_none():
+    """The quality runs' config leaves weight_decay None (the kind's default): the control
+    must then decay as AdamW does, not fail on None."""
+    from chapter20.labs.nb05_optimizers import _coarse_state
+    from chapter20.techniques.optimizers import CoarseStateAdamW, make_optimizer
+
+    model = torch.nn.Linear(4, 4)
+    control = _coarse_state(1e-3, None)(model)
+    assert isinstance(control, CoarseStateAdamW)
+    adamw = make_optimizer(model.parameters(), "adamw", lr=1e-3)
+    assert control.defaults["weight_decay"] == adamw.defaults["weight_decay"]
+    assert _coarse_state(1e-3, 0.0)(model).defaults["weight_decay"] == 0.0

@@ -93,9 +93,8 @@ def _coarse_state(lr: float, weight_decay: float):
     """A factory of :data:`CONTROL`'s optimizer for ``heldout_run``."""
 
     def build(model: torch.nn.Module) -> torch.optim.Optimizer:
-        return CoarseStateAdamW(
-            model.parameters(), lr, bits=CONTROL_BITS, weight_decay=weight_decay
-        )
+        decay = {} if weight_decay is None else {"weight_decay": weight_decay}  # None: AdamW's
+        return CoarseStateAdamW(model.parameters(), lr, bits=CONTROL_BITS, **decay)
 
     return build
 
