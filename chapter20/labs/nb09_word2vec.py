@@ -455,8 +455,13 @@ BENCH_PAIRS = (
     ("ours hierarchical-gensim_tree", "gensim hierarchical"),
     ("ours hierarchical-plain", "gensim hierarchical"),
 )
-#: The issue's targets on a 2-core CPU: words/s ours / gensim (fused paths), and |Δρ|.
-BENCH_TARGETS = {"ours negative": 1.0, "ours hierarchical": 0.8}
+#: The issue's targets on a 2-core CPU: words/s ours / gensim (fused paths), and |Δρ|. The
+#: hierarchical softmax's is judged on either tree; on gensim's the trainers alone are compared.
+BENCH_TARGETS = {
+    "ours negative": 1.0,
+    "ours hierarchical": 0.8,
+    "ours hierarchical-gensim_tree": 0.8,
+}
 RHO_TOLERANCE = 0.02
 
 

@@ -10,9 +10,9 @@ word2vec's C loop never has that problem. It takes one pair at a time and keeps 
 (1 + k of them, or one per node on a Huffman path) in the first-level cache from the first dot
 product to the last update, fused into one pass.
 
-``kernels.c`` (next to this file, about a hundred lines) is that loop, written to do for each
-pair exactly what ``SkipGram.step`` does for a batch of that one pair: the same
-scores, the same steps, the same per-row step cap (tested equal, to float32 rounding, pair
+``kernels.c`` (next to this file, about two hundred lines with its comments) is that loop,
+written to do for each pair exactly what ``SkipGram.step`` does for a batch of that one pair:
+the same scores, the same steps, the same per-row step cap (tested equal, to float32 rounding, pair
 after pair). So the fast path is word2vec's sequential SGD, the algorithm of word2vec and
 gensim, and the plain path is its batched form for GPUs, where a batch of one pair would leave
 the device idle. This module compiles the file and calls it:
