@@ -32,7 +32,7 @@ import functools
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,9 +48,11 @@ from chapter20.core.corpora import lee_background
 __all__ = [
     "BASELINES",
     "CORPORA",
+    "DOC2VEC_EPOCHS",
     "LSI_SIZES",
     "Baseline",
     "baseline_table",
+    "chosen_lsi_topics",
     "corpus_documents",
     "fit_baseline",
     "lsi_size_study",
@@ -60,6 +62,9 @@ __all__ = [
 BASELINES = ("tfidf", "lsi", "doc2vec", "bm25")
 #: The corpora a baseline is fitted on (:func:`corpus_documents`).
 CORPORA = ("lee_background", "training text")
+#: Doc2Vec's passes over each corpus: 40 over the 300 short ``lee_background`` documents (as
+#: gensim's Lee tutorial), 20 over the training text, six times larger, which needs fewer.
+DOC2VEC_EPOCHS = {"lee_background": 40, "training text": 20}
 #: The LSI sizes :func:`lsi_size_study` chooses from (capped at the corpus's rank).
 LSI_SIZES = (50, 100, 200, 400, 800)
 
@@ -296,44 +301,52 @@ def lsi_size_study(documents: list[list[str]], sizes: Sequence[int] = LSI_SIZES)
     return frame
 
 
+def chosen_lsi_topics(study: pd.DataFrame) -> int:
+    """The size :func:`lsi_size_study` chose."""
+    return int(study.loc[study["chosen"], "topics"].iloc[0])
+
+
 def baseline_table(
     corpora: Sequence[str] = CORPORA,
     methods: Sequence[str] = BASELINES,
     *,
     seeds: Sequence[int] = (0,),
     retrieval: tuple[list[str], list[str]] | None = None,
-    doc2vec_epochs: int = 40,
+    lsi_topics: Mapping[str, int] | None = None,
+    doc2vec_epochs: int | None = None,
 ) -> pd.DataFrame:
     """Every baseline of ``methods`` fitted on every corpus of ``corpora``, for each seed,
     measured now (§20.7): one row per (method, corpus, seed) with every figure of
     ``chapter20.capstone.evaluation.evaluate_scores`` on Lee and on ``retrieval`` (default: the
-    test pairs), the settings (LSI's size, chosen on the validation pairs by
-    :func:`lsi_size_study`) and the fit's seconds. TF-IDF, LSI and BM25 draw nothing: they are
-    measured once per corpus and their row repeated for each seed (Doc2Vec is fitted per seed)."""
+    test pairs), the settings and the fit's seconds. LSI's size per corpus comes from
+    ``lsi_topics``, else from :func:`lsi_size_study` on the validation pairs; Doc2Vec passes
+    ``doc2vec_epochs`` times over its corpus, else :data:`DOC2VEC_EPOCHS`'. TF-IDF, LSI and
+    BM25 draw nothing: they are measured once per corpus and their row repeated for each seed
+    (Doc2Vec is fitted per seed)."""
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
         raise TypeError(f"seeds must be a non-empty sequence of ints, got {seeds!r}")
     seeds = [check_int("seeds", s, 0, 2**32 - 1) for s in seeds]
-    doc2vec_epochs = check_int("doc2vec_epochs", doc2vec_epochs, 1, 10_000)
+    if doc2vec_epochs is not None:
+        doc2vec_epochs = check_int("doc2vec_epochs", doc2vec_epochs, 1, 10_000)
+    sizes = dict(lsi_topics or {})
     retrieval = retrieval or heldout_sentence_pairs(None)
     rows = []
     for corpus in corpora:
         documents = corpus_documents(corpus)
-        topics = None
         for method in methods:
+            if method == "lsi" and corpus not in sizes:
+                sizes[corpus] = chosen_lsi_topics(lsi_size_study(documents))
             for i, seed in enumerate(seeds):
                 if method != "doc2vec" and i:
                     rows.append({**rows[-1], "seed": seed})
                     continue
-                if method == "lsi" and topics is None:
-                    study = lsi_size_study(documents)
-                    topics = int(study.loc[study["chosen"], "topics"].iloc[0])
                 model = fit_baseline(
                     method,
                     documents,
                     corpus=corpus,
                     seed=seed,
-                    lsi_topics=topics or 1,
-                    doc2vec_epochs=doc2vec_epochs,
+                    lsi_topics=sizes.get(corpus, 1),
+                    doc2vec_epochs=doc2vec_epochs or DOC2VEC_EPOCHS[corpus],
                 )
                 rows.append(
                     {

@@ -74,7 +74,11 @@ def _print_baselines(summary: dict, seed: int) -> None:
     print("baselines (measured now; LSI's size chosen on the validation pairs):")
     print(f"  {'method':<8} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}")
     rows = [("encoder", "training text", final)] if final else []
-    rows += [(r["method"], r["corpus"], r) for r in frame.to_dict("records")]
+    rows += [
+        (r["method"] + (f"-{r['settings']['topics']}" if "topics" in r["settings"] else ""),
+         r["corpus"], r)
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
     for method, corpus, r in rows:
         lee = "—" if r["lee_pearson"] != r["lee_pearson"] else f"{r['lee_pearson']:.3f}"
         print(f"  {method:<8} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
