@@ -19,16 +19,18 @@ ablation is ``labs.nb11_ablation``.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from chapter20.capstone.config import RunConfig
+from chapter20.capstone.config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import run_capstone
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.plotting import new_figure, new_panels
+from chapter20.training.config import TrainConfig
 from chapter20.training.encoder_file import load_encoder
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "TAKEAWAYS",
     "audit_sources",
     "composed_run",
+    "composed_training",
     "goal_check",
     "method_rows",
     "plot_quality",
@@ -336,6 +339,12 @@ def saved_and_loaded_difference(setup, texts: list[str]) -> float:
     with tempfile.TemporaryDirectory(prefix="chapter20-encoder-") as tmp:
         loaded = load_encoder(setup.save(Path(tmp) / "encoder.pt"))
         return float((loaded.encode(texts) - setup.text_encoder().encode(texts)).abs().max())
+
+
+def composed_training(chunk_size: int = 64, warmup_steps: int = 10) -> TrainConfig:
+    """``chapter20.capstone.config.CAPSTONE_COMPOSED`` (every memory technique on) with gradient
+    caching in chunks of ``chunk_size`` documents and ``warmup_steps`` of warm-up (§20.6)."""
+    return replace(CAPSTONE_COMPOSED, chunk_size=chunk_size, warmup_steps=warmup_steps)
 
 
 def composed_run(steps: int = 100, eval_every: int = 50, **fields) -> tuple[dict, list[str]]:
