@@ -305,7 +305,8 @@ def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     per seed) against every baseline fitted on the same text (``baselines``: rows of corpus
     "training text"), on held-out recall@1, recall@10 and MRR (beat every baseline: the
     encoder's worst seed above the best baseline) and on Lee (reach LSI: the encoder's mean at
-    least LSI's). One row per comparison with both values and whether it is met."""
+    least LSI's). One row per comparison with the encoder's value compared (``of the seeds``:
+    worst or mean), the target and whether it is met."""
     same = baselines[baselines["corpus"] == "training text"]
     rows = []
     for column in ("recall@1", "recall@10", "mrr"):
@@ -313,7 +314,8 @@ def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "figure": column,
-                "encoder (worst seed)": encoder[column].min(),
+                "encoder": encoder[column].min(),
+                "of the seeds": "worst",
                 "target": f"best same-text baseline ({best.idxmax()})",
                 "target value": best.max(),
                 "met": encoder[column].min() > best.max(),
@@ -323,7 +325,8 @@ def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     rows.append(
         {
             "figure": "lee_pearson",
-            "encoder (worst seed)": encoder["lee_pearson"].min(),
+            "encoder": encoder["lee_pearson"].mean(),
+            "of the seeds": "mean",
             "target": "same-text LSI (mean)",
             "target value": lsi,
             "met": encoder["lee_pearson"].mean() >= lsi,
