@@ -135,7 +135,7 @@ def start_share(curves: pd.DataFrame, column: str = "lee_pearson") -> pd.DataFra
 
 def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, float]]):
     """Two panels against steps, mean ± std over seeds per start: Lee Pearson and held-out MRR,
-    with each reference (a same-text baseline) as a dashed line."""
+    with each reference (a same-text baseline) as a grey line named in the legend."""
     fig, axes = new_panels(2, "What training adds: the encoder from each start", figsize=(12, 4))
     for ax, (column, label) in zip(
         axes, (("lee_pearson", "Lee Pearson r"), ("mrr", "held-out MRR (test pairs)"))
@@ -146,13 +146,13 @@ def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, f
             ax.fill_between(
                 stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"], alpha=0.25
             )
-        for name, values in references.items():
+        styles = ("--", ":", "-.", (0, (5, 1, 1, 1)))  # baselines of equal score stay apart
+        for (name, values), style in zip(references.items(), styles * len(references)):
             if np.isfinite(values.get(column, np.nan)):
-                ax.axhline(values[column], linestyle="--", linewidth=1, color="grey")
-                ax.annotate(name, (0, values[column]), fontsize=8, va="bottom", color="grey")
+                ax.axhline(values[column], linestyle=style, linewidth=1, color="grey", label=name)
         ax.set_xlabel("optimizer steps")
         ax.set_ylabel(label)
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower right", fontsize=7)
     return fig
 
 
