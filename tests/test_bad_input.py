@@ -681,17 +681,29 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "memory": _plan(), "projection": __import__("chapter20.capstone.report",
         fromlist=["x"]).cost_projection(), "gpu_gb": 80.0,
     },
-    "capstone.evaluation.baseline_scores": lambda: {"seeds": (0,)},
     "capstone.evaluation.heldout_sentence_pairs": lambda: {
         "limit": 10,
         "test_fraction": 0.1,
+        "validation_fraction": 0.1,
         "seed": 0,
+    },
+    "capstone.views.article_splits": lambda: {
+        "test_fraction": 0.1, "validation_fraction": 0.1, "seed": 0,
+    },
+    "capstone.metrics.retrieval_metrics": lambda: {"scores": np.eye(3), "ks": (1,), "ndcg_at": 2},
+    "capstone.metrics.uniformity": lambda: {"cosines": np.eye(3), "t": 2.0},
+    "capstone.baselines.fit_baseline": lambda: {
+        "method": "tfidf", "documents": TEXTS, "seed": 0, "lsi_topics": 1, "doc2vec_epochs": 1,
+    },
+    "capstone.baselines.lsi_size_study": lambda: {"documents": TEXTS, "sizes": (1,)},
+    "capstone.baselines.baseline_table": lambda: {
+        "corpora": ("lee_background",), "methods": ("tfidf",), "seeds": (0,),
+        "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]), "doc2vec_epochs": 1,
     },
     "capstone.evaluation.versus_reference": lambda: {
         "frame": __import__("pandas").DataFrame({"m": ["a", "b"], "r": [0.1, 0.2]}), "by": "m",
         "reference": "a", "column": "r", "chance": 0.01,
     },
-    "capstone.evaluation.lee_baseline": lambda: {"method": "tfidf", "seed": 0, "lsi_topics": 20},
     "capstone.evaluation.retrieval_recall": lambda: {
         "encode": _count_encode, "anchors": ["a", "b"], "positives": ["c", "d"], "ks": (1,),
     },
@@ -718,7 +730,8 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "vocab.tokenizers.pad_batch": lambda: {"rows": [np.arange(1, 4)], "length": 4},
     "capstone.views.training_documents": lambda: {
-        "sources": ("lee",), "passage_tokens": 50, "test_fraction": 0.1, "seed": 0,
+        "sources": ("lee",), "passage_tokens": 50, "test_fraction": 0.1,
+        "validation_fraction": 0.1, "seed": 0,
     },
 }  # fmt: skip
 
@@ -740,9 +753,13 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.recipe.EncoderRecipe.word_dropout",
             "capstone.recipe.train_encoder.steps",
             "capstone.config.RunConfig.seed",
-            "capstone.evaluation.baseline_scores.seeds",
+            "capstone.baselines.baseline_table.seeds",
+            "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",
-            "capstone.evaluation.lee_baseline.seed",
+            "capstone.evaluation.heldout_sentence_pairs.validation_fraction",
+            "capstone.views.article_splits.seed",
+            "capstone.views.article_splits.validation_fraction",
+            "capstone.views.training_documents.validation_fraction",
             "core.models.WeightedBagEncoder.padding_idx",
             "capstone.views.ViewSampler.word_dropout",
             "capstone.views.ViewSampler.seed",

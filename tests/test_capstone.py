@@ -86,10 +86,3 @@ def test_load_encoder_refuses_other_files(tmp_path):
         load_encoder(tmp_path / "checkpoint.pt")
     with pytest.raises(TypeError, match="model must be"):
         save_encoder(tmp_path / "x.pt", torch.nn.Linear(2, 2), None, {})
-
-
-def test_recipe_study_variants_are_valid_recipes_and_unknown_names_fail():
-    for recipe_fields, _ in capstone.RECIPE_STUDY.values():
-        capstone.EncoderRecipe(**recipe_fields)
-    with pytest.raises(ValueError, match="unknown variant"):
-        capstone.recipe_study(["no such variant"])

@@ -1,10 +1,14 @@
-"""Tests of chapter20.labs.nb11_capstone (notebook 11's tables and figures)."""
+"""Tests of notebook 11's labs: chapter20.labs.nb11_capstone (the synthesis tables),
+nb11_studies (what training adds, early stopping, the batch study) and nb11_ablation."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from chapter20.core.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
+from chapter20.labs import nb11_ablation as ablation_lab
 from chapter20.labs import nb11_capstone as capstone_lab
+from chapter20.labs import nb11_studies as studies
 
 
 def test_every_takeaway_claim_exists_and_none_is_repeated():
@@ -14,39 +18,209 @@ def test_every_takeaway_claim_exists_and_none_is_repeated():
 
 
 def test_takeaways_read_the_audit_not_retyped_text(tmp_path):
-    frame = audit(tmp_path)  # nothing recorded: every claim "not yet measured"
+    frame = audit(tmp_path, record=False)  # nothing recorded: every claim "not yet measured"
     frame.loc[frame["id"] == "C05", "verdict"] = HOLDS
     frame.loc[frame["id"] == "C10", "verdict"] = NEEDS_GPU
     table = capstone_lab.takeaways_table(frame)
     assert len(table) == len(capstone_lab.TAKEAWAYS)
-    first = table.iloc[0]["verdicts"]
-    assert first == f"C01: {NOT_YET_MEASURED}; C05: {HOLDS}"
+    assert table.iloc[0]["verdicts"] == f"C01: {NOT_YET_MEASURED}; C05: {HOLDS}"
     assert table.iloc[2]["verdicts"] == f"C10: {NEEDS_GPU}"
 
 
-def test_verdicts_by_section_counts_every_claim(tmp_path):
-    frame = audit(tmp_path)
+def test_verdicts_by_section_counts_every_claim_and_sources_are_named(tmp_path):
+    frame = audit(tmp_path, record=False)
     table = capstone_lab.verdicts_by_section(frame)
     assert table.to_numpy().sum() == 30
     assert table[NOT_YET_MEASURED].sum() == 30
     assert list(table.index)[0] == "overview"
     capstone_lab.plot_verdicts_by_section(table)
+    sources = capstone_lab.audit_sources(frame)
+    assert sources.sum() == 30 and "not yet measured" in sources.index[0]
 
 
-def test_quality_table_means_and_reference_row():
-    runs = pd.DataFrame({"method": ["encoder"] * 3 + ["tfidf"] * 3,
-                         "seed": [0, 1, 2] * 2,
-                         "lee_pearson": [0.6, 0.62, 0.64, 0.55, 0.55, 0.55]})  # fmt: skip
-    table = capstone_lab.quality_table(runs)
-    assert table["method"].tolist() == ["encoder", "tfidf", "inter-rater agreement"]
-    assert table["mean"].tolist() == pytest.approx([0.62, 0.55, 0.6])
-    assert table["std"].tolist()[:2] == pytest.approx([0.02, 0.0])
-    capstone_lab.plot_quality(table)
+def test_further_reading_names_the_seven_topics_of_20_8_first():
+    topics = [topic for topic, _, _ in capstone_lab.FURTHER_READING]
+    named = [
+        "PyTorch DDP",
+        "Megatron-LM",
+        "ZeRO",
+        "Mixed precision",
+        "8-bit optimizers",
+        "Sublinear memory",
+        "Horovod",
+    ]
+    assert topics[:7] == [f"§20.8 {n}" for n in named]
+    assert all(reference and adds for _, reference, adds in capstone_lab.FURTHER_READING)
 
 
-def test_committed_recipe_study_reads_and_is_relative_to_the_final_recipe():
-    table = capstone_lab.recipe_study_table()
-    assert table.loc[table["variant"] == "final recipe", "vs final"].item() == 0
-    from chapter20.capstone.recipe import RECIPE_STUDY
+def _quality_rows():
+    return pd.DataFrame(
+        {
+            "method": ["encoder"] * 3 + ["bm25"] * 3,
+            **{
+                c: [0.6, 0.62, 0.64, np.nan, np.nan, np.nan]
+                for c in ("lee_pearson", "alignment", "uniformity", "mean_cosine")
+            },
+            **{
+                c: [0.1, 0.11, 0.12, 0.09, 0.09, 0.09]
+                for c in ("recall@1", "recall@10", "mrr", "ndcg@10")
+            },
+            "chance_mrr": [0.006] * 6,
+        }
+    )
 
-    assert set(table["variant"]) <= set(RECIPE_STUDY)
+
+def test_quality_table_means_spreads_and_undefined_figures():
+    table = capstone_lab.quality_table(_quality_rows())
+    assert table.loc["encoder", "Lee r"] == "0.620 ± 0.020"
+    assert table.loc["bm25", "Lee r"] == "—"
+    assert table.loc["bm25", "MRR"] == "0.090 ± 0.000"
+    capstone_lab.plot_quality(_quality_rows())
+
+
+def test_goal_check_compares_the_worst_seed_with_the_best_same_text_baseline():
+    encoder = pd.DataFrame(
+        {
+            "recall@1": [0.07, 0.08],
+            "recall@10": [0.2, 0.3],
+            "mrr": [0.12, 0.13],
+            "lee_pearson": [0.55, 0.57],
+        }
+    )
+    baselines = pd.DataFrame(
+        {
+            "method": ["tfidf", "lsi", "bm25", "tfidf"],
+            "corpus": ["training text"] * 3 + ["lee_background"],
+            "recall@1": [0.06, 0.05, 0.065, 0.9],
+            "recall@10": [0.23, 0.21, 0.22, 0.9],
+            "mrr": [0.115, 0.11, 0.116, 0.9],
+            "lee_pearson": [0.58, 0.56, np.nan, 0.9],
+        }
+    )
+    goal = capstone_lab.goal_check(encoder, baselines).set_index("figure")
+    assert goal.loc["recall@1", "met"] and goal.loc["mrr", "met"]  # lee_background ignored
+    assert not goal.loc["recall@10", "met"]  # the worst seed (0.2) is below TF-IDF's 0.23
+    assert goal.loc["lee_pearson", "met"]  # mean 0.56 reaches LSI's 0.56
+    assert goal.loc["recall@1", "target"] == "best same-text baseline (bm25)"
+
+
+def _curve(values, init="random", seed=0, every=50):
+    return pd.DataFrame(
+        {
+            "init": init,
+            "seed": seed,
+            "step": np.arange(len(values)) * every,
+            "val_mrr": values,
+            "mrr": values,
+            "recall@1": values,
+            "lee_pearson": values,
+        }
+    )
+
+
+def test_early_stopping_follows_the_stated_rule():
+    # best at step 100, then three evaluations without a gain above 0.001: stop at 250
+    curve = _curve([0.10, 0.12, 0.13, 0.1305, 0.129, 0.1309, 0.14, 0.15])
+    row = studies.early_stopping(curve, patience=3, min_delta=0.001).iloc[0]
+    assert (row["best_step"], row["stop_step"], row["steps"]) == (100, 250, 350)
+    assert row["saved"] == pytest.approx(1 - 250 / 350)
+    assert row["mrr_kept"] == 0.13 and row["mrr_end"] == 0.15  # what stopping gave up
+    rising = studies.early_stopping(_curve([0.1, 0.2, 0.3]), patience=3).iloc[0]
+    assert rising["stop_step"] == rising["steps"] == 100 and rising["saved"] == 0
+
+
+def test_start_share_is_the_start_over_the_final_score():
+    curves = pd.concat(
+        [
+            _curve([0.5, 0.55, 0.6], "lsa", 0),
+            _curve([0.5, 0.6, 0.7], "lsa", 1),
+            _curve([0.2, 0.4, 0.6], "random", 0),
+        ]
+    )
+    share = studies.start_share(curves, "lee_pearson").set_index("init")
+    assert share.loc["lsa", "start_share"] == pytest.approx(0.5 / 0.65)
+    assert share.loc["lsa", "added"] == pytest.approx(0.15)
+    assert share.loc["random", "start_share"] == pytest.approx(0.2 / 0.6)
+    fig = studies.plot_training_curves(curves, {"TF-IDF": {"lee_pearson": 0.58, "mrr": np.nan}})
+    assert fig is not None
+
+
+def test_saturation_batch_is_where_no_larger_batch_beats_the_noise():
+    rows = []
+    for seed, noise in enumerate((-0.003, 0.0, 0.003)):
+        for batch, value in ((32, 0.04), (128, 0.055), (512, 0.06), (2000, 0.0605)):
+            rows.append(
+                {"mode": "equal steps", "batch": batch, "seed": seed, "recall@1": value + noise}
+            )
+    frame = pd.DataFrame(rows)
+    assert studies.saturation_batch(frame, "equal steps") == 128  # 512 is +0.005: within noise
+    with pytest.raises(ValueError, match="mode"):
+        studies.saturation_batch(frame, "equal documents")
+    rows = [{**r, "recall@1": r["batch"] / 1e4} for r in rows]  # every step up helps
+    assert studies.saturation_batch(pd.DataFrame(rows), "equal steps") == 2000
+    studies.plot_batch_study(pd.DataFrame(rows).assign(lee_pearson=0.5))
+
+
+def test_ablation_configs_switch_one_technique_each():
+    composed = ablation_lab.ablation_config("composed", 256, 64).training
+    assert (
+        composed.precision,
+        composed.chunk_size,
+        composed.activation_checkpointing,
+        composed.optimizer,
+        composed.state_32bit_tables,
+    ) == ("bf16", 64, "every_layer", "adamw8bit", False)
+    control = ablation_lab.ablation_config(ablation_lab.CONTROL, 256, 64)
+    assert control.batch == 64 and control.training.chunk_size is None
+    plain = ablation_lab.ablation_config("plain fp32 (every technique off)", 256, 64)
+    assert plain.batch == 256 and plain.training.precision == "fp32"
+    assert plain.training.chunk_size is None and plain.training.optimizer == "adamw_fused"
+    with pytest.raises(ValueError, match="name"):
+        ablation_lab.ablation_config("no such", 256, 64)
+
+
+def test_ablation_summary_compares_each_effect_with_the_seed_noise():
+    frame = pd.DataFrame(
+        {
+            "variant": ["composed"] * 3 + ["fp32 (no bf16)"] * 3 + ["small"] * 3,
+            "seed": [0, 1, 2] * 3,
+            "mrr": [0.10, 0.11, 0.12, 0.105, 0.115, 0.125, 0.05, 0.06, 0.07],
+        }
+    )
+    summary = ablation_lab.ablation_summary(frame).set_index("variant")
+    assert summary.loc["fp32 (no bf16)", "effect"] == pytest.approx(0.005)
+    assert summary.loc["fp32 (no bf16)", "noise"] == pytest.approx(0.02)
+    assert not summary.loc["fp32 (no bf16)", "beyond_noise"]
+    assert summary.loc["small", "beyond_noise"]
+
+
+def test_checkpointing_and_gradient_caching_do_not_change_the_composed_training():
+    from chapter20.capstone.recipe import EncoderRecipe
+
+    recipe = EncoderRecipe(sources=("lee",), vocab_size=3_000, dim=16, init="random")
+    differences = ablation_lab.composed_equivalence(steps=2, batch=32, chunk=8, recipe=recipe)
+    assert differences["no activation checkpointing"] == 0.0  # the same arithmetic, recomputed
+    assert differences["no gradient caching (same batch)"] < 1e-3  # bf16 sums in other chunks
+
+
+def test_a_written_study_carries_its_provenance(tmp_path):
+    from chapter20.labs.common import PROVENANCE, provenance_line, write_study
+
+    path = write_study(pd.DataFrame({"x": [1, 2]}), str(tmp_path / "s.csv"), "chapter20 bench x")
+    frame = pd.read_csv(path)
+    assert set(PROVENANCE) <= set(frame.columns) and frame["x"].tolist() == [1, 2]
+    line = provenance_line(frame)
+    assert line.startswith("measured 20") and line.endswith("by: chapter20 bench x")
+    with pytest.raises(ValueError, match="frame"):
+        write_study(pd.DataFrame(), str(tmp_path / "e.csv"), "c")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [studies.CURVES_FILE, studies.BATCH_FILE, studies.RECIPE_FILE, ablation_lab.ABLATION_FILE],
+)
+def test_the_committed_studies_read_and_say_where_they_come_from(name):
+    from chapter20.labs.common import provenance_line, read_study
+
+    frame = read_study(name)
+    assert len(frame) and "chapter20 bench" in provenance_line(frame)

@@ -63,6 +63,18 @@ def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean)
     assert on_file["config"]["steps"] == 8
 
 
+def test_the_final_lines_say_what_the_start_provides_and_what_training_adds(clean):
+    from chapter20.capstone.report import summary_lines
+
+    summary, _ = clean
+    start, final = summary["start"], summary["final"]
+    assert set(start) >= {"lee_pearson", "mrr", "val_mrr", "alignment"}
+    text = "\n".join(summary_lines(summary))
+    added = final["lee_pearson"] - start["lee_pearson"]
+    assert "the untrained start (Lee r): " in text and f"training adds {added:+.3f}" in text
+    assert f"MRR {final['mrr']:.3f} (chance {final['chance_mrr']:.4f})" in text
+
+
 def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(clean):
     summary, _ = clean
     encoder = load_encoder(summary["encoder_file"])
@@ -217,3 +229,26 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
         parse_args(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and message in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_the_baselines_are_printed_beside_the_encoder_and_saved(clean, monkeypatch, capsys):
+    import pandas as pd
+
+    from chapter20.capstone import baselines
+    from chapter20.cli.train import _print_baselines
+
+    summary, _ = clean
+    figures = {"lee_pearson": 0.5, "recall@1": 0.06, "recall@10": 0.2, "mrr": 0.11}
+    frame = pd.DataFrame([
+        {"method": "tfidf", "corpus": "training text", "seed": 0, "settings": {}, **figures},
+        {"method": "bm25", "corpus": "lee_background", "seed": 0, "settings": {},
+         **{**figures, "lee_pearson": float("nan")}},
+    ])  # fmt: skip
+    monkeypatch.setattr(baselines, "baseline_table", lambda **_: frame)
+    _print_baselines(dict(summary), 0)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("baselines (measured now")
+    assert out[2].split()[:2] == ["encoder", "training"]
+    assert out[3].split()[:2] == ["tfidf", "training"] and out[4].split()[2] == "—"
+    saved = json.loads(Path(summary["summary_file"]).read_text())
+    assert [b["method"] for b in saved["baselines"]] == ["tfidf", "bm25"]

@@ -42,20 +42,6 @@ def test_cosine_matrix_matches_torch_and_refuses_zero_rows():
         evaluation.cosine_matrix(x)
 
 
-def test_tfidf_baseline_is_gensims_figure():
-    # Deterministic (no randomness in TF-IDF): the figure this machine measured, to 3 decimals.
-    score = evaluation.lee_baseline("tfidf")
-    assert score.pearson == pytest.approx(0.5464, abs=5e-4)
-    assert score.spearman == pytest.approx(0.2380, abs=5e-4)
-
-
-def test_baseline_argument_checks():
-    with pytest.raises(ValueError, match="tfidf"):
-        evaluation.lee_baseline("bm25")
-    with pytest.raises(TypeError, match="seed"):
-        evaluation.lee_baseline("lsi", seed=0.5)
-
-
 def test_score_encoder_on_lee_sees_the_raw_documents():
     seen = []
 
@@ -87,9 +73,42 @@ def test_heldout_pairs_come_from_articles_the_training_documents_never_hold():
 
     anchors, positives = evaluation.heldout_sentence_pairs(limit=300)
     assert len(anchors) == len(positives) == 300
-    training = {" ".join(doc) for doc in training_documents(("wiki",))}
-    text = "\n".join(training)
-    assert sum(a in text for a in anchors[:100]) < 5  # only stock phrases may repeat
+    training = "\n".join(" ".join(doc) for doc in training_documents(("wiki",)))
+    for split in ("test", "validation"):
+        anchors, _ = evaluation.heldout_sentence_pairs(limit=100, split=split)
+        assert sum(a in training for a in anchors) < 5  # only stock phrases may repeat
+
+
+def test_validation_and_test_pairs_are_disjoint_articles():
+    from chapter20.capstone.views import article_splits
+
+    train, validation, test = article_splits()
+    assert len(validation) >= 1 and len(test) >= 1
+    assert not ({id(a) for a in train} & {id(a) for a in validation + test})
+    test_anchors, _ = evaluation.heldout_sentence_pairs(None)
+    validation_anchors, _ = evaluation.heldout_sentence_pairs(None, split="validation")
+    assert len(set(test_anchors) & set(validation_anchors)) < 5  # stock phrases ("see also")
+    with pytest.raises(ValueError, match="split"):
+        evaluation.heldout_sentence_pairs(split="train")
+    with pytest.raises(ValueError, match="validation_fraction"):
+        evaluation.heldout_sentence_pairs(split="validation", validation_fraction=0)
+
+
+def test_evaluate_scores_reads_a_scorer_and_leaves_undefined_figures_nan():
+    anchors = [f"a{i}" for i in range(10)]
+    positives = [f"p{i}" for i in range(10)]
+    index = {t: i % 10 for i, t in enumerate(anchors + positives)}
+
+    def identity(queries, candidates):
+        return np.equal.outer(
+            [index.get(q, -1) for q in queries], [index.get(c, -2) for c in candidates]
+        ).astype(float)
+
+    out = evaluation.evaluate_scores(identity, (anchors, positives), cosine=False)
+    assert out["mrr"] == 1.0 and out["recall@1"] == 1.0
+    assert np.isnan(out["lee_pearson"]) and "alignment" not in out
+    encoder = evaluation.encoder_scorer(lambda ts: torch.eye(10)[[index[t] for t in ts]])
+    np.testing.assert_allclose(encoder(anchors, positives), np.eye(10))
 
 
 def test_summarize_seeds():

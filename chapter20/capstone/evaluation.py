@@ -1,4 +1,4 @@
-"""§20.7 Judging a text encoder on benchmarks no one here wrote, next to classic baselines.
+"""§20.7 Judging a text encoder on benchmarks no one here wrote.
 
 Two measurements, both on text the encoder never trained on:
 
@@ -6,51 +6,51 @@ Two measurements, both on text the encoder never trained on:
   documents, every pair rated by about ten people. An encoder's cosine similarities are
   compared with the averaged human ratings over the 1,225 pairs (Pearson and Spearman). The
   raters agree with each other at about :data:`LEE_INTER_RATER` (Pearson), a practical ceiling.
-  Baselines fitted on ``lee_background`` (300 other documents from the same source), measured in
-  the same run: TF-IDF cosine, LSI and Doc2Vec (gensim).
 - **Held-out next-sentence retrieval**: (sentence, next sentence) pairs of Wikipedia articles
-  held out of training; each sentence must find its successor among all successors. Recall@k
-  next to chance (k / number of candidates).
+  held out of training (:func:`heldout_sentence_pairs`: the test articles, or the validation
+  articles on which choices are made); each sentence must find its successor among all
+  successors. Recall@k, MRR and NDCG next to their chance levels, and the geometry of the
+  space (``chapter20.capstone.metrics``).
 
-An encoder enters as a function ``encode(texts: list[str]) -> [n, d]`` (tensor or array);
-``chapter20.training.encoder_file.TextEncoder.encode`` is one.
+Anything that scores text pairs enters as a **scorer** ``score(queries, candidates) -> [n, m]``:
+an encoder's cosine similarities (:func:`encoder_scorer` of ``encode(texts) -> [n, d]``, e.g.
+``chapter20.training.encoder_file.TextEncoder.encode``) or a classic baseline's
+(``chapter20.capstone.baselines``). :func:`evaluate_scores` measures every figure of one.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from chapter20.capstone.metrics import geometry, retrieval_metrics
+from chapter20.capstone.views import TEST_FRACTION, VALIDATION_FRACTION, article_splits
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import (
     LEE_DOCUMENTS,
     LEE_PAIRS,
-    lee_background,
     lee_documents,
     lee_human_similarity,
     next_sentence_pairs,
-    train_test_split_articles,
-    wiki_sentences,
 )
 
 __all__ = [
-    "BASELINES",
     "LEE_INTER_RATER",
+    "SPLITS",
     "LeeScore",
-    "baseline_scores",
+    "beyond_noise",
     "cosine_matrix",
+    "encoder_scorer",
+    "evaluate_scores",
     "heldout_sentence_pairs",
-    "lee_baseline",
     "lee_score",
     "retrieval_recall",
     "score_encoder_on_lee",
-    "beyond_noise",
     "summarize_seeds",
     "versus_reference",
 ]
@@ -58,10 +58,11 @@ __all__ = [
 #: Inter-rater agreement reported for the Lee set (Pearson of one rater against the others'
 #: mean, about 0.6): an encoder near it is as good as a typical human judge.
 LEE_INTER_RATER = 0.6
-#: The classic baselines, fitted on ``lee_background`` (see :func:`lee_baseline`).
-BASELINES = ("tfidf", "lsi", "doc2vec")
+#: The held-out splits of the Wikipedia sample (``chapter20.capstone.views.article_splits``).
+SPLITS = ("test", "validation")
 
 Encode = Callable[[list[str]], "torch.Tensor | np.ndarray"]
+Scorer = Callable[[list[str], list[str]], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -133,82 +134,7 @@ def score_encoder_on_lee(encode: Encode) -> LeeScore:
     return lee_score(cosine_matrix(encode(lee_documents())))
 
 
-# --- baselines ------------------------------------------------------------------------------
-
-
-def _lee_tokens() -> list[list[str]]:
-    from gensim.utils import simple_preprocess
-
-    return [simple_preprocess(doc) for doc in lee_documents()]
-
-
-def _sparse_cosine(vectors: list[list[tuple[int, float]]], dim: int) -> np.ndarray:
-    dense = np.zeros((len(vectors), dim))
-    for row, vector in enumerate(vectors):
-        for index, value in vector:
-            dense[row, index] = value
-    return cosine_matrix(dense)
-
-
-def lee_baseline(method: str, *, seed: int = 0, lsi_topics: int = 200) -> LeeScore:
-    """One classic baseline on the Lee set, fitted on ``lee_background`` only (§20.7).
-
-    Documents are tokenised with gensim's ``simple_preprocess``; the vocabulary is that of the
-    background corpus (a Lee word it never saw is dropped, as for any model trained there).
-
-    - ``"tfidf"``: gensim ``TfidfModel`` (log2 IDF, L2 norm), cosine of the TF-IDF vectors;
-    - ``"lsi"``: ``LsiModel`` with ``lsi_topics`` topics on the TF-IDF vectors (seeded);
-    - ``"doc2vec"``: ``Doc2Vec`` (PV-DBOW, 100 dimensions, ``min_count=2``, 40 epochs, one
-      worker so that ``seed`` fixes the result), Lee vectors from ``infer_vector``. (PV-DBOW
-      scores higher here than gensim's default PV-DM at 50 dimensions, and trains faster.)
-    """
-    if method not in BASELINES:
-        raise ValueError(f"method must be one of {BASELINES}, got {method!r}")
-    seed = check_int("seed", seed, 0, 2**32 - 1)
-    lsi_topics = check_int("lsi_topics", lsi_topics, 1, 100_000)
-    background, lee = lee_background(), _lee_tokens()
-    if method == "doc2vec":
-        from gensim.models.doc2vec import Doc2Vec, TaggedDocument
-
-        tagged = [TaggedDocument(doc, [i]) for i, doc in enumerate(background)]
-        model = Doc2Vec(tagged, dm=0, vector_size=100, min_count=2, epochs=40, workers=1, seed=seed)
-        model.random.seed(seed)  # infer_vector draws from the model's RNG
-        return lee_score(cosine_matrix(np.stack([model.infer_vector(doc) for doc in lee])))
-    from gensim.corpora import Dictionary
-    from gensim.models import LsiModel, TfidfModel
-
-    dictionary = Dictionary(background)
-    tfidf = TfidfModel(dictionary=dictionary)
-    lee_tfidf = [tfidf[dictionary.doc2bow(doc)] for doc in lee]
-    if method == "tfidf":
-        return lee_score(_sparse_cosine(lee_tfidf, len(dictionary)))
-    corpus = [tfidf[dictionary.doc2bow(doc)] for doc in background]
-    lsi = LsiModel(corpus, id2word=dictionary, num_topics=lsi_topics, random_seed=seed)
-    return lee_score(_sparse_cosine([lsi[v] for v in lee_tfidf], lsi_topics))
-
-
-def baseline_scores(seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
-    """Every baseline of :data:`BASELINES` for each seed, measured now (§20.7): one row per
-    (method, seed) with ``pearson``, ``spearman`` and ``seconds`` (fit + score). TF-IDF has no
-    randomness, and LSI's randomized SVD of the 300 background documents is exact at 200 topics
-    (200 + gensim's 100 extra samples span all 300; seeds 0, 1 and 2 gave the same r to 6
-    decimals): each
-    is measured once and repeated for each seed, so that every method has the same number of
-    rows for :func:`summarize_seeds`."""
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
-        raise TypeError(f"seeds must be a non-empty sequence of ints, got {seeds!r}")
-    seeds = [check_int("seeds", seed, 0, 2**32 - 1) for seed in seeds]
-    rows = []
-    for method in BASELINES:
-        for i, seed in enumerate(seeds):
-            if method in ("tfidf", "lsi") and i:
-                rows.append({**rows[-1], "seed": seed})
-                continue
-            start = time.perf_counter()
-            score = lee_baseline(method, seed=seed)
-            seconds = time.perf_counter() - start
-            rows.append({"method": method, "seed": seed, **asdict(score), "seconds": seconds})
-    return pd.DataFrame(rows)
+# --- seeds and noise ----------------------------------------------------------------------
 
 
 def summarize_seeds(frame: pd.DataFrame, by: str = "method", columns=("pearson", "spearman")):
@@ -261,25 +187,55 @@ def beyond_noise(summary: pd.DataFrame, better: str, worse: str, *, by: str, col
 
 
 def heldout_sentence_pairs(
-    limit: int | None = 2_000, *, test_fraction: float = 0.1, seed: int = 0
+    limit: int | None = 2_000,
+    *,
+    split: str = "test",
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float = VALIDATION_FRACTION,
+    seed: int = 0,
 ) -> tuple[list[str], list[str]]:
-    """(sentence, next sentence) texts from the Wikipedia articles held out of training (§20.7).
+    """(sentence, next sentence) texts from Wikipedia articles held out of training (§20.7).
 
-    The split is :func:`chapter20.core.corpora.train_test_split_articles` of ``wiki_sentences()``
-    with the same ``test_fraction`` and ``seed`` that the training views use, so no article here was
-    trained on. Pairs do not overlap (:func:`chapter20.core.corpora.next_sentence_pairs`); tokens
-    are joined by spaces. ``limit``: the first that many pairs (None: all).
+    ``split="test"``: the test articles of ``chapter20.capstone.views.article_splits`` with the
+    same fractions and ``seed`` that the training documents use, so no article here was trained
+    on; ``"validation"``: the validation articles, on which choices are made (never trained on
+    either). Pairs do not overlap (``chapter20.core.corpora.next_sentence_pairs``); tokens are
+    joined by spaces. ``limit``: the first that many pairs (None: all).
     """
     if limit is not None:
         limit = check_int("limit", limit, 1)
-    if not 0 < check_real("test_fraction", test_fraction, finite=True) < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    seed = check_int("seed", seed, 0)
-    _, test = train_test_split_articles(wiki_sentences(), test_fraction, seed=seed)
-    pairs = next_sentence_pairs(test)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if split == "validation" and not validation_fraction:
+        raise ValueError("split='validation' needs validation_fraction > 0")
+    _, validation, test = article_splits(test_fraction, validation_fraction, seed=seed)
+    pairs = next_sentence_pairs(test if split == "test" else validation)
     if limit is not None:
         pairs = pairs[:limit]
     return [" ".join(a) for a, _ in pairs], [" ".join(b) for _, b in pairs]
+
+
+def encoder_scorer(encode: Encode) -> Scorer:
+    """The scorer of an encoder (§20.7): the cosine similarity of its vectors,
+    ``score(queries, candidates) -> [n, m]`` float64. Texts are encoded shortest first, so that
+    each batch the encoder pads holds texts of similar length (the vectors are the same; only
+    the padding, which a bag ignores, shrinks)."""
+    if not callable(encode):
+        raise TypeError(f"encode must be callable, got {type(encode).__name__}")
+
+    def vectors(texts: list[str]) -> np.ndarray:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encoded = _numpy(encode([texts[i] for i in order]))
+        out = np.empty_like(encoded)
+        out[order] = encoded
+        return out
+
+    def score(queries: list[str], candidates: list[str]) -> np.ndarray:
+        if queries is candidates:
+            return cosine_matrix(vectors(queries))
+        return cosine_matrix(vectors(queries), vectors(candidates))
+
+    return score
 
 
 def retrieval_recall(
@@ -288,22 +244,40 @@ def retrieval_recall(
     """Recall@k of each anchor's own positive among all ``positives`` by cosine similarity,
     and chance (``k / len(positives)``), as ``{"recall@k": .., "chance@k": ..}`` (§20.7).
     A tie with the true positive counts against it (no credit for a constant encoder)."""
-    if isinstance(ks, (str, bytes)) or not isinstance(ks, Sequence) or not ks:
-        raise TypeError(f"ks must be a non-empty sequence of ints, got {ks!r}")
-    ks = [check_int("ks", k, 1) for k in ks]
+    _check_pairs(anchors, positives)
+    metrics = retrieval_metrics(encoder_scorer(encode)(anchors, positives), ks)
+    return {key: value for key, value in metrics.items() if key.startswith(("recall@", "chance@"))}
+
+
+def _check_pairs(anchors: list[str], positives: list[str]) -> None:
     if len(anchors) != len(positives):
         raise ValueError(f"{len(anchors)} anchors but {len(positives)} positives")
     if len(anchors) < 2:
         raise ValueError("retrieval needs at least 2 pairs")
-    scores = cosine_matrix(_numpy(encode(anchors)), _numpy(encode(positives)))  # [n, n]
-    n = len(anchors)
-    own = scores.diagonal()[:, None]
-    beaten_or_tied = (scores >= own).sum(axis=1) - 1  # candidates other than the true one
-    result = {}
-    for k in ks:
-        result[f"recall@{k}"] = float((beaten_or_tied < k).mean())
-        result[f"chance@{k}"] = min(1.0, k / n)
-    return result
+
+
+def evaluate_scores(
+    score: Scorer, retrieval: tuple[list[str], list[str]], *, cosine: bool = True
+) -> dict[str, float]:
+    """Every §20.7 figure of one scorer, as a flat dict: Lee Pearson and Spearman
+    (``lee_pearson``, ``lee_spearman``; NaN for a scorer that is not a similarity, ``cosine``
+    False, e.g. BM25), the retrieval metrics of ``chapter20.capstone.metrics.retrieval_metrics``
+    on ``retrieval`` (anchors, positives) with their chance levels, and, for cosine scorers, the
+    geometry of the positives' space (alignment, uniformity, mean cosine)."""
+    if not callable(score):
+        raise TypeError(f"score must be callable, got {type(score).__name__}")
+    anchors, positives = retrieval
+    _check_pairs(anchors, positives)
+    out = {"lee_pearson": float("nan"), "lee_spearman": float("nan")}
+    if cosine:
+        documents = lee_documents()
+        lee = lee_score(score(documents, documents))
+        out.update(lee_pearson=lee.pearson, lee_spearman=lee.spearman)
+    pairs = score(anchors, positives)
+    out.update(retrieval_metrics(pairs))
+    if cosine:
+        out.update(geometry(pairs, score(positives, positives)))
+    return out
 
 
 def _numpy(x) -> np.ndarray:

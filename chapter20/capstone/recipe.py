@@ -6,9 +6,11 @@ documents, which tokeniser, which model, how its table starts (random, LSA of th
 documents, or the note's word2vec vectors), lexical weighting, and how views are cut.
 :func:`build_encoder` turns a recipe into a model, a tokeniser and a :class:`ViewSampler`;
 :func:`evaluate_encoder` measures it on the Lee similarity set and on held-out next-sentence
-retrieval (``chapter20.capstone.evaluation``); :func:`train_encoder` trains it through the composed
-step of ``chapter20.training.trainer`` (symmetric in-batch InfoNCE, AdamW by default:
-:func:`recipe_config`) and returns the evaluation trajectory.
+retrieval, with every §20.7 figure (``chapter20.capstone.evaluation``,
+``chapter20.capstone.metrics``); :func:`train_encoder` trains it through the composed step of
+``chapter20.training.trainer`` (symmetric in-batch InfoNCE, AdamW by default:
+:func:`recipe_config`) and returns the evaluation trajectory. Which variants of the recipe were
+tried, and how it was chosen, is notebook 11's recipe search (``chapter20 bench recipe``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import torch
 from torch import nn
 
 from chapter20.capstone.evaluation import (
+    encoder_scorer,
+    evaluate_scores,
     heldout_sentence_pairs,
-    retrieval_recall,
-    score_encoder_on_lee,
 )
+from chapter20.capstone.metrics import retrieval_metrics
 from chapter20.capstone.views import (
     SOURCES,
     ViewSampler,
@@ -217,22 +220,32 @@ def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
                         time.perf_counter() - start)  # fmt: skip
 
 
-def evaluate_encoder(encode: Callable, retrieval: tuple[list[str], list[str]] | None = None):
-    """Lee Pearson and Spearman, and held-out next-sentence recall@1/@10 with chance (§20.7),
-    as one flat dict. ``retrieval``: the (anchors, positives) texts, by default the first
-    2,000 pairs of ``chapter20.capstone.evaluation.heldout_sentence_pairs``."""
-    lee = score_encoder_on_lee(encode)
-    anchors, positives = retrieval or heldout_sentence_pairs(2_000)
-    return {"lee_pearson": lee.pearson, "lee_spearman": lee.spearman,
-            **retrieval_recall(encode, anchors, positives)}  # fmt: skip
+def evaluate_encoder(
+    encode: Callable,
+    retrieval: tuple[list[str], list[str]] | None = None,
+    validation: tuple[list[str], list[str]] | None = None,
+) -> dict[str, float]:
+    """Every §20.7 figure of an encoder as one flat dict
+    (``chapter20.capstone.evaluation.evaluate_scores``): Lee Pearson and Spearman, held-out
+    next-sentence recall@1/@10, MRR and NDCG@10 with their chance levels, and alignment,
+    uniformity and mean cosine. ``retrieval``: the (anchors, positives) texts, by default every
+    test pair of ``heldout_sentence_pairs``; ``validation``: pairs on which choices are made,
+    whose recall and MRR come as ``val_recall@1``, ``val_recall@10`` and ``val_mrr``."""
+    score = encoder_scorer(encode)
+    out = evaluate_scores(score, retrieval or heldout_sentence_pairs(None))
+    if validation is not None:
+        metrics = retrieval_metrics(score(*validation))
+        out.update({f"val_{k}": metrics[k] for k in ("recall@1", "recall@10", "mrr")})
+    return out
 
 
 def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> TrainConfig:
     """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
-    ``temperature``, AdamW at ``lr`` without weight decay, constant rate; ``techniques`` are
-    further ``chapter20.training.config.TrainConfig`` fields (precision, chunk_size, ...)."""
+    ``temperature``, AdamW at ``lr`` without weight decay (PyTorch's fused kernel, the same
+    update in one pass over the table), constant rate; ``techniques`` are further
+    ``chapter20.training.config.TrainConfig`` fields (precision, chunk_size, ...)."""
     lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
-    return TrainConfig(**{"optimizer": "adamw", "lr": lr, "weight_decay": 0.0,
+    return TrainConfig(**{"optimizer": "adamw_fused", "lr": lr, "weight_decay": 0.0,
                           "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip
 
 
@@ -245,78 +258,37 @@ def train_encoder(
     temperature: float = 0.2,
     eval_every: int | None = None,
     retrieval: tuple[list[str], list[str]] | None = None,
+    validation: tuple[list[str], list[str]] | None = None,
     config: TrainConfig | None = None,
+    evaluate_start: bool = True,
 ) -> list[dict]:
-    """Train ``setup.model`` for ``steps`` steps on the recipe's views through the composed
-    step (``chapter20.training.trainer.Trainer``, one process), evaluating every ``eval_every``
-    steps and at the end (§20.6). ``config`` defaults to :func:`recipe_config` of ``lr`` and
-    ``temperature``. Returns one record per evaluation: step, seconds of training so far, loss
-    (mean of the last 20 steps), and :func:`evaluate_encoder`'s figures."""
+    """Train ``setup.model`` for ``steps`` steps of ``batch`` documents on the recipe's views
+    through the composed step (``chapter20.training.trainer.Trainer``, one process), evaluating
+    before the first step (unless ``evaluate_start`` is False), every ``eval_every`` steps and
+    at the end (§20.6). ``config``
+    defaults to :func:`recipe_config` of ``lr`` and ``temperature``. Returns one record per
+    evaluation: step, documents seen, seconds of training so far, loss (mean of the last 20
+    steps), and :func:`evaluate_encoder`'s figures on ``retrieval`` (and ``validation``)."""
     steps = check_int("steps", steps, 0)
     config = config or recipe_config(lr, temperature)
     eval_every = check_optional_int("eval_every", eval_every, 1)
     sampler = setup.sampler(check_int("batch", batch, 2))
     trainer = Trainer(setup.model, config)
-    retrieval = retrieval or heldout_sentence_pairs(2_000)
+    retrieval = retrieval or heldout_sentence_pairs(None)
     records, losses, seconds = [], [], 0.0
 
     def record(step: int) -> None:
-        scores = evaluate_encoder(setup.text_encoder().encode, retrieval)
+        scores = evaluate_encoder(setup.text_encoder().encode, retrieval, validation)
         loss = float(np.mean(losses[-20:])) if losses else float("nan")
-        records.append({"step": step, "seconds": seconds, "loss": loss, **scores})
+        records.append({"step": step, "documents": step * batch, "seconds": seconds,
+                        "loss": loss, **scores})  # fmt: skip
 
-    record(0)
+    if evaluate_start or not steps:
+        record(0)
     for step in range(1, steps + 1):
         start = time.perf_counter()
         losses.append(trainer.step(sampler.next_batch()).loss)
         seconds += time.perf_counter() - start
         if step == steps or (eval_every and step % eval_every == 0):
             record(step)
-    return records
-
-
-#: The recipe study (§20.6): each choice of the final recipe undone in turn — name →
-#: (recipe fields, train_encoder arguments) that differ from the defaults.
-RECIPE_STUDY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "final recipe": ({}, {}),
-    "random table (no LSA start)": ({"init": "random"}, {}),
-    "word2vec table start": ({"init": "word2vec"}, {}),
-    "uniform token weights (no IDF)": ({"idf": False}, {}),
-    "frozen token weights": ({"learn_weights": False}, {}),
-    "one fixed pair per document": ({"fixed_views": True}, {}),
-    "lee_background only": ({"sources": ("lee",)}, {}),
-    "Wikipedia only": ({"sources": ("wiki",)}, {}),
-    "BPE subwords (8K)": ({"tokenizer": "bpe", "vocab_size": 8_000}, {}),
-    "temperature 0.05": ({}, {"temperature": 0.05}),
-    "Transformer (2 layers, random start)": (
-        {"model": "transformer", "idf": False, "init": "random"},
-        {"lr": 3e-4},
-    ),
-}
-
-
-def recipe_study(
-    names: list[str] | None = None, *, steps: int = 120, batch: int = 256, seed: int = 0,
-    log: Callable[[dict], None] | None = None,
-) -> list[dict]:  # fmt: skip
-    """Train each variant of :data:`RECIPE_STUDY` (``names``: a subset) for ``steps`` steps of
-    ``batch`` documents and evaluate it (§20.6): one record per variant with its final
-    :func:`evaluate_encoder` figures, its Lee Pearson at the start, and the build and training
-    seconds. ``log`` sees each record as it is made."""
-    retrieval = heldout_sentence_pairs(2_000)
-    records = []
-    for name in names or list(RECIPE_STUDY):
-        if name not in RECIPE_STUDY:
-            raise ValueError(f"unknown variant {name!r}; one of {list(RECIPE_STUDY)}")
-        recipe_fields, train_args = RECIPE_STUDY[name]
-        setup = build_encoder(EncoderRecipe(**{**recipe_fields, "seed": seed}))
-        batch_here = min(batch, len(setup.documents))  # distinct documents per batch
-        trained = train_encoder(setup, steps=steps, batch=batch_here, retrieval=retrieval,
-                                **train_args)  # fmt: skip
-        record = {"variant": name, "seed": seed, "steps": steps, "batch": batch_here,
-                  "start_lee_pearson": trained[0]["lee_pearson"], **trained[-1],
-                  "build_seconds": setup.seconds}  # fmt: skip
-        records.append(record)
-        if log is not None:
-            log(record)
     return records

@@ -17,6 +17,7 @@ from torch import nn
 
 from chapter20.capstone.config import RunConfig
 from chapter20.core.checks import check_int, check_positive
+from chapter20.core.findings import share
 from chapter20.core.measure import format_bytes
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.cost.catalog import load_catalog, snapshot_label
@@ -31,6 +32,7 @@ __all__ = [
     "cost_projection",
     "memory_plan",
     "plan_lines",
+    "start_lines",
     "summary_lines",
 ]
 
@@ -206,11 +208,28 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"final: Lee Pearson {final['lee_pearson']:.3f}, Spearman "
             f"{final['lee_spearman']:.3f}; held-out recall@1 {final['recall@1']:.3f} "
             f"(chance {final['chance@1']:.4f}), recall@10 {final['recall@10']:.3f} "
-            f"(chance {final['chance@10']:.4f})"
+            f"(chance {final['chance@10']:.4f}), MRR {final['mrr']:.3f} "
+            f"(chance {final['chance_mrr']:.4f})"
         )
+        lines += start_lines(summary.get("start"), final)
     if "encoder_file" in summary:
         lines.append(
             f"encoder: {summary['encoder_file']} (chapter20.training.encoder_file.load_encoder); "
             f"summary: {summary['summary_file']}"
         )
+    return lines
+
+
+def start_lines(start: dict | None, final: dict) -> list[str]:
+    """What the untrained start provides and what training adds, computed from a run's start
+    and final evaluations (§20.6): the share of the final Lee r and MRR that the start already
+    had (``chapter20.core.findings.share``) and the difference training made."""
+    if start is None:
+        return []
+    lines = []
+    for key, name in (("lee_pearson", "Lee r"), ("mrr", "held-out MRR")):
+        if start[key] > 0 and final[key] > 0:
+            lines.append(share(f"the untrained start ({name})", start[key], final[key],
+                               of=f"the final {name}") +
+                         f"; training adds {final[key] - start[key]:+.3f}")  # fmt: skip
     return lines

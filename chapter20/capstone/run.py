@@ -88,6 +88,7 @@ class _Progress:
         self.config, self.setup, self.trainer, self.evaluate = config, setup, trainer, evaluate
         self.rank = trainer.rank
         self.evaluations: list[dict] = []
+        self.start: dict | None = None
         self.bar = None
         self.last = time.perf_counter()
         self.train_seconds = 0.0
@@ -134,8 +135,9 @@ class _Progress:
 def _evaluation_line(record: dict) -> str:
     return (
         f"step {record['step']}: loss {record['loss']:.3f}, Lee Pearson "
-        f"{record['lee_pearson']:.3f}, recall@1 {record['recall@1']:.3f} "
-        f"(chance {record['chance@1']:.4f})"
+        f"{record['lee_pearson']:.3f}, held-out recall@1 {record['recall@1']:.3f} "
+        f"(chance {record['chance@1']:.4f}), MRR {record['mrr']:.3f}, validation MRR "
+        f"{record['val_mrr']:.3f}"
     )
 
 
@@ -189,12 +191,14 @@ def _train(config: RunConfig, setup: EncoderSetup, trainer: Trainer, device: tor
     rank, world = trainer.rank, trainer.world_size
     sampler = setup.sampler(config.batch, rank=rank, world_size=world)
     retrieval = heldout_sentence_pairs(config.eval_pairs)
+    validation = heldout_sentence_pairs(config.eval_pairs, split="validation")
 
     def evaluate() -> dict | None:
         # a sharded table answers only when every rank runs the forward pass with it
         if rank != 0 and not (config.sharded_table and world > 1):
             return None
-        scores = evaluate_encoder(setup.text_encoder(trainer.encoder, device).encode, retrieval)
+        encode = setup.text_encoder(trainer.encoder, device).encode
+        scores = evaluate_encoder(encode, retrieval, validation)
         return scores if rank == 0 else None
 
     def next_batch():
@@ -202,6 +206,7 @@ def _train(config: RunConfig, setup: EncoderSetup, trainer: Trainer, device: tor
         return anchors.to(device), positives.to(device)
 
     progress = _Progress(config, setup, trainer, evaluate)
+    progress.start = evaluate()  # the untrained start (the same in every launch: seeded build)
     start = progress.last = time.perf_counter()
     try:
         run = resumable_loop(
@@ -236,6 +241,7 @@ def _summary(config, trainer, run, progress, wall, memory, projection) -> dict[s
         "plan_gpu_gb": config.plan_gpu_gb,
         "measured_peak_bytes": None,
         "projection": projection,
+        "start": progress.start,
         "evaluations": progress.evaluations,
         "final": progress.evaluations[-1] if progress.evaluations else None,
         "config": asdict(config),

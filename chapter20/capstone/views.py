@@ -4,8 +4,9 @@ Next-sentence pairs give each sentence one positive, once: a small encoder memor
 pairs of the Wikipedia sample within a minute and then gets worse on unseen text. This module
 gets far more signal out of the same text:
 
-- **documents as units**: the training side of the Wikipedia sample, cut into passages of
-  about ``passage_tokens`` tokens at sentence boundaries, plus the 300 ``lee_background`` news
+- **documents as units**: the training side of the Wikipedia sample (:func:`article_splits`:
+  whole articles are held out for testing and for validation), cut into passages of about
+  ``passage_tokens`` tokens at sentence boundaries, plus the 300 ``lee_background`` news
   documents (:func:`training_documents`);
 - **many views per document**: each step draws a batch of *distinct* documents and, for each,
   two independent random spans (lengths drawn between ``min_span`` and ``max_span``) with
@@ -38,6 +39,9 @@ from chapter20.vocab.tokenizers import Tokenizer, pad_batch
 
 __all__ = [
     "SOURCES",
+    "TEST_FRACTION",
+    "VALIDATION_FRACTION",
+    "article_splits",
     "ViewSampler",
     "encode_documents",
     "idf_weights",
@@ -47,6 +51,11 @@ __all__ = [
 
 #: Corpora the training documents can come from.
 SOURCES = ("wiki", "lee")
+#: The share of the Wikipedia sample's articles held out for testing (the held-out retrieval).
+TEST_FRACTION = 0.1
+#: The share of the remaining articles held out for validation: choices (the recipe, LSI's
+#: size, when to stop) are made on their next-sentence pairs, never on the test pairs or on Lee.
+VALIDATION_FRACTION = 0.1
 
 
 # --- documents ------------------------------------------------------------------------------
@@ -70,36 +79,60 @@ def _passages(article: Sequence[Sequence[str]], passage_tokens: int) -> list[lis
     return passages
 
 
-def _check_fraction(test_fraction: float) -> float:
-    if not 0 < check_real("test_fraction", test_fraction, finite=True) < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    return test_fraction
+def _check_fraction(name: str, value: float, *, zero: bool = False) -> float:
+    value = check_real(name, value, finite=True)
+    if not ((value >= 0 if zero else value > 0) and value < 1):
+        raise ValueError(f"{name} must be in {'[0' if zero else '(0'}, 1), got {value}")
+    return value
+
+
+def article_splits(
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float = VALIDATION_FRACTION,
+    *,
+    seed: int = 0,
+) -> tuple[list, list, list]:
+    """The Wikipedia sample's articles (``wiki_sentences()``) as ``(train, validation, test)``
+    (§20.6): ``test_fraction`` of the articles held out for testing
+    (``chapter20.core.corpora.train_test_split_articles``), then ``validation_fraction`` of the
+    rest held out for validation (none if 0). Whole articles, so no sentence of a held-out
+    article is ever trained on; deterministic for ``seed``."""
+    _check_fraction("test_fraction", test_fraction)
+    _check_fraction("validation_fraction", validation_fraction, zero=True)
+    seed = check_int("seed", seed, 0)
+    train, test = train_test_split_articles(wiki_sentences(), test_fraction, seed=seed)
+    if not validation_fraction:
+        return train, [], test
+    train, validation = train_test_split_articles(train, validation_fraction, seed=seed)
+    return train, validation, test
 
 
 def training_documents(
     sources: Sequence[str] = SOURCES,
     *,
     passage_tokens: int = 200,
-    test_fraction: float = 0.1,
+    test_fraction: float = TEST_FRACTION,
+    validation_fraction: float = VALIDATION_FRACTION,
     seed: int = 0,
 ) -> list[list[str]]:
     """The documents the encoder trains on, as token lists (§20.6).
 
-    ``"wiki"``: the training side of ``train_test_split_articles(wiki_sentences(),
-    test_fraction, seed=seed)`` — the articles that
-    :func:`chapter20.capstone.evaluation.heldout_sentence_pairs` holds out are never here — cut into
-    passages of about ``passage_tokens`` tokens at sentence boundaries. ``"lee"``: the 300
-    ``lee_background`` documents, whole (none of them is a Lee test document).
+    ``"wiki"``: the training side of :func:`article_splits` (``test_fraction``,
+    ``validation_fraction``, ``seed``) — the articles that
+    :func:`chapter20.capstone.evaluation.heldout_sentence_pairs` tests or validates on are never
+    here — cut into passages of about ``passage_tokens`` tokens at sentence boundaries.
+    ``"lee"``: the 300 ``lee_background`` documents, whole (none of them is a Lee test
+    document).
     """
     if isinstance(sources, str) or not set(sources) <= set(SOURCES) or not sources:
         raise ValueError(f"sources must be a non-empty subset of {SOURCES}, got {sources!r}")
     passage_tokens = check_int("passage_tokens", passage_tokens, 1)
-    _check_fraction(test_fraction)
+    _check_fraction("test_fraction", test_fraction)
+    _check_fraction("validation_fraction", validation_fraction, zero=True)
     seed = check_int("seed", seed, 0)
-    passage_tokens = check_int("passage_tokens", passage_tokens, 1)
     documents: list[list[str]] = []
     if "wiki" in sources:
-        train, _ = train_test_split_articles(wiki_sentences(), test_fraction, seed=seed)
+        train, _, _ = article_splits(test_fraction, validation_fraction, seed=seed)
         for article in train:
             documents.extend(_passages(article, passage_tokens))
     if "lee" in sources:

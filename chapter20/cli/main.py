@@ -96,14 +96,24 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "the composed step (bf16, gradient caching, checkpointing, 8-bit) vs the plain step",
     ),
     "recipe": (
-        "chapter20.labs.nb11_capstone",
-        "benchmark",
-        "the capstone encoder's recipe study: Lee Pearson with each choice undone in turn",
+        "chapter20.labs.nb11_studies",
+        "recipe_benchmark",
+        "the capstone recipe search from a random start, chosen on validation MRR",
+    ),
+    "curves": (
+        "chapter20.labs.nb11_studies",
+        "curves_benchmark",
+        "the capstone from its LSA and a random start, 3 seeds: what training adds, early stop",
+    ),
+    "batch": (
+        "chapter20.labs.nb11_studies",
+        "batch_benchmark",
+        "capstone quality vs batch (32 .. all documents), equal documents and equal steps (C01)",
     ),
     "ablation": (
-        "chapter20.labs.nb11_capstone",
+        "chapter20.labs.nb11_ablation",
         "ablation_benchmark",
-        "the capstone run with each technique off in turn: Lee r, step time, peak memory",
+        "the composed step with each memory technique off, 3 seeds, against the seed noise",
     ),
     "vocab": (
         "chapter20.labs.nb10_vocab",

@@ -2,7 +2,8 @@
 
 Every option is a field of :class:`~chapter20.capstone.config.RunConfig`, of its
 ``TrainConfig`` or of its ``LoopConfig``, derived by ``chapter20.core.options``; the one option
-that is not (``--baselines``) scores the Lee baselines after training.
+that is not (``--baselines``) scores the classic baselines after training, fitted on the same
+text as the encoder and on ``lee_background``, on Lee and on the same held-out pairs.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, argparse.Names
         "--baselines",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="score TF-IDF, LSI, Doc2Vec on Lee at the end",
+        help="score TF-IDF, LSI, Doc2Vec and BM25 at the end, fitted on the encoder's "
+        "training text and on lee_background, on Lee and the same held-out pairs",
     )
     return parse_config(parser, RunConfig, argv)
 
@@ -65,13 +67,26 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _print_baselines(summary: dict, seed: int) -> None:
-    from chapter20.capstone.evaluation import baseline_scores
+    from chapter20.capstone.baselines import baseline_table
 
-    scores = baseline_scores((seed,))
-    print("Lee baselines (fitted on lee_background, this run):")
-    for _, row in scores.iterrows():
-        print(f"  {row['method']:<28} Pearson {row['pearson']:.3f}  "
-              f"Spearman {row['spearman']:.3f}")  # fmt: skip
-    summary["baselines"] = scores.to_dict("records")
+    frame = baseline_table(seeds=(seed,))
+    final = summary["final"] or {}
+    print("baselines (measured now; LSI's size chosen on the validation pairs):")
+    print(f"  {'method':<8} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}")
+    rows = [("encoder", "training text", final)] if final else []
+    rows += [
+        (r["method"] + (f"-{r['settings']['topics']}" if "topics" in r["settings"] else ""),
+         r["corpus"], r)
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
+    for method, corpus, r in rows:
+        lee = "—" if r["lee_pearson"] != r["lee_pearson"] else f"{r['lee_pearson']:.3f}"
+        print(f"  {method:<8} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
+              f"{r['recall@10']:>6.3f} {r['mrr']:>6.3f}")  # fmt: skip
+    summary["baselines"] = (
+        frame.drop(columns="settings")
+        .assign(settings=frame["settings"].map(str))
+        .to_dict("records")
+    )
     path = Path(summary["summary_file"])
     path.write_text(json.dumps(summary, indent=1, default=str))

@@ -1,5 +1,5 @@
 """What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05, and
-the reading of a timing table.
+the reading of a timing table, the committed records of heavy studies.
 
 :func:`heldout_run` trains an encoder (the bag of embeddings unless told otherwise) through the
 composed trainer on the next-sentence pairs and scores held-out recall; the batch-strategy
@@ -7,14 +7,22 @@ composed trainer on the next-sentence pairs and scores held-out recall; the batc
 changed. :func:`timing_columns` and :func:`compare_times` put a timed variant's median with its
 repeats' spread in a table and print how it compares with a reference, from that run's numbers
 (``chapter20.core.findings``).
+
+A study too heavy for a notebook's minute runs behind ``chapter20 bench``; with ``--out`` (or
+``CHAPTER20_STUDY_OUT``) it is written by :func:`write_study` as a CSV under ``data/`` with when,
+where and by which command it ran, and the notebook reads it back with :func:`read_study`.
 """
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int
@@ -23,19 +31,25 @@ from chapter20.core.device import set_seed
 from chapter20.core.findings import compare
 from chapter20.core.measure import Timing
 from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.core.paths import data_file
 from chapter20.techniques.contrastive import recall_at_k
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
 __all__ = [
     "LOCAL_GROUP_TIMEOUT_S",
-    "HeldoutRun",
-    "UNTRAINED",
-    "gain_over_untrained",
     "compare_times",
+    "gain_over_untrained",
     "heldout_run",
+    "HeldoutRun",
+    "PROVENANCE",
+    "provenance_line",
+    "read_study",
+    "study_output",
     "timing_columns",
     "train_on_pairs",
+    "UNTRAINED",
+    "write_study",
 ]
 
 
@@ -172,3 +186,54 @@ def compare_times(name: str, row, reference_name: str, reference) -> str:
 #: Seconds a local gloo group of a lab may take: generous, because a machine shared with other
 #: jobs starts processes slowly (on an idle 2-core machine each group takes a few seconds).
 LOCAL_GROUP_TIMEOUT_S = 600.0
+
+
+#: The columns :func:`write_study` adds to every row: when, where and how a study ran.
+PROVENANCE = ("measured_on", "machine", "torch_threads", "load_average", "command")
+
+
+def study_output(out: str = "") -> str:
+    """Where a bench writes its study: ``out``, else ``$CHAPTER20_STUDY_OUT``, else nowhere
+    (``""``: print only)."""
+    return out or os.environ.get("CHAPTER20_STUDY_OUT", "")
+
+
+def write_study(frame: pd.DataFrame, path: str, command: str) -> str:
+    """Write a study's rows to ``path`` (CSV) with the :data:`PROVENANCE` columns: the date,
+    the machine (CPU count and model, or the GPU), torch's threads, the load average at the end
+    and the ``command`` that reproduces it. Returns the path."""
+    if not isinstance(frame, pd.DataFrame) or frame.empty:
+        raise ValueError("frame must be a non-empty DataFrame")
+    device = (
+        torch.cuda.get_device_name() if torch.cuda.is_available()
+        else f"{os.cpu_count()}-core {platform.machine()} CPU"
+    )  # fmt: skip
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    stamped = frame.assign(
+        measured_on=datetime.date.today().isoformat(), machine=device,
+        torch_threads=torch.get_num_threads(), load_average=round(load, 1), command=command,
+    )  # fmt: skip
+    stamped.to_csv(path, index=False)
+    return path
+
+
+def read_study(name: str) -> pd.DataFrame:
+    """A committed study, ``data/<name>`` (written by :func:`write_study`)."""
+    frame = pd.read_csv(data_file(name))
+    missing = [c for c in PROVENANCE if c not in frame.columns]
+    if missing:
+        raise ValueError(f"data/{name} lacks the provenance columns {missing}")
+    return frame
+
+
+def provenance_line(frame: pd.DataFrame) -> str:
+    """Where a committed study comes from, as one line: the dates, machines and loads of its
+    rows and the command that reproduces it."""
+    dates = sorted(set(frame["measured_on"].astype(str)))
+    machines = sorted(set(frame["machine"].astype(str)))
+    loads = frame["load_average"]
+    return (
+        f"measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} on {', '.join(machines)} "
+        f"(load average {loads.min():g}–{loads.max():g}, {frame['torch_threads'].iloc[0]} torch "
+        f"threads) by: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
+    )
