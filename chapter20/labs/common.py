@@ -1,4 +1,5 @@
-"""What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05.
+"""What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05, and
+the quartiles a timing table prints next to its medians.
 
 :func:`heldout_run` trains the bag-of-embeddings encoder through the composed trainer on the
 next-sentence pairs and scores held-out recall; the batch-strategy (§20.2.1), precision
@@ -8,9 +9,10 @@ next-sentence pairs and scores held-out recall; the batch-strategy (§20.2.1), p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from chapter20.core.checks import check_int
@@ -21,7 +23,7 @@ from chapter20.techniques.contrastive import recall_at_k
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
-__all__ = ["LOCAL_GROUP_TIMEOUT_S", "HeldoutRun", "heldout_run", "train_on_pairs"]
+__all__ = ["LOCAL_GROUP_TIMEOUT_S", "HeldoutRun", "heldout_run", "train_on_pairs", "quartiles_ms"]
 
 
 def train_on_pairs(
@@ -106,3 +108,16 @@ def heldout_run(
 #: Seconds a local gloo group of a lab may take: generous, because a machine shared with other
 #: jobs starts processes slowly (on an idle 2-core machine each group takes a few seconds).
 LOCAL_GROUP_TIMEOUT_S = 600.0
+
+
+def quartiles_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """The median and the interquartile range (25th–75th percentile) of repeated timings, in
+    milliseconds: ``{"ms", "q25_ms", "q75_ms", "iqr_ms"}``. The median is the figure a table
+    reports; the IQR is its spread, and the threshold under which two medians are reported as
+    indistinguishable (``chapter20.core.findings.compare(spread=...)``)."""
+    values = 1e3 * np.asarray(list(seconds), dtype=float)
+    if values.size == 0:
+        raise ValueError("seconds must hold at least one timing")
+    q25, median, q75 = np.percentile(values, [25, 50, 75])
+    return {"ms": float(median), "q25_ms": float(q25), "q75_ms": float(q75),
+            "iqr_ms": float(q75 - q25)}  # fmt: skip
