@@ -238,7 +238,7 @@ def sharded_step_on_rank(batch: int = 512, negatives: int = 5, dim: int = 16, se
         loss = model(rows[part, 0], rows[part, 1], sampled[part]).sum() / batch
         loss.backward()
         torch.optim.SGD(model.parameters(), lr=1.0).step()
-        losses[name] = float(loss)
+        losses[name] = float(loss.detach())
     if world > 1:
         box = torch.tensor([losses["sharded"]])
         torch.distributed.all_reduce(box)
