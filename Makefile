@@ -7,6 +7,8 @@
 #   make lab         JupyterLab on notebooks/
 #   make notebooks   re-execute the committed notebooks in place, in order
 #   make lock        re-resolve the newest allowed versions into constraints.txt (then: make test)
+#   make prices MIRROR=DIR  rebuild data/instance_prices*.csv and data/instance_price_history.csv
+#                    from a git mirror of github.com/skypilot-org/skypilot-catalog (REV=, SCHEMA=)
 #   make gpu-check   on a CUDA machine: cuda tests, GPU benches, notebooks 03 and 09 (<= 5 min);
 #                    appends the figures to data/gpu_measurements.csv
 #                    (GPU_CHECK_ARGS=--dry-run shows what it would run)
@@ -52,7 +54,7 @@ PIP_LOG := $(VENV)/pip-install.log
 PIP := quiet_pip() { $(BIN)/python -m pip install --disable-pip-version-check "$$@" >>$(PIP_LOG) 2>&1 \
 	|| { tail -n 40 $(PIP_LOG); echo "pip install failed; whole log: $(PIP_LOG)"; exit 1; }; }; quiet_pip
 
-.PHONY: run test test-all test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check
+.PHONY: run test test-all test-unit test-notebooks test-slurm lab notebooks env lint lock clean venv gpu-check prices
 
 venv: $(STAMP)
 
@@ -118,6 +120,14 @@ notebooks: $(STAMP)
 	@$(NB_ENV) CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/notebook-claims $(BIN)/python -m \
 		chapter20.scripts.run_notebooks --inplace --timeout $(NB_TIMEOUT) $(NB_FORCE) \
 		--record-claims data/claims_recorded.json $(NOTEBOOKS)
+
+# The price snapshot of notebook 08 from a mirror of SkyPilot's catalog repository (data/README.md).
+REV ?= HEAD
+SCHEMA ?=
+prices: $(STAMP)
+	@test -n "$(MIRROR)" || { echo "make prices needs MIRROR=<git directory of skypilot-catalog>"; exit 2; }
+	$(BIN)/python -m chapter20.cost.catalog_build --mirror "$(MIRROR)" --rev "$(REV)" \
+		$(if $(SCHEMA),--schema $(SCHEMA),) --out data
 
 gpu-check: $(STAMP)
 	$(NB_ENV) $(BIN)/python chapter20/scripts/gpu_check.py $(GPU_CHECK_ARGS)

@@ -238,7 +238,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "cost.selection.cheapest_config": lambda: {
         "target_gpus": 8,
         "budget_per_hour": 50.0,
-        "min_gpu_memory_gb": 16.0,
+        "min_gpu_memory_gib": 16.0,
     },
     "cost.selection.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
     "cost.estimates.cost_breakdown": lambda: {
@@ -362,6 +362,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "gpu_bytes": 8e9,
     },
     "core.show.show_code": lambda: {"obj": _linear().forward, "max_lines": 20},
+    "core.measure.machine_busy": lambda: {"seconds": 0.01},
     "core.findings.compare": lambda: {
         "name": "a",
         "value": 2.0,
@@ -869,6 +870,8 @@ OUT_OF_SCOPE = {
     "cost.plots.plot_pareto": "draws computed frames; its numbers are results, not parameters",
     "cost.plots.plot_spot_overhead": "draws computed frames; its numbers are results, not "
     "parameters",
+    "cost.plots.plot_spot_discounts": "draws a computed frame; claimed is the chapter's range, "
+    "shaded as it is",
     "word2vec.vectors.WordVectors": "a result record that train_word2vec returns",
     "word2vec.gensim_reference.gensim_word2vec": "gensim's own trainer, the reference that "
     "notebook 09 and bench word2vec time ours against: its settings go to gensim as they are",

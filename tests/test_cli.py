@@ -61,6 +61,7 @@ def test_bench_unknown_name(capsys):
 
 def test_audit_empty_results(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("CHAPTER20_RESULTS", str(tmp_path))
+    monkeypatch.setattr("chapter20.core.claims.RECORD_FILE", "no-record.json")  # no fallback
     assert main(["audit"]) == 0
     out = capsys.readouterr().out
     for i in range(1, 31):
@@ -73,12 +74,27 @@ def test_audit_empty_results(capsys, monkeypatch, tmp_path):
 
 def test_audit_shows_recorded_verdict(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("CHAPTER20_RESULTS", str(tmp_path))
+    monkeypatch.setattr("chapter20.core.claims.RECORD_FILE", "no-record.json")
     ClaimsLog("00_overview").check("C11", 3.0)
     assert main(["audit"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^\s*C11\s.*\bholds\b.*00_overview", out, re.MULTILINE)
     assert f"{NOT_YET_MEASURED}: 29" in out
-    assert "1 row(s) measured" in out
+    assert "1 row(s) measured: 1 read from" in out
+
+
+def test_audit_falls_back_on_the_committed_record_and_says_so(capsys, monkeypatch, tmp_path):
+    from chapter20.core import claims
+
+    monkeypatch.setenv("CHAPTER20_RESULTS", str(tmp_path / "run"))
+    record = tmp_path / "record.json"
+    claims.write_record([claims.check("C04", 64e9, source="00_overview")], "a test machine", record)
+    original = claims.read_record
+    monkeypatch.setattr(claims, "read_record", lambda path=None: original(record))
+    assert main(["audit"]) == 0
+    out = capsys.readouterr().out
+    assert "1 row(s) measured: 0 read from" in out
+    assert "1 from the committed record" in out and "a test machine" in out
 
 
 def test_no_command_is_a_usage_error(capsys):

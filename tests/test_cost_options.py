@@ -9,9 +9,14 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from chapter20.cost.catalog import snapshot_label
-from chapter20.cost.options import pareto_frontier, training_options
-from chapter20.cost.plots import plot_pareto, plot_time_and_cost
+from chapter20.cost.catalog import load_price_history, snapshot_label, spot_discounts
+from chapter20.cost.options import pareto_frontier, training_options, untimed_types
+from chapter20.cost.plots import (
+    plot_pareto,
+    plot_price_history,
+    plot_spot_discounts,
+    plot_time_and_cost,
+)
 
 matplotlib.use("Agg")
 
@@ -35,15 +40,21 @@ def test_frontier_over_the_catalog_is_monotone_and_undominated():
         pareto_frontier(pd.DataFrame({"hours": [1.0, math.nan], "cost": [1.0, 2.0]}))
 
 
-def test_cheapest_per_hour_is_not_cheapest_per_run():
-    """L12 ranks by $/h; per trained model the 8 x g5.xlarge of the chapter costs more than
-    one 8-GPU A100 instance, and takes several times as long (the model's inputs are stated
-    in chapter20.cost.estimates)."""
-    options = training_options(gpu_counts=(8,), instances=["g5.xlarge", "p4d.24xlarge"])
-    by = options.set_index("instance")
-    assert by.loc["g5.xlarge", "price_per_hour"] < by.loc["p4d.24xlarge", "price_per_hour"]
-    assert by.loc["g5.xlarge", "cost"] > by.loc["p4d.24xlarge", "cost"]
-    assert by.loc["g5.xlarge", "hours"] > 3 * by.loc["p4d.24xlarge", "hours"]
+def test_types_the_model_cannot_time_are_listed_with_the_reason():
+    """The A10G has no cited datasheet, the V100 no bf16 units, a PCIe part is not the SXM part
+    of the datasheet; a type without a cited network is timed as one instance only."""
+    untimed = untimed_types().set_index("instance")["reason"]
+    assert untimed["g5.xlarge"] == "no cited datasheet for the A10G"
+    assert untimed["p3.2xlarge"] == "the V100 has no bf16 units"
+    assert untimed["gpu_1x_h100_pcie"].startswith("a PCIe part")
+    assert untimed["gpu_8x_a100"] == "timed as one instance only: no cited network bandwidth"
+    assert "p4d.24xlarge" not in untimed.index
+    with pytest.raises(ValueError, match="g5.xlarge cannot be timed: no cited datasheet"):
+        training_options(instances=["g5.xlarge"])
+    lambda_8 = training_options(gpu_counts=(8, 16), instances=["gpu_8x_a100"])
+    assert lambda_8["gpus"].tolist() == [8]
+    p4d = training_options(gpu_counts=(8, 16), instances=["p4d.24xlarge"])
+    assert p4d["gpus"].tolist() == [8, 16] and p4d["efficiency"].is_monotonic_decreasing
 
 
 def test_figures_label_their_axes_with_units():
@@ -54,4 +65,9 @@ def test_figures_label_their_axes_with_units():
     fig = plot_pareto(options, pareto_frontier(options))
     assert fig.axes[0].get_xlabel() == "wall time (hours, log scale)"
     assert fig.axes[0].get_ylabel() == "cost of the run (USD)"
+    fig = plot_price_history(load_price_history())
+    labels = [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
+    assert ("date of the catalog version", "spot price, % of on-demand") in labels
+    fig = plot_spot_discounts(spot_discounts(), claimed=(50, 90))
+    assert fig.axes[0].get_ylabel() == "spot saving over on-demand (%)"
     matplotlib.pyplot.close("all")

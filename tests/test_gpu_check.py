@@ -48,7 +48,7 @@ def test_missing_packages_and_benchmarks_skip_only_their_steps(gpu_check):
     assert reasons["bench training"] == "no 'bench training' in this checkout"
     runs = [name for name, reason in reasons.items() if reason is None]
     assert runs == ["cuda tests", "bench precision", "bench step-memory",
-                    "notebook 03_mixed_precision"]  # fmt: skip
+                    "bench cost-throughput", "notebook 03_mixed_precision"]  # fmt: skip
     with_training = _reasons(
         gpu_check.plan(gpu_check.STEPS, True, lambda m: True, benchmarks | {"training"})
     )

@@ -46,8 +46,11 @@ def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatc
     status = run_notebooks.main(["--output-dir", str(out), "--html", str(good), str(bad)])
     lines = capsys.readouterr().out.splitlines()
     assert status == 1
-    assert re.fullmatch(r"01_good +\d+\.\d s  ✓", lines[0])
-    assert re.match(r"02_bad +\d+\.\d s  ✗ cell 1 \(In \[2\]\): ValueError: no such size", lines[1])
+    busy = r"\(busy +\d+%\)"  # how busy the machine was before the notebook ran
+    assert re.fullmatch(rf"01_good +\d+\.\d s  {busy}  ✓", lines[0])
+    assert re.match(
+        rf"02_bad +\d+\.\d s  {busy}  ✗ cell 1 \(In \[2\]\): ValueError: no such size", lines[1]
+    )
     assert "1 of 2 notebooks ran without errors" in lines[2]
 
     executed = nbformat.read(out / "01_good.ipynb", as_version=4)
@@ -59,3 +62,18 @@ def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatc
     assert "without encryption" not in "\n".join(lines)  # the kernel's warning is in its log
     assert (out / "01_good.kernel.log").is_file()
     assert nbformat.read(out / "02_bad.ipynb", as_version=4).cells[2].execution_count is None
+
+
+def test_recording_refuses_a_busy_machine_unless_forced(tmp_path, capsys, monkeypatch):
+    """Committed outputs (--inplace) are recorded on a quiet machine only: above the threshold
+    the script waits, then refuses with the reason and exit status 3; --force records."""
+    import chapter20.core.measure as measure
+
+    notebook = _notebook(tmp_path / "01_good.ipynb", "print('ok')")
+    monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.9)
+    status = run_notebooks.main(["--inplace", "--wait", "0", str(notebook)])
+    out = capsys.readouterr().out
+    assert status == 3 and "refusing to record 01_good.ipynb" in out and "90%" in out
+    assert run_notebooks.main(["--inplace", "--wait", "0", "--force", str(notebook)]) == 0
+    monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.05)
+    assert run_notebooks.main(["--inplace", "--wait", "0", str(notebook)]) == 0

@@ -3,8 +3,8 @@
 - :func:`memory_plan`: the memory planner (``chapter20.training.memory_plan.plan``) on one step of
   the run's own configuration, per rank;
 - :func:`cost_projection`: the time and cost of the chapter's workload at its stated size on
-  the cheapest catalog configuration that holds its planned step, on demand and on spot
-  (``chapter20.cost``);
+  the cheapest catalog configuration that holds its planned step, on demand and on spot, with
+  the date and commit of the catalog's prices (``chapter20.cost``);
 - :func:`plan_lines` and :func:`summary_lines`: the lines ``chapter20 train`` prints.
 """
 
@@ -82,11 +82,16 @@ def cost_projection(
     preemption: Preemption = PROJECTION_PREEMPTION,
 ) -> dict[str, Any]:
     """Time and cost of ``workload`` (the chapter's stated size: a MiniLM-sized encoder on 1B
-    pairs, ``chapter20.cost.estimates.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest catalog
-    configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on spot at the
-    middle of the spot range with the expected preemption overhead of ``preemption`` (Young/Daly
-    checkpoint interval). Throughput is ``chapter20.cost.estimates``' model, calibrated on
-    one GPU measurement. Returns the plan's peak, the two options and the snapshot label."""
+    pairs, ``chapter20.cost.estimates.EMBEDDING_WORKLOAD``) on ``gpus`` GPUs of the cheapest
+    catalog configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on
+    spot at the region's median zone with the expected preemption overhead of ``preemption``
+    (Young/Daly checkpoint interval). Only types whose GPU memory the catalog gives, and that
+    the time model can time (``chapter20.cost.options.training_options``), are candidates.
+    Throughput is ``chapter20.cost.estimates``' model, calibrated on one GPU measurement.
+    Returns the plan's peak, the two options (the spot one with the on-demand cost of the same
+    type, ``on_demand_cost_same_type``: the two options may be different types), and the
+    snapshot label with the date and commit of SkyPilot's catalog each cloud's prices come
+    from."""
     gpus = check_int("gpus", gpus, 1)
     if not isinstance(preemption, Preemption):
         raise TypeError(
@@ -99,27 +104,32 @@ def cost_projection(
         seq_len=workload.seq_len,
     ).peak_bytes
     catalog = load_catalog()
-    memory = dict(zip(catalog["instance"], catalog["gpu_memory_gb"]))
-    options = {}
-    for spot in (False, True):
+    memory = dict(zip(catalog["instance"], catalog["gpu_memory_gib"]))
+    frames = {}
+    for key, spot in (("on_demand", False), ("spot", True)):
         frame = training_options(
             workload, (gpus,), spot=spot, preemption=preemption if spot else None
         )
-        frame = frame[frame["instance"].map(memory) * 1e9 >= peak]
+        frames[key] = frame[frame["instance"].map(memory) * 2**30 >= peak]  # unknown memory: out
+    options: dict[str, Any] = {}
+    for key, frame in frames.items():
         if frame.empty:
-            options["spot" if spot else "on_demand"] = None
+            options[key] = None
             continue
         best = frame.sort_values(["cost", "hours", "instance"], kind="stable").iloc[0]
-        options["spot" if spot else "on_demand"] = {
+        options[key] = {
             "instance": best["instance"],
-            "provider": best["provider"],
+            "cloud": best["cloud"],
             "gpu_model": best["gpu_model"],
-            "gpu_memory_gb": float(memory[best["instance"]]),
+            "gpu_memory_gib": float(memory[best["instance"]]),
             "gpus": int(best["gpus"]),
             "hours": float(best["hours"]),
             "price_per_hour": float(best["price_per_hour"]),
             "cost": float(best["cost"]),
         }
+    if options["spot"] is not None:  # what spot saves is read on one type, not across types
+        same = frames["on_demand"].set_index("instance")["cost"]
+        options["spot"]["on_demand_cost_same_type"] = float(same[options["spot"]["instance"]])
     return {
         "workload": workload.name,
         "pairs": workload.pairs,
@@ -147,15 +157,17 @@ def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) ->
         f"cost projection: {projection['workload']} on {projection['gpus']} GPUs "
         f"(step planned at {format_bytes(projection['planned_peak_bytes'])} per GPU)"
     )
-    for key, label in (("on_demand", "on demand"), ("spot", "spot (mid price, preemptions)")):
+    for key, label in (("on_demand", "on demand"), ("spot", "spot (median zone, preemptions)")):
         option = projection[key]
         if option is None:
             lines.append(f"  {label}: no catalog configuration fits")
             continue
+        same = option.get("on_demand_cost_same_type")
         lines.append(
-            f"  {label}: {option['instance']} ({option['provider']}, "
-            f"{option['gpu_model']} {option['gpu_memory_gb']:g} GB): "
+            f"  {label}: {option['instance']} ({option['cloud']}, "
+            f"{option['gpu_model']} {option['gpu_memory_gib']:g} GiB): "
             f"{option['hours']:,.1f} h, ${option['cost']:,.0f}"
+            + ("" if same is None else f" (${same:,.0f} on demand on that type)")
         )
     p = projection["preemption"]
     lines.append(

@@ -75,6 +75,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "AdamW implementations, DataLoader workers and pinned memory, two nodes on localhost",
     ),
+    "cost-throughput": (
+        "chapter20.labs.nb08_cost",
+        "benchmark",
+        "notebook 08's workload: step seconds per precision and batch on CUDA (the cost model)",
+    ),
     "word2vec": (
         "chapter20.labs.nb09_word2vec",
         "benchmark",

@@ -1,6 +1,10 @@
 """§20.5 Training cost: the price catalog, configurations, time and cost to train, spot preemptions.
 
-- ``catalog``: the dated price snapshot, validated as it is read (§20.5.1);
+- ``catalog``: SkyPilot's public cloud catalog at one commit, its sources and a price history,
+  validated as they are read (§20.5.1); ``catalog_build`` rebuilds them from a mirror of the
+  catalog repository (``python -m chapter20.cost.catalog_build``; not re-exported);
+- ``hardware``: datasheet peaks per GPU and precision, GPU links and instance networks, each
+  with its cited source (§20.5);
 - ``selection``: configurations of catalog instance types and the instance selector of listing
   L12, corrected (§20.5.1);
 - ``estimates``: a workload and its throughput, the scaling efficiency, time and cost to train on
@@ -17,18 +21,24 @@ import from the submodule.
 
 from chapter20.cost.catalog import (
     CATALOG_COLUMNS,
+    DEFAULT_REGIONS,
+    PRICE_COLUMNS,
     catalog_or_default,
     gpu_models,
     load_catalog,
+    load_price_history,
+    load_snapshot,
+    load_sources,
     price_table,
     snapshot_label,
+    spot_discounts,
 )
 from chapter20.cost.estimates import (
     EGRESS_PER_GB,
     EMBEDDING_WORKLOAD,
-    GPU_TFLOPS,
     H200_MEASUREMENT,
     STORAGE_PER_GB_MONTH,
+    THROUGHPUT_CODE,
     CostBreakdown,
     Preemption,
     ThroughputRecord,
@@ -43,12 +53,25 @@ from chapter20.cost.estimates import (
     throughput_per_gpu,
     time_to_train,
 )
+from chapter20.cost.hardware import (
+    PRECISIONS,
+    gpu_link_gb_s,
+    instance_network_gbps,
+    load_gpu_datasheets,
+    load_instance_network,
+    peak_tflops,
+    precisions_of,
+    timed_gpus,
+)
 from chapter20.cost.options import (
     pareto_frontier,
     training_options,
+    untimed_types,
 )
 from chapter20.cost.plots import (
     plot_pareto,
+    plot_price_history,
+    plot_spot_discounts,
     plot_spot_overhead,
     plot_time_and_cost,
 )
@@ -69,13 +92,16 @@ __all__ = [
     "CATALOG_COLUMNS",
     "Config",
     "CostBreakdown",
+    "DEFAULT_REGIONS",
     "EGRESS_PER_GB",
     "EMBEDDING_WORKLOAD",
-    "GPU_TFLOPS",
     "H200_MEASUREMENT",
+    "PRECISIONS",
+    "PRICE_COLUMNS",
     "Preemption",
     "SPOT_QUOTES",
     "STORAGE_PER_GB_MONTH",
+    "THROUGHPUT_CODE",
     "ThroughputRecord",
     "TrainingCost",
     "Workload",
@@ -86,21 +112,35 @@ __all__ = [
     "cost_to_train",
     "data_parallel_efficiency",
     "expected_wall_time",
+    "gpu_link_gb_s",
     "gpu_models",
+    "instance_network_gbps",
     "load_catalog",
+    "load_gpu_datasheets",
+    "load_instance_network",
+    "load_price_history",
+    "load_snapshot",
+    "load_sources",
     "mixed_precision_saving",
     "overhead_vs_interval",
     "pareto_frontier",
+    "peak_tflops",
     "plot_pareto",
+    "plot_price_history",
+    "plot_spot_discounts",
     "plot_spot_overhead",
     "plot_time_and_cost",
+    "precisions_of",
     "preemption_overhead",
     "price_table",
     "simulate_wall_time",
     "snapshot_label",
+    "spot_discounts",
     "spot_savings",
     "throughput_per_gpu",
     "time_to_train",
+    "timed_gpus",
     "training_options",
+    "untimed_types",
     "young_daly_interval",
 ]

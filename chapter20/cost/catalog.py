@@ -1,19 +1,30 @@
-"""§20.5.1 The price catalog: a dated snapshot of list prices, validated as it is read.
+"""§20.5.1 The price catalog: SkyPilot's public cloud catalog at one commit, validated as read.
 
-:func:`load_catalog` reads ``data/instance_prices.csv``, a **dated snapshot** of list prices
-(never live prices), into one row per instance type with the columns of
-:data:`CATALOG_COLUMNS`, and checks every cell; :func:`snapshot_label` is the caption that goes
-with anything showing those prices. The rest of ``chapter20.cost`` reads prices only through this
-module: the functions below and the columns of :data:`CATALOG_COLUMNS` (a ``catalog`` argument
-left at None is the snapshot, :func:`catalog_or_default`). Another source of prices replaces
-this module alone.
+``data/instance_prices.csv`` holds every GPU instance type of AWS, GCP and Lambda as
+SkyPilot's catalog repository (``skypilot-org/skypilot-catalog``) listed them at one commit:
+one row per (cloud, instance type, region, zone), with the on-demand and the spot price of that
+zone. ``data/instance_prices_sources.csv`` names the repository, file, commit, commit date and
+git blob each cloud's rows come from, and ``data/instance_price_history.csv`` follows a few
+instance types through the file's history. ``chapter20.cost.catalog_build`` writes all three
+from a mirror of the repository; nothing in them is typed by hand.
+
+- :func:`load_snapshot`, :func:`load_sources`, :func:`load_price_history`: the three files,
+  every cell checked (a bad one raises ValueError naming the file, the line and the column);
+- :func:`load_catalog`: one row per instance type in one region per cloud (by default the
+  region the chapter implies, AWS ``us-east-1``), with the spot price's spread over the
+  region's zones: what the rest of ``chapter20.cost`` reads (a ``catalog`` argument left at
+  None is this table, :func:`catalog_or_default`);
+- :func:`snapshot_label`: the caption that goes with anything showing these prices;
+- :func:`spot_discounts`: the saving of spot over on-demand in every zone that has both.
+
+The prices are list prices of the snapshot's day, never live prices.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import re
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -24,32 +35,59 @@ from chapter20.core.paths import data_file
 
 __all__ = [
     "CATALOG_COLUMNS",
+    "DEFAULT_REGIONS",
+    "PRICE_COLUMNS",
     "catalog_or_default",
     "gpu_models",
     "load_catalog",
+    "load_price_history",
+    "load_snapshot",
+    "load_sources",
     "price_table",
     "snapshot_label",
+    "spot_discounts",
 ]
 
-#: The columns of ``data/instance_prices.csv`` and what each must hold (see data/README.md).
-CATALOG_COLUMNS = {
-    "provider": "cloud provider (aws, gcp, azure)",
-    "instance": "instance or machine type, unique in the file",
-    "gpu_model": "GPU model, e.g. A10G, A100, H100",
+#: The columns of ``data/instance_prices.csv`` and what each holds (see data/README.md).
+PRICE_COLUMNS = {
+    "cloud": "aws, gcp or lambda",
+    "instance": "instance or machine type",
+    "region": "the region the prices are for",
+    "zone": "availability zone (empty where the catalog lists regions only)",
+    "gpu_model": "the GPU as the catalog names it (A100-80GB: the 80 GB A100)",
     "gpus": "GPUs per instance, an int >= 1",
-    "gpu_memory_gb": "memory per GPU in GB, > 0",
+    "gpu_memory_gib": "memory per GPU in GiB (empty where the catalog does not give it)",
+    "vcpus": "vCPUs of the instance",
+    "memory_gib": "host memory of the instance in GiB",
     "on_demand_per_hour": "on-demand USD per instance-hour, > 0",
-    "spot_low_per_hour": "low end of the spot range, USD per hour (empty: no spot)",
-    "spot_high_per_hour": "high end of the spot range, USD per hour (empty: no spot)",
-    "gpu_link_gb_s": "GPU-to-GPU bandwidth inside the instance, GB/s per GPU and direction",
-    "network_gbps": "network bandwidth of the instance, Gbit/s",
-    "region": "the region the price is for",
-    "snapshot_date": "when the price applied, YYYY-MM or YYYY-MM-DD",
-    "confidence": "how sure the recorded on-demand price is: high, medium or low",
-    "source": "where the price is published",
+    "spot_per_hour": "spot USD per instance-hour in this zone (empty: no spot price)",
+    "source": "the cloud's row of instance_prices_sources.csv",
 }
-_CONFIDENCE = ("high", "medium", "low")
-_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+#: The columns of :func:`load_catalog`: one row per instance type in one region.
+CATALOG_COLUMNS = (
+    "cloud",
+    "instance",
+    "region",
+    "gpu_model",
+    "gpus",
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "on_demand_per_hour",
+    "spot_low_per_hour",
+    "spot_median_per_hour",
+    "spot_high_per_hour",
+    "zones",
+    "spot_zones",
+    "snapshot_date",
+    "commit",
+)
+#: The region of each cloud that :func:`load_catalog` prices by default: AWS's us-east-1 is
+#: where the chapter's prices come from; GCP's us-central1 and Lambda's us-east-1 are the
+#: same part of the world.
+DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "lambda": "us-east-1"}
+_HASH = re.compile(r"^[0-9a-f]{40}$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 class _BadCell(ValueError):
@@ -86,122 +124,231 @@ def _count(raw: str) -> int:
     return value
 
 
-def _date(raw: str) -> str:
-    match = _DATE.match(raw.strip())
-    if not match or not 1 <= int(match.group(2)) <= 12:
-        raise _BadCell("must be a date YYYY-MM or YYYY-MM-DD")
-    if match.group(3) is not None:
-        pd.Timestamp(raw.strip())  # a real calendar day, else ValueError below
-    return raw.strip()
+def _pattern(regex: re.Pattern, what: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if not regex.match(raw.strip()):
+            raise _BadCell(f"must be {what}")
+        return raw.strip()
+
+    return parse
 
 
-def _choice(raw: str) -> str:
-    if raw.strip() not in _CONFIDENCE:
-        raise _BadCell(f"must be one of {list(_CONFIDENCE)}")
-    return raw.strip()
+def _optional(parse: Callable[[str], object]) -> Callable[[str], object]:
+    return lambda raw: parse(raw) if raw.strip() else None
 
 
-_PARSERS = {
-    "provider": _text,
+_PRICE_PARSERS = {
+    "cloud": _text,
     "instance": _text,
+    "region": _text,
+    "zone": lambda raw: raw.strip(),
     "gpu_model": _text,
     "gpus": _count,
-    "gpu_memory_gb": _number,
+    "gpu_memory_gib": _optional(_number),
+    "vcpus": _optional(_number),
+    "memory_gib": _optional(_number),
     "on_demand_per_hour": _number,
-    "spot_low_per_hour": lambda raw: _number(raw, optional=True),
-    "spot_high_per_hour": lambda raw: _number(raw, optional=True),
-    "gpu_link_gb_s": lambda raw: _number(raw, optional=True),
-    "network_gbps": _number,
-    "region": _text,
-    "snapshot_date": _date,
-    "confidence": _choice,
+    "spot_per_hour": _optional(_number),
     "source": _text,
+}
+_SOURCE_PARSERS = {
+    "source": _text,
+    "repository": _pattern(re.compile(r"^[\w.-]+/[\w.-]+$"), "owner/name"),
+    "path": _pattern(
+        re.compile(r"^catalogs/v\d+/[\w-]+/vms\.csv$"), "catalogs/v<N>/<cloud>/vms.csv"
+    ),
+    "commit": _pattern(_HASH, "a 40-hex-digit commit hash"),
+    "commit_date": _pattern(
+        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"), "a UTC time YYYY-MM-DDTHH:MM:SSZ"
+    ),
+    "blob": _pattern(_HASH, "a 40-hex-digit blob hash"),
+    "rows_read": _count,
+    "rows_kept": _count,
+    "mirror": _text,
+}
+_HISTORY_PARSERS = {
+    "date": _pattern(_DAY, "a date YYYY-MM-DD"),
+    "commit": _pattern(_HASH, "a 40-hex-digit commit hash"),
+    "cloud": _text,
+    "instance": _text,
+    "region": _text,
+    "zones": _count,
+    "on_demand_per_hour": _number,
+    "spot_low_per_hour": _optional(_number),
+    "spot_median_per_hour": _optional(_number),
+    "spot_high_per_hour": _optional(_number),
 }
 
 
-def _row_error(name: str, line: int, column: str, reason: str, raw: object) -> ValueError:
-    return ValueError(f"{name} line {line}, column {column!r}: {reason}, got {raw!r}")
-
-
-def _parse_row(name: str, line: int, row: dict[str, str]) -> dict[str, object]:
-    record: dict[str, object] = {}
-    for column, parse in _PARSERS.items():
-        raw = row[column] if row[column] is not None else ""
-        try:
-            record[column] = parse(raw)
-        except (_BadCell, ValueError) as exc:
-            reason = str(exc) if isinstance(exc, _BadCell) else "must be a real calendar date"
-            raise _row_error(name, line, column, reason, raw) from None
-    low, high = record["spot_low_per_hour"], record["spot_high_per_hour"]
-    if (low is None) != (high is None):
-        column = "spot_low_per_hour" if low is None else "spot_high_per_hour"
-        raise _row_error(name, line, column, "give both ends of the spot range or neither", "")
-    if low is not None and high is not None:
-        if low > high:
-            raise _row_error(name, line, "spot_low_per_hour", f"must be <= spot_high ({high})", low)
-        if high > record["on_demand_per_hour"]:
-            raise _row_error(
-                name,
-                line,
-                "spot_high_per_hour",
-                f"must be <= on_demand_per_hour ({record['on_demand_per_hour']})",
-                high,
+def _read(path: Path, parsers: Mapping[str, Callable], key: tuple[str, ...]) -> pd.DataFrame:
+    """Every cell of ``path`` parsed by its column's parser; ValueError naming the file, line
+    and column of the first bad one, or the line that repeats a ``key``."""
+    name = path.name
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if tuple(frame.columns) != tuple(parsers):
+        raise ValueError(
+            f"{name} line 1: the columns must be {list(parsers)}, got {list(frame.columns)}"
+        )
+    if frame.empty:
+        raise ValueError(f"{name}: no rows")
+    records, seen = [], {}
+    for line, row in enumerate(frame.itertuples(index=False, name=None), start=2):
+        record = {}
+        for column, raw in zip(parsers, row):
+            try:
+                record[column] = parsers[column](raw)
+            except _BadCell as exc:
+                raise ValueError(
+                    f"{name} line {line}, column {column!r}: {exc}, got {raw!r}"
+                ) from None
+        ident = tuple(record[k] for k in key)
+        if ident in seen:
+            raise ValueError(
+                f"{name} line {line}: {dict(zip(key, ident))} repeats line {seen[ident]}"
             )
-    if record["gpus"] > 1 and record["gpu_link_gb_s"] is None:
-        raise _row_error(name, line, "gpu_link_gb_s", "needed for an instance of several GPUs", "")
-    return record
+        seen[ident] = line
+        records.append(record)
+    return pd.DataFrame.from_records(records, columns=list(parsers))
 
 
-def load_catalog(path: str | Path | None = None) -> pd.DataFrame:
-    """The price snapshot (§20.5.1) as a DataFrame, one row per instance type, validated.
-
-    ``path`` defaults to ``data/instance_prices.csv``. Every column of :data:`CATALOG_COLUMNS`
-    must be present (and no other); a bad cell raises ``ValueError`` naming the file, the line
-    and the column. Guaranteed on return: positive prices and sizes, spot ranges with
-    low <= high <= on-demand, a date on every row, unique instance names.
-    The prices are the snapshot's, never live prices: show :func:`snapshot_label` with them.
-    """
+def load_sources(path: str | Path | None = None) -> pd.DataFrame:
+    """``data/instance_prices_sources.csv`` (§20.5.1): per cloud, the repository, file path,
+    commit, commit date (UTC) and git blob its prices come from, and the mirror read."""
     if path is None:
+        return _default_sources().copy()
+    return _read(Path(path), _SOURCE_PARSERS, ("source",))
+
+
+@cache
+def _default_sources() -> pd.DataFrame:
+    return _read(data_file("instance_prices_sources.csv"), _SOURCE_PARSERS, ("source",))
+
+
+def load_snapshot(
+    path: str | Path | None = None, sources: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``data/instance_prices.csv`` (§20.5.1): one row per GPU instance type, region and zone,
+    every cell checked: positive prices and sizes, an int GPU count, no repeated
+    (cloud, instance, region, zone), and a ``source`` that names a row of the sources file
+    (``sources``, default :func:`load_sources`) of the same cloud."""
+    if path is None and sources is None:
+        return _default_snapshot().copy()
+    return _checked_snapshot(
+        Path(path) if path else data_file("instance_prices.csv"),
+        load_sources() if sources is None else sources,
+    )
+
+
+@cache
+def _default_snapshot() -> pd.DataFrame:
+    return _checked_snapshot(data_file("instance_prices.csv"), load_sources())
+
+
+def _checked_snapshot(path: Path, sources: pd.DataFrame) -> pd.DataFrame:
+    frame = _read(path, _PRICE_PARSERS, ("cloud", "instance", "region", "zone"))
+    known = set(sources["source"])
+    bad = frame.index[~frame["source"].isin(known) | (frame["source"] != frame["cloud"])]
+    if len(bad):
+        row = frame.loc[bad[0]]
+        raise ValueError(
+            f"{path.name} line {bad[0] + 2}, column 'source': must name the row "
+            f"of its cloud in the sources file {sorted(known)}, got {row['source']!r}"
+        )
+    return frame
+
+
+def load_price_history(path: str | Path | None = None) -> pd.DataFrame:
+    """``data/instance_price_history.csv`` (§20.5.2): per instance type and day of the catalog's
+    history, the commit read, the on-demand price and the lowest, median and highest spot price
+    over the region's zones; checked as :func:`load_snapshot`, and low <= median <= high."""
+    frame = _read(
+        Path(path) if path else data_file("instance_price_history.csv"),
+        _HISTORY_PARSERS,
+        ("cloud", "instance", "region", "date"),
+    )
+    spot = frame[["spot_low_per_hour", "spot_median_per_hour", "spot_high_per_hour"]].astype(float)
+    order = (spot.iloc[:, 0] <= spot.iloc[:, 1]) & (spot.iloc[:, 1] <= spot.iloc[:, 2])
+    bad = frame.index[spot.notna().all(axis=1) & ~order]
+    if len(bad):
+        raise ValueError(
+            f"{Path(path).name if path else 'instance_price_history.csv'} line "
+            f"{bad[0] + 2}: spot prices must satisfy low <= median <= high"
+        )
+    frame["date"] = pd.to_datetime(frame["date"])
+    return frame
+
+
+def load_catalog(
+    regions: Mapping[str, str] | None = None, snapshot: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per instance type of the snapshot in one region per cloud (§20.5.1), with the
+    columns of :data:`CATALOG_COLUMNS`: the region's on-demand price (the median over its
+    zones, which agree), the lowest, median and highest spot price over the zones that have one
+    (NaN where none does), the zone counts, and the date and commit of the cloud's source.
+
+    ``regions`` maps each cloud to its region (default :data:`DEFAULT_REGIONS`; a cloud left
+    out is left out of the catalog); an unknown cloud or region raises ValueError naming the
+    ones the snapshot has. Instance types not offered in the chosen region are absent."""
+    if regions is None and snapshot is None:
         return _default_catalog().copy()
-    return _read_catalog(Path(path))
+    return _catalog(
+        dict(DEFAULT_REGIONS if regions is None else regions),
+        load_snapshot() if snapshot is None else snapshot,
+    )
 
 
 @cache
 def _default_catalog() -> pd.DataFrame:
-    return _read_catalog(data_file("instance_prices.csv"))
+    return _catalog(dict(DEFAULT_REGIONS), load_snapshot())
 
 
-def _read_catalog(path: Path) -> pd.DataFrame:
-    name = path.name
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in CATALOG_COLUMNS if c not in header]
-        if missing:
-            raise ValueError(f"{name} line 1: missing column(s) {missing}")
-        extra = [c for c in header if c not in CATALOG_COLUMNS]
-        if extra:
-            raise ValueError(f"{name} line 1: unknown column(s) {extra}")
-        records, seen = [], {}
-        for line, row in enumerate(reader, start=2):
-            if None in row:
-                raise ValueError(f"{name} line {line}: more cells than columns")
-            record = _parse_row(name, line, row)
-            key = record["instance"]  # looked up by name: unique across providers
-            if key in seen:
-                raise _row_error(
-                    name, line, "instance", f"duplicate of line {seen[key]}", record["instance"]
-                )
-            seen[key] = line
-            records.append(record)
-    if not records:
-        raise ValueError(f"{name}: no rows")
-    return pd.DataFrame.from_records(records, columns=list(CATALOG_COLUMNS))
+def _catalog(regions: dict[str, str], snapshot: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(regions, dict) or not regions:
+        raise ValueError(f"regions must map clouds to regions, e.g. {DEFAULT_REGIONS}")
+    sources = load_sources().set_index("source")
+    parts = []
+    for cloud, region in regions.items():
+        mine = snapshot[snapshot["cloud"] == cloud]
+        if mine.empty:
+            raise ValueError(
+                f"regions: cloud must be one of {sorted(snapshot['cloud'].unique())}, got {cloud!r}"
+            )
+        here = mine[mine["region"] == region]
+        if here.empty:
+            raise ValueError(
+                f"regions: {cloud} region must be one of "
+                f"{sorted(mine['region'].unique())}, got {region!r}"
+            )
+        parts.append(_per_type(here, sources.loc[cloud]))
+    return pd.concat(parts, ignore_index=True)[list(CATALOG_COLUMNS)]
+
+
+def _per_type(rows: pd.DataFrame, source: pd.Series) -> pd.DataFrame:
+    spot = rows["spot_per_hour"].astype(float)
+    grouped = rows.assign(spot=spot).groupby(["cloud", "instance"], sort=True)
+    table = grouped.agg(
+        region=("region", "first"),
+        gpu_model=("gpu_model", "first"),
+        gpus=("gpus", "first"),
+        gpu_memory_gib=("gpu_memory_gib", "first"),
+        vcpus=("vcpus", "first"),
+        memory_gib=("memory_gib", "first"),
+        on_demand_per_hour=("on_demand_per_hour", "median"),
+        spot_low_per_hour=("spot", "min"),
+        spot_median_per_hour=("spot", "median"),
+        spot_high_per_hour=("spot", "max"),
+        zones=("zone", "size"),
+        spot_zones=("spot", "count"),
+    ).reset_index()
+    table["gpu_memory_gib"] = table["gpu_memory_gib"].astype(float)
+    table["snapshot_date"] = source["commit_date"][:10]
+    table["commit"] = source["commit"]
+    return table
 
 
 def catalog_or_default(catalog: pd.DataFrame | None) -> pd.DataFrame:
-    """``catalog``, or the snapshot :func:`load_catalog` reads when it is None (§20.5.1): how
-    every function of ``chapter20.cost`` that takes a ``catalog`` argument reads it."""
+    """``catalog``, or the default :func:`load_catalog` when it is None (§20.5.1): how every
+    function of ``chapter20.cost`` that takes a ``catalog`` argument reads it."""
     return load_catalog() if catalog is None else catalog
 
 
@@ -211,39 +358,59 @@ def gpu_models(catalog: pd.DataFrame | None = None) -> list[str]:
 
 
 def snapshot_label(catalog: pd.DataFrame | None = None) -> str:
-    """A caption for anything that shows catalog prices: which snapshot they come from
-    (§20.5.1)."""
-    dates = sorted(catalog_or_default(catalog)["snapshot_date"].unique())
-    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
-    return f"list prices of a {when} snapshot (not live prices; see data/README.md)"
+    """A caption for anything that shows catalog prices (§20.5.1): which commit of SkyPilot's
+    catalog each cloud's prices come from and its date, e.g. ``SkyPilot catalog prices: aws
+    2023-12-13 (be265a9), ... (list prices, not live; data/README.md)``."""
+    clouds = set(catalog_or_default(catalog)["cloud"])
+    sources = load_sources()
+    parts = [f"{row.source} {row.commit_date[:10]} ({row.commit[:7]})"
+             for row in sources.itertuples() if row.source in clouds]  # fmt: skip
+    return f"SkyPilot catalog prices: {', '.join(parts)} (list prices, not live; data/README.md)"
 
 
 def price_table(catalog: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The catalog for display (§20.5.1): GPUs, memory, $/h, $/GPU-hour, spot range and the
-    spot saving it implies, and how confident the recorded on-demand price is."""
+    """The catalog for display (§20.5.1): GPUs, GiB per GPU, $/h, $/GPU-hour, the median spot
+    price of the region's zones with their range, and the saving at the median."""
     frame = catalog_or_default(catalog)
-    spot = frame["spot_low_per_hour"].notna()
-    low = frame["spot_low_per_hour"].astype(float)
-    high = frame["spot_high_per_hour"].astype(float)
+    spot = frame["spot_median_per_hour"].notna()
+    low, high = frame["spot_low_per_hour"], frame["spot_high_per_hour"]
     table = pd.DataFrame(
         {
-            "provider": frame["provider"],
+            "cloud": frame["cloud"],
             "instance": frame["instance"],
             "GPUs": frame["gpus"].astype(str) + " x " + frame["gpu_model"],
-            "GB/GPU": frame["gpu_memory_gb"].astype(int),
-            "$/h": frame["on_demand_per_hour"],
+            "GiB/GPU": frame["gpu_memory_gib"].map(lambda v: "—" if np.isnan(v) else f"{v:g}"),
+            "$/h": frame["on_demand_per_hour"].round(4),
             "$/GPU-h": (frame["on_demand_per_hour"] / frame["gpus"]).round(3),
-            "spot $/h": np.where(
-                spot, low.map("{:.2f}".format) + "-" + high.map("{:.2f}".format), "—"
+            "spot $/h (zones)": np.where(
+                spot,
+                frame["spot_median_per_hour"].map("{:.3f}".format)
+                + " ("
+                + low.map("{:.2f}".format)
+                + "–"
+                + high.map("{:.2f}".format)
+                + ")",
+                "—",
             ),
             "spot saving %": np.where(
                 spot,
-                (100 * (1 - high / frame["on_demand_per_hour"])).round().map("{:.0f}".format)
-                + "-"
-                + (100 * (1 - low / frame["on_demand_per_hour"])).round().map("{:.0f}".format),
+                (100 * (1 - frame["spot_median_per_hour"] / frame["on_demand_per_hour"]))
+                .round()
+                .map("{:.0f}".format),
                 "—",
             ),
-            "confidence": frame["confidence"],
         }
     )
     return table.set_index("instance")
+
+
+def spot_discounts(snapshot: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The saving of spot over on-demand, ``saving %`` = 100 · (1 − spot / on-demand), in
+    every (cloud, instance, region, zone) of the snapshot that has a spot price (§20.5.2)."""
+    frame = load_snapshot() if snapshot is None else snapshot
+    frame = frame[frame["spot_per_hour"].notna()].copy()
+    spot, on_demand = frame["spot_per_hour"].astype(float), frame["on_demand_per_hour"]
+    frame["saving %"] = 100 * (1 - spot / on_demand)
+    columns = ["cloud", "instance", "gpu_model", "region", "zone", "on_demand_per_hour",
+               "spot_per_hour", "saving %"]  # fmt: skip
+    return frame[columns].reset_index(drop=True)

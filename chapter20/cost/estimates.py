@@ -7,9 +7,11 @@ lost to preemptions. This module puts those pieces together for one configuratio
 (``chapter20.cost.selection.Config``):
 
 - §20.5 :func:`time_to_train` and :func:`cost_to_train`, with the scaling efficiency from the
-  alpha-beta all-reduce model of §20.4 (:func:`data_parallel_efficiency`) and the throughput of a
-  fixed embedding workload (:data:`EMBEDDING_WORKLOAD`, :func:`throughput_per_gpu`;
-  ``chapter20.cost.throughput.measure_throughput`` times it here).
+  alpha-beta all-reduce model of §20.4 (:func:`data_parallel_efficiency`, links from
+  ``chapter20.cost.hardware``) and the throughput of a fixed embedding workload
+  (:data:`EMBEDDING_WORKLOAD`, :func:`throughput_per_gpu`: one GPU measurement scaled by the
+  datasheet peaks in the workload's precision; ``chapter20.cost.throughput.measure_throughput``
+  times it here).
 - §20.5.2 spot: the expected preemption overhead at the Young/Daly checkpoint interval, from
   :mod:`chapter20.cost.preemption`; :func:`spot_savings` gross and net of that overhead.
 - §20.5 a cost breakdown into compute, storage and network (:func:`cost_breakdown`).
@@ -29,6 +31,7 @@ import pandas as pd
 from chapter20.core.checks import check_int, check_optional_positive, check_positive, check_real
 from chapter20.core.gpu_record import read_gpu_measurements
 from chapter20.cost.catalog import catalog_or_default
+from chapter20.cost.hardware import peak_tflops
 from chapter20.cost.preemption import preemption_overhead, young_daly_interval
 from chapter20.cost.selection import Config
 from chapter20.techniques.distributed import ring_allreduce_seconds
@@ -36,9 +39,9 @@ from chapter20.techniques.distributed import ring_allreduce_seconds
 __all__ = [
     "EGRESS_PER_GB",
     "EMBEDDING_WORKLOAD",
-    "GPU_TFLOPS",
     "H200_MEASUREMENT",
     "STORAGE_PER_GB_MONTH",
+    "THROUGHPUT_CODE",
     "CostBreakdown",
     "Preemption",
     "ThroughputRecord",
@@ -137,9 +140,17 @@ class ThroughputRecord:
         measured batch sizes: (overhead in s, seconds per pair). The overhead is the part of
         a step that does not grow with the batch (kernel launches, synchronisations, the
         optimizer over all parameters)."""
+        if precision not in self.step_seconds:
+            raise ValueError(
+                f"precision must be one the record measured, "
+                f"{sorted(self.step_seconds)}, got {precision!r}"
+            )
         batches = sorted(self.step_seconds[precision])
         if len(batches) < 2:
-            raise ValueError(f"need step times at two batch sizes or more for {precision}")
+            raise ValueError(
+                f"the record has step times at {len(batches)} batch size(s) for {precision}; "
+                "fitting overhead and per-pair time needs two or more"
+            )
         times = [self.step_seconds[precision][b] for b in batches]
         slope, intercept = np.polyfit(np.asarray(batches, float), np.asarray(times), 1)
         return float(intercept), float(slope)
@@ -173,10 +184,16 @@ def _throughput_record(device: str, gpu_model: str) -> ThroughputRecord:
 # torch.compile. Read from the GPU record (``chapter20.core.gpu_record``), where the figures live.
 H200_MEASUREMENT = _throughput_record("NVIDIA H200", "H200")
 
-#: Dense tensor-core peak per GPU model in TFLOP/s (bf16; fp16 on the V100, which has no bf16),
-#: from NVIDIA's datasheets (SXM parts); the A10G has no NVIDIA datasheet: 70 is the commonly
-#: reported figure (e.g. Baseten's A10 vs A10G comparison), against the A10's 125.
-GPU_TFLOPS = {"V100": 125.0, "A10G": 70.0, "A100": 312.0, "H100": 989.0, "H200": 989.0}
+#: The modules whose code the step times of :data:`EMBEDDING_WORKLOAD` measure
+#: (``chapter20.core.gpu_record.code_version``): a GPU figure of another version of them
+#: describes code that no longer exists.
+THROUGHPUT_CODE = (
+    "cost.throughput",
+    "training.trainer",
+    "training.config",
+    "core.models",
+    "techniques.precision",
+)
 
 
 def throughput_per_gpu(
@@ -186,15 +203,19 @@ def throughput_per_gpu(
 ) -> float:
     """Pairs per second of ``workload`` on one ``gpu_model`` (§20.5) — a **model** calibrated
     on ``record``: step time = overhead + batch × per-pair time (:meth:`ThroughputRecord.
-    step_model`), with the per-pair time scaled by the ratio of dense tensor-core peaks
-    (:data:`GPU_TFLOPS`) and the overhead kept as measured. An assumption: it ignores memory
-    bandwidth and assumes every GPU reaches the same fraction of its peak."""
-    if gpu_model not in GPU_TFLOPS:
-        raise ValueError(f"gpu_model must be one of {sorted(GPU_TFLOPS)}, got {gpu_model!r}")
+    step_model`, in the workload's precision), with the per-pair time scaled by the ratio of
+    the two GPUs' datasheet peaks **in that precision**
+    (:func:`chapter20.cost.hardware.peak_tflops`) and the overhead kept as measured.
+
+    ValueError for a GPU without a cited datasheet, and for a precision the GPU has no units
+    for (the V100 has no bf16: a bf16 workload is refused, not priced at its fp16 peak). An
+    assumption: it ignores memory bandwidth and assumes every GPU reaches the same fraction of
+    its peak."""
+    target = peak_tflops(gpu_model, workload.precision)
     if workload != EMBEDDING_WORKLOAD:
         raise ValueError("the recorded step times are for EMBEDDING_WORKLOAD only; measure yours")
     overhead, per_pair = record.step_model(workload.precision)
-    per_pair *= GPU_TFLOPS[record.gpu_model] / GPU_TFLOPS[gpu_model]
+    per_pair *= peak_tflops(record.gpu_model, workload.precision) / target
     return workload.pairs_per_gpu / (overhead + workload.pairs_per_gpu * per_pair)
 
 
@@ -235,7 +256,8 @@ def data_parallel_efficiency(
     on its GPU link (``gpu_link_gb_s`` per GPU), then a ring over the instances for each GPU's
     1/g share, over its 1/g share of the instance's network. ``overlap`` of the communication
     hides behind the backward pass. Efficiency = compute / (compute + exposed communication);
-    1.0 on a single GPU. Upper bound: no stragglers, no framework overhead.
+    1.0 on a single GPU. Upper bound: no stragglers, no framework overhead. ValueError where a
+    link it needs has no cited figure (``chapter20.cost.hardware``).
     """
     gradient_bytes = check_positive("gradient_bytes", gradient_bytes)
     compute = check_positive("step_compute_seconds", step_compute_seconds)
@@ -245,14 +267,25 @@ def data_parallel_efficiency(
     gpu_link_latency_s = check_positive("gpu_link_latency_s", gpu_link_latency_s, zero=True)
     network_latency_s = check_positive("network_latency_s", network_latency_s, zero=True)
     in_node = config.gpus_per_instance
+    if in_node > 1 and config.gpu_link_gb_s is None:
+        raise ValueError(
+            f"no cited GPU link bandwidth for the {config.gpu_model} GPUs of "
+            f"{config.instance}: its data-parallel efficiency cannot be modelled"
+        )
+    if config.n_instances > 1 and config.network_gbps is None:
+        raise ValueError(
+            f"no cited network bandwidth for {config.instance}: it is modelled as "
+            "one instance only (data/instance_network.csv)"
+        )
     comm = 0.0
     if in_node > 1:
         link = config.gpu_link_gb_s * 1e9
         comm += ring_allreduce_seconds(gradient_bytes, in_node, gpu_link_latency_s, link)
-    network_per_gpu = config.network_gbps * 1e9 / 8 / in_node
-    comm += ring_allreduce_seconds(
-        gradient_bytes / in_node, config.n_instances, network_latency_s, network_per_gpu
-    )
+    if config.n_instances > 1:
+        network_per_gpu = config.network_gbps * 1e9 / 8 / in_node
+        comm += ring_allreduce_seconds(
+            gradient_bytes / in_node, config.n_instances, network_latency_s, network_per_gpu
+        )
     return compute / (compute + comm * (1 - overlap))
 
 
@@ -305,14 +338,14 @@ def cost_to_train(
     train_seconds: float,
     *,
     preemption: Preemption | None = None,
-    spot_quote: str = "mid",
+    spot_quote: str = "median",
     interval_seconds: float | None = None,
 ) -> TrainingCost:
     """Cost of ``train_seconds`` of training on ``config`` (§20.5, §20.5.2).
 
     On demand: the time at the on-demand price (no preemptions; checkpoint time is not
-    counted). With ``config.spot``: the spot price at
-    ``spot_quote`` (``low``/``mid``/``high`` of the range) for the expected wall time under
+    counted). With ``config.spot``: the spot price of the region's ``spot_quote`` zone
+    (``low``/``median``/``high``) for the expected wall time under
     ``preemption`` (required), checkpointing every ``interval_seconds`` — by default the
     Young/Daly interval √(2·C·M) for the job's mean time between preemptions M, which shrinks
     with the number of instances. The expected overhead is Daly's model
@@ -371,33 +404,34 @@ def spot_savings(
     train_hours: float | None = None,
     preemption: Preemption | None = None,
 ) -> pd.DataFrame:
-    """Per instance type with a spot price (§20.5.2): the saving of spot over on-demand in %,
-    at the low, mid and high end of the spot range; with ``train_hours`` and ``preemption``
-    also the net saving at the mid price once the expected preemption overhead (one instance,
-    Young/Daly interval) is paid for."""
+    """Per catalog instance type with a spot price (§20.5.2): the saving of spot over on-demand
+    in %, in the region's highest, median and lowest spot zone (the catalog's own prices);
+    with ``train_hours`` and ``preemption`` also the expected preemption overhead (one
+    instance, Young/Daly interval) and the net saving at the median zone once it is paid."""
     frame = catalog_or_default(catalog)
-    frame = frame[frame["spot_low_per_hour"].notna()]
+    frame = frame[frame["spot_median_per_hour"].notna()]
     if (train_hours is None) != (preemption is None):
         raise ValueError("give train_hours and preemption together, or neither")
+    seconds = None if train_hours is None else check_positive("train_hours", train_hours) * 3600
     records = []
     for _, row in frame.iterrows():
         od = row["on_demand_per_hour"]
         record = {
+            "cloud": row["cloud"],
             "instance": row["instance"],
             "gpu_model": row["gpu_model"],
+            "spot_zones": int(row["spot_zones"]),
             "saving_at_high %": 100 * (1 - row["spot_high_per_hour"] / od),
-            "saving_at_mid %": 100
-            * (1 - (row["spot_low_per_hour"] + row["spot_high_per_hour"]) / 2 / od),
+            "saving_at_median %": 100 * (1 - row["spot_median_per_hour"] / od),
             "saving_at_low %": 100 * (1 - row["spot_low_per_hour"] / od),
         }
-        if train_hours is not None:
-            seconds = check_positive("train_hours", train_hours) * 3600
+        if seconds is not None:
             on_demand = cost_to_train(Config.from_catalog_row(row, 1, False), seconds)
             spot = cost_to_train(
                 Config.from_catalog_row(row, 1, True), seconds, preemption=preemption
             )
             record["overhead %"] = 100 * spot.overhead
-            record["net_saving_at_mid %"] = 100 * (1 - spot.cost / on_demand.cost)
+            record["net_saving_at_median %"] = 100 * (1 - spot.cost / on_demand.cost)
         records.append(record)
     return pd.DataFrame(records).set_index("instance")
 
@@ -412,9 +446,11 @@ def mixed_precision_saving(speedup: float) -> float:
 # §20.5 Cost breakdown
 # --------------------------------------------------------------------------------------------
 
-#: Object storage, USD per GB-month (Amazon S3 Standard, us-east-1, first 50 TB), and data
-#: transfer out to the internet, USD per GB (AWS, first 10 TB a month): list prices of the same
-#: snapshot as the catalog, from aws.amazon.com/s3/pricing and aws.amazon.com/ec2/pricing/on-demand.
+#: Object storage, USD per GB-month (Amazon S3 Standard, US East (N. Virginia), first 50 TB a
+#: month), and data transfer out to the internet, USD per GB (the first 10 TB a month): AWS's
+#: list prices (aws.amazon.com/s3/pricing), which SkyPilot's catalog does not carry; read here
+#: in guides that quote them (devnotes.tech, "Understanding AWS S3 Pricing", and
+#: deepeshsoni.com/archives/256), not on AWS's page itself. Inputs of the breakdown's model.
 STORAGE_PER_GB_MONTH = 0.023
 EGRESS_PER_GB = 0.09
 HOURS_PER_MONTH = 730.0

@@ -1,9 +1,12 @@
 """§20.5 Every option over the price catalog, and the Pareto frontier of time and cost.
 
-:func:`training_options` prices one workload on every catalog type and every GPU count that is
-a whole number of its instances (time and cost from ``chapter20.cost.estimates``, on demand or on
-spot); :func:`pareto_frontier` keeps the options that no other option beats on both time and
-cost. Listing L12 ranks by price per hour; these rank by what the whole run takes and costs.
+:func:`training_options` prices one workload on every catalog type the time model can time and
+every GPU count that is a whole number of its instances (time and cost from
+``chapter20.cost.estimates``, on demand or on spot); :func:`untimed_types` lists the others and
+why (no cited datasheet peak in the workload's precision; a PCIe part; no cited network for
+several instances). :func:`pareto_frontier` keeps the options that no other option beats on
+both time and cost. Listing L12 ranks by price per hour; these rank by what the whole run takes
+and costs.
 """
 
 from __future__ import annotations
@@ -25,9 +28,45 @@ from chapter20.cost.estimates import (
     throughput_per_gpu,
     time_to_train,
 )
+from chapter20.cost.hardware import instance_network_gbps, precisions_of, timed_gpus
 from chapter20.cost.selection import Config
 
-__all__ = ["pareto_frontier", "training_options"]
+__all__ = ["pareto_frontier", "training_options", "untimed_types"]
+
+
+def _why_untimed(row: pd.Series, workload: Workload) -> str:
+    """Why the time model cannot time ``row``'s type for ``workload`` ("" when it can)."""
+    if "pcie" in row["instance"].lower():
+        return "a PCIe part: the datasheet rows are the SXM parts'"
+    if row["gpu_model"] not in timed_gpus():
+        return f"no cited datasheet for the {row['gpu_model']}"
+    if workload.precision not in precisions_of(row["gpu_model"]):
+        return f"the {row['gpu_model']} has no {workload.precision} units"
+    return ""
+
+
+def untimed_types(
+    workload: Workload = EMBEDDING_WORKLOAD, catalog: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The catalog types the time model cannot time for ``workload``, one row each with the
+    reason (§20.5): a GPU without a cited datasheet peak in the workload's precision (the
+    A10G; the V100 for bf16), or a PCIe part; and the types it times as one instance only
+    because no document read here states their network bandwidth."""
+    records = []
+    for _, row in catalog_or_default(catalog).iterrows():
+        why = _why_untimed(row, workload)
+        if not why and instance_network_gbps(row["cloud"], row["instance"]) is None:
+            why = "timed as one instance only: no cited network bandwidth"
+        if why:
+            records.append(
+                {
+                    "cloud": row["cloud"],
+                    "instance": row["instance"],
+                    "gpu_model": row["gpu_model"],
+                    "reason": why,
+                }
+            )
+    return pd.DataFrame(records, columns=["cloud", "instance", "gpu_model", "reason"])
 
 
 def training_options(
@@ -40,12 +79,14 @@ def training_options(
     overlap: float = 0.0,
     catalog: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Time and cost to train ``workload`` for every catalog type (or ``instances``) and every
-    GPU count that is a whole number of its instances (§20.5).
+    """Time and cost to train ``workload`` for every catalog type (or ``instances``) that the
+    time model can time (:func:`untimed_types` lists the rest) and every GPU count that is a
+    whole number of its instances — one instance only where its network is not cited (§20.5).
 
-    Per row: GPUs, per-GPU throughput (:func:`throughput_per_gpu`, an assumption), the
-    alpha-beta scaling efficiency, ``hours`` (wall time, with the preemption overhead on spot),
-    ``price_per_hour`` and ``cost``. On spot the price is the middle of the range.
+    Per row: GPUs, per-GPU throughput (:func:`throughput_per_gpu`, a model), the alpha-beta
+    scaling efficiency, ``hours`` (wall time, with the preemption overhead on spot),
+    ``price_per_hour`` and ``cost``. On spot the price is the region's median zone.
+    ValueError when ``instances`` names a type the catalog lacks or the model cannot time.
     """
     frame = catalog_or_default(catalog)
     if instances is not None:
@@ -54,14 +95,20 @@ def training_options(
             raise ValueError(f"instances not in the catalog: {unknown}")
         frame = frame[frame["instance"].isin(instances)]
     if spot:
-        frame = frame[frame["spot_low_per_hour"].notna()]
+        frame = frame[frame["spot_median_per_hour"].notna()]
     counts = [check_int("gpu_counts", g, 1) for g in gpu_counts]
     records = []
     for _, row in frame.iterrows():
+        why = _why_untimed(row, workload)
+        if why:
+            if instances is not None:
+                raise ValueError(f"instances: {row['instance']} cannot be timed: {why}")
+            continue
         per_gpu = throughput_per_gpu(row["gpu_model"], workload)
         step = workload.pairs_per_gpu / per_gpu
+        networked = instance_network_gbps(row["cloud"], row["instance"]) is not None
         for gpus in counts:
-            if gpus % row["gpus"]:
+            if gpus % row["gpus"] or (gpus > row["gpus"] and not networked):
                 continue
             config = Config.from_catalog_row(row, gpus // row["gpus"], spot)
             efficiency = data_parallel_efficiency(
@@ -72,7 +119,7 @@ def training_options(
             records.append(
                 {
                     "instance": row["instance"],
-                    "provider": row["provider"],
+                    "cloud": row["cloud"],
                     "gpu_model": row["gpu_model"],
                     "n_instances": config.n_instances,
                     "gpus": gpus,

@@ -1,13 +1,20 @@
 """§20.5 The cost model's figures (house style): time and cost to train over the GPU count, every
-option against the Pareto frontier, and the spot overhead against the checkpoint interval
-(§20.5.2). matplotlib is imported when a figure is drawn, not with the cost model.
+option against the Pareto frontier, the spot overhead against the checkpoint interval, the spot
+saving by GPU model and the catalog's price history (§20.5.2). matplotlib is imported when a
+figure is drawn, not with the cost model.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["plot_pareto", "plot_spot_overhead", "plot_time_and_cost"]
+__all__ = [
+    "plot_pareto",
+    "plot_price_history",
+    "plot_spot_discounts",
+    "plot_spot_overhead",
+    "plot_time_and_cost",
+]
 
 
 def _plain_log_axis(axis, values) -> None:
@@ -30,8 +37,9 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     for index, (instance, group) in enumerate(options.groupby("instance", sort=False)):
         label = f"{instance} ({group['gpu_model'].iloc[0]})"
         # distinct dashes and markers: instances with the same GPUs draw the same curve
-        style = dict(linestyle=styles[index % 4], marker=markers[index % 6], markersize=4,
-                     label=label)  # fmt: skip
+        style = dict(
+            linestyle=styles[index % 4], marker=markers[index % 6], markersize=4, label=label
+        )
         left.plot(group["gpus"], group["hours"], **style)
         right.plot(group["gpus"], group["cost"], **style)
     for ax in (left, right):
@@ -66,8 +74,15 @@ def plot_pareto(
         ax.scatter(group["hours"], group["cost"], s=14, alpha=0.6, label=gpu_model)
     ax.plot(frontier["hours"], frontier["cost"], "k-", lw=1.2, label="Pareto frontier (GPUs)")
     for row in frontier.itertuples():
-        ax.annotate(f"{row.gpus}", (row.hours, row.cost), fontsize=7, ha="center", va="top",
-                    xytext=(0, -4), textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            f"{row.gpus}",
+            (row.hours, row.cost),
+            fontsize=7,
+            ha="center",
+            va="top",
+            xytext=(0, -4),
+            textcoords="offset points",
+        )
     for label, (hours, cost) in (highlight or {}).items():
         ax.plot(hours, cost, "*", color="black", markersize=11)
         ax.annotate(label, (hours, cost), fontsize=8, xytext=(6, 4), textcoords="offset points")
@@ -99,4 +114,76 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
     lowest = min(overhead for _, overhead in optima.values())
     ax.set_ylim(50 * lowest, 1000 * max(overhead for _, overhead in optima.values()))
     ax.legend(fontsize=8, title="dots: Young/Daly interval", title_fontsize=8)
+    return fig
+
+
+def plot_price_history(history: pd.DataFrame, caption: str = ""):
+    """Two panels over the catalog's history (§20.5.2): the spot price as a share of the
+    on-demand price (median zone as a line, lowest to highest zone shaded), and the on-demand
+    price (log scale), one colour per instance type of ``history``
+    (``chapter20.cost.catalog.load_price_history``); the legend sits right of the panels."""
+    from chapter20.core.plotting import new_panels
+
+    fig, (left, right) = new_panels(
+        2, "Spot and on-demand prices over the catalog's history", figsize=(12, 4.2)
+    )
+    lines = []
+    for instance, group in history.groupby("instance", sort=False):
+        od = group["on_demand_per_hour"]
+        label = f"{instance} ({group['region'].iloc[0]})"
+        (line,) = left.plot(group["date"], 100 * group["spot_median_per_hour"] / od, lw=1.2)
+        left.fill_between(
+            group["date"],
+            100 * group["spot_low_per_hour"] / od,
+            100 * group["spot_high_per_hour"] / od,
+            color=line.get_color(),
+            alpha=0.15,
+            lw=0,
+        )
+        right.plot(group["date"], od, lw=1.2, color=line.get_color())
+        lines.append((line, label))
+    left.set(ylabel="spot price, % of on-demand", ylim=(0, 105))
+    right.set(ylabel="on-demand price (USD per hour, log)", yscale="log")
+    for ax in (left, right):
+        ax.set_xlabel("date of the catalog version")
+        ax.tick_params(axis="x", labelrotation=30)
+    right.legend(
+        [line for line, _ in lines],
+        [label for _, label in lines],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="spot: median zone,\nband: lowest to highest",
+        title_fontsize=7,
+    )
+    if caption:
+        fig.text(0.5, -0.04, caption, ha="center", fontsize=8, color="#555555")
+    return fig
+
+
+def plot_spot_discounts(discounts: pd.DataFrame, claimed: tuple[float, float] | None = None):
+    """The saving of spot over on-demand in every zone of the snapshot, one box per GPU model
+    (§20.5.2, ``chapter20.cost.catalog.spot_discounts``); ``claimed`` (low, high) in % is shaded
+    as the chapter's range."""
+    from chapter20.core.plotting import new_figure
+
+    fig, ax = new_figure(
+        "Spot saving by GPU model, every region and zone",
+        "GPU model (zones with a spot price)",
+        "spot saving over on-demand (%)",
+    )
+    order = discounts.groupby("gpu_model")["saving %"].median().sort_values().index
+    groups = [discounts.loc[discounts["gpu_model"] == m, "saving %"] for m in order]
+    ax.boxplot(groups, whis=(5, 95), showfliers=False)
+    ax.set_xticks(
+        range(1, len(order) + 1),
+        [f"{m}\n({len(g)})" for m, g in zip(order, groups)],
+        fontsize=7,
+        rotation=30,
+        ha="right",
+    )
+    if claimed is not None:
+        ax.axhspan(*claimed, color="#2a9d8f", alpha=0.12, label="the chapter's range")
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylim(0, 100)
     return fig

@@ -2,10 +2,10 @@
 
 Listing L12 ranks three instance types by hourly price alone (and calls the g5.xlarge's A10G a
 T4). A :class:`Config` is ``n`` instances of one type of the price catalog
-(``chapter20.cost.catalog``) with the prices of all of them; :func:`configuration` builds one by
-name and :func:`cheapest_config` is L12's selector, corrected: the right GPU names, spot prices,
-filters by GPU model and memory. What a run on a configuration takes and costs is
-``chapter20.cost.estimates``.
+(``chapter20.cost.catalog``, one region per cloud) with the prices of all of them;
+:func:`configuration` builds one by name and :func:`cheapest_config` is L12's selector,
+corrected: the catalog's GPU names, spot prices, filters by GPU model and memory. What a run on
+a configuration takes and costs is ``chapter20.cost.estimates``.
 """
 
 from __future__ import annotations
@@ -17,36 +17,40 @@ import pandas as pd
 
 from chapter20.core.checks import check_int, check_positive
 from chapter20.cost.catalog import catalog_or_default, gpu_models
+from chapter20.cost.hardware import gpu_link_gb_s, instance_network_gbps
 
 __all__ = ["SPOT_QUOTES", "Config", "cheapest_config", "configuration"]
 
-#: Where in a catalog row's spot range a spot price is quoted (:meth:`Config.spot_price`).
-SPOT_QUOTES = ("low", "mid", "high")
+#: Which spot price of the region's zones :meth:`Config.spot_price` quotes: the lowest, the
+#: median or the highest zone's.
+SPOT_QUOTES = ("low", "median", "high")
 
 
 @dataclass(frozen=True)
 class Config:
-    """``n_instances`` instances of one catalog type (§20.5.1); prices are for all of them.
+    """``n_instances`` instances of one catalog type in one region (§20.5.1); prices are for all
+    of them. ``price_per_hour`` is what a budget is compared with: on-demand, or with ``spot``
+    the highest spot price of the region's zones (so the budget holds in any zone).
 
-    ``price_per_hour`` is what the budget is compared with: on-demand, or with ``spot`` the
-    high end of the spot range (so no price inside the range exceeds the budget).
-    """
+    ``gpu_link_gb_s`` (NVLink per GPU and direction, multi-GPU instances) and ``network_gbps``
+    come from ``chapter20.cost.hardware``: None where no cited document gives them, and the
+    time model then refuses what it would need them for."""
 
-    provider: str
+    cloud: str
     instance: str
+    region: str
     gpu_model: str
-    gpu_memory_gb: float
+    gpu_memory_gib: float | None
     gpus_per_instance: int
     n_instances: int
     spot: bool
     on_demand_per_hour: float
     spot_low_per_hour: float | None
+    spot_median_per_hour: float | None
     spot_high_per_hour: float | None
     gpu_link_gb_s: float | None
-    network_gbps: float
-    region: str
+    network_gbps: float | None
     snapshot_date: str
-    confidence: str
 
     @property
     def gpus(self) -> int:
@@ -56,49 +60,54 @@ class Config:
     def price_per_hour(self) -> float:
         return self.spot_price("high") if self.spot else self.on_demand_per_hour
 
-    def spot_price(self, quote: str = "mid") -> float:
-        """The spot price of the whole configuration at the ``low``, ``mid`` or ``high`` end."""
+    def spot_price(self, quote: str = "median") -> float:
+        """The spot price of the whole configuration in the region's ``low``, ``median`` or
+        ``high`` zone (§20.5.2); ValueError where the catalog has no spot price."""
         if quote not in SPOT_QUOTES:
             raise ValueError(f"spot_quote must be one of {list(SPOT_QUOTES)}, got {quote!r}")
-        if self.spot_low_per_hour is None or self.spot_high_per_hour is None:
-            raise ValueError(f"{self.instance} has no spot price in the catalog")
-        low, high = self.spot_low_per_hour, self.spot_high_per_hour
-        return {"low": low, "mid": (low + high) / 2, "high": high}[quote]
+        price = {"low": self.spot_low_per_hour, "median": self.spot_median_per_hour,
+                 "high": self.spot_high_per_hour}[quote]  # fmt: skip
+        if price is None:
+            raise ValueError(f"{self.instance} has no spot price in {self.region} in the catalog")
+        return price
 
     def describe(self) -> str:
-        """One line: ``8 x g5.xlarge (aws, 8 x A10G 24 GB) at $8.048/h on demand [2025-05]``."""
-        kind = "spot, high end" if self.spot else "on demand"
+        """One line: ``8 x g5.xlarge (aws us-east-1, 8 x A10G 24 GiB) at $8.048/h on demand
+        [2023-12-13 prices]``."""
+        kind = "spot, highest zone" if self.spot else "on demand"
+        memory = "" if self.gpu_memory_gib is None else f" {self.gpu_memory_gib:g} GiB"
         return (
-            f"{self.n_instances} x {self.instance} ({self.provider}, {self.gpus} x "
-            f"{self.gpu_model} {self.gpu_memory_gb:g} GB) at ${self.price_per_hour:,.3f}/h "
-            f"{kind} [{self.snapshot_date} prices]"
+            f"{self.n_instances} x {self.instance} ({self.cloud} {self.region}, {self.gpus} x "
+            f"{self.gpu_model}{memory}) at ${self.price_per_hour:,.3f}/h {kind} "
+            f"[{self.snapshot_date} prices]"
         )
 
     @classmethod
     def from_catalog_row(cls, row: pd.Series, n_instances: int, spot: bool) -> Config:
         """``n_instances`` of the type of one catalog row (§20.5.1), its prices scaled to all of
-        them. The row and the count are taken as they are: :func:`configuration` is the checked
-        way to build one by name."""
+        them, its links from ``chapter20.cost.hardware``. The row and the count are taken as
+        they are: :func:`configuration` is the checked way to build one by name."""
 
         def scaled(value: object) -> float | None:
             return None if pd.isna(value) else round(float(value) * n_instances, 6)
 
+        gpus = int(row["gpus"])
         return cls(
-            provider=row["provider"],
+            cloud=row["cloud"],
             instance=row["instance"],
+            region=row["region"],
             gpu_model=row["gpu_model"],
-            gpu_memory_gb=float(row["gpu_memory_gb"]),
-            gpus_per_instance=int(row["gpus"]),
+            gpu_memory_gib=None if pd.isna(row["gpu_memory_gib"]) else float(row["gpu_memory_gib"]),
+            gpus_per_instance=gpus,
             n_instances=n_instances,
             spot=spot,
             on_demand_per_hour=scaled(row["on_demand_per_hour"]),
             spot_low_per_hour=scaled(row["spot_low_per_hour"]),
+            spot_median_per_hour=scaled(row["spot_median_per_hour"]),
             spot_high_per_hour=scaled(row["spot_high_per_hour"]),
-            gpu_link_gb_s=None if pd.isna(row["gpu_link_gb_s"]) else float(row["gpu_link_gb_s"]),
-            network_gbps=float(row["network_gbps"]),
-            region=row["region"],
+            gpu_link_gb_s=gpu_link_gb_s(row["gpu_model"]) if gpus > 1 else None,
+            network_gbps=instance_network_gbps(row["cloud"], row["instance"]),
             snapshot_date=row["snapshot_date"],
-            confidence=row["confidence"],
         )
 
 
@@ -113,8 +122,10 @@ def configuration(
     if rows.empty:
         raise ValueError(f"instance must be one of {sorted(frame['instance'])}, got {instance!r}")
     row = rows.iloc[0]
-    if spot and pd.isna(row["spot_low_per_hour"]):
-        raise ValueError(f"instance {instance!r} has no spot price in the catalog")
+    if spot and pd.isna(row["spot_median_per_hour"]):
+        raise ValueError(
+            f"instance {instance!r} has no spot price in {row['region']} in the catalog"
+        )
     return Config.from_catalog_row(row, n_instances, bool(spot))
 
 
@@ -124,7 +135,7 @@ def cheapest_config(
     *,
     prefer: str = "cost",
     gpu_model: str | None = None,
-    min_gpu_memory_gb: float | None = None,
+    min_gpu_memory_gib: float | None = None,
     spot: bool = False,
     catalog: pd.DataFrame | None = None,
 ) -> Config:
@@ -136,8 +147,10 @@ def cheapest_config(
     - ``prefer="gpus"``: as many instances as the budget buys, and the type that gives the most
       GPUs (the cheaper one on a tie).
 
-    ``gpu_model`` and ``min_gpu_memory_gb`` filter the types; ``spot=True`` prices spot
-    capacity at the high end of its range, so the budget holds anywhere inside the range.
+    ``gpu_model`` and ``min_gpu_memory_gib`` filter the types (a type whose GPU memory the
+    catalog does not give is left out by the memory filter); ``spot=True`` prices spot capacity
+    at the region's highest zone, so the budget holds in any zone. L12 itself is this selector
+    on a catalog of its three types (``catalog=``).
     Ties go to the lower price, then fewer instances, then the instance name: the answer is
     deterministic. More budget never gives a worse answer: the same or a cheaper configuration
     (``cost``), the same or more GPUs (``gpus``). Raises ValueError for bad arguments and when
@@ -155,15 +168,15 @@ def cheapest_config(
         if gpu_model not in known:
             raise ValueError(f"gpu_model must be one of {known} or None, got {gpu_model!r}")
         frame = frame[frame["gpu_model"] == gpu_model]
-    if min_gpu_memory_gb is not None:
-        min_memory = check_positive("min_gpu_memory_gb", min_gpu_memory_gb)
-        frame = frame[frame["gpu_memory_gb"] >= min_memory]
+    if min_gpu_memory_gib is not None:
+        min_memory = check_positive("min_gpu_memory_gib", min_gpu_memory_gib)
+        frame = frame[frame["gpu_memory_gib"] >= min_memory]  # unknown memory (NaN) is out
     if spot:
         frame = frame[frame["spot_high_per_hour"].notna()]
     if frame.empty:
         raise ValueError(
             "no instance type in the catalog matches "
-            f"gpu_model={gpu_model!r}, min_gpu_memory_gb={min_gpu_memory_gb!r}, spot={spot}"
+            f"gpu_model={gpu_model!r}, min_gpu_memory_gib={min_gpu_memory_gib!r}, spot={spot}"
         )
     fewest = [
         Config.from_catalog_row(row, math.ceil(target_gpus / row["gpus"]), spot)

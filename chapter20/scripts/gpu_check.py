@@ -4,14 +4,15 @@ and append the figures, dated, to ``data/gpu_measurements.csv`` (``chapter20.cor
     python chapter20/scripts/gpu_check.py             # run every step it can (budget 300 s)
     python chapter20/scripts/gpu_check.py --dry-run   # say what would run and what is skipped
 
-Steps, in order: the ``cuda``-marked tests; ``bench precision``, ``bench step-memory``,
-``bench optimizers`` (bitsandbytes 8-bit), ``bench word2vec-gpu`` (ours on CUDA vs gensim on
-every host core, both objectives, ρ side by side) and ``bench training`` (once
-``chapter20/training/trainer.py`` registers it); notebooks 03 and 09 executed on CUDA into
-``build/gpu-check/``. Each step runs in its own process, with what is left of the time
-budget as its timeout; a step whose packages are missing (e.g. gensim, bitsandbytes,
-nbconvert) is skipped and the summary says why. Without a CUDA GPU every step is skipped:
-nothing here measures a CPU. Exit status: 0 when no step that ran failed.
+Steps, in order: the ``cuda``-marked tests; ``bench precision``, ``bench step-memory``, ``bench
+optimizers`` (bitsandbytes 8-bit), ``bench word2vec-gpu`` (ours on CUDA vs gensim on every host
+core, both objectives, ρ side by side), ``bench training`` (once ``chapter20/training/trainer.py``
+registers it) and ``bench cost-throughput`` (notebook 08's workload per precision and batch, with
+the code version C21 reads); notebooks 03 and 09 executed on CUDA into ``build/gpu-check/``. Each
+step runs in its own process, with what is left of the time budget as its timeout; a step whose
+packages are missing (e.g. gensim, bitsandbytes, nbconvert) is skipped and the summary says why.
+Without a CUDA GPU every step is skipped: nothing here measures a CPU. Exit status: 0 when no step
+that ran failed.
 
 Packages beyond torch: numpy, pandas, matplotlib, tqdm and pytest for the tests and benches;
 gensim for ``word2vec-gpu`` and notebook 09; bitsandbytes for ``optimizers``; nbconvert,
@@ -73,6 +74,7 @@ STEPS = (
     _bench("optimizers", "bitsandbytes"),
     _bench("word2vec-gpu", "gensim"),
     _bench("training"),
+    _bench("cost-throughput"),
     _notebook("notebooks/03_mixed_precision.ipynb"),
     _notebook("notebooks/09_efficient_sampling.ipynb", "gensim"),
 )

@@ -1,0 +1,343 @@
+"""Notebook 08's experiments (§20.5): the chapter's prices and listing L12 on SkyPilot's catalog,
+the catalog's spot discounts and their history, mixed precision's saving on both fp32
+baselines, and the claims that depend on a workload (C17) or a scenario (C22) over a stated
+range; ``bench cost-throughput`` re-measures the step times the cost model scales.
+
+Every table here is computed from the data files of ``chapter20.cost`` (the catalog, its
+sources and history, the datasheets, the GPU record); the notebook prints them, and the
+verdicts it shows beside a range are :func:`chapter20.core.claims.check` of each row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+import torch
+
+from chapter20.core.claims import check
+from chapter20.core.gpu_record import code_version, current_gpu_figure
+from chapter20.cost.catalog import load_catalog, load_snapshot, spot_discounts
+from chapter20.cost.estimates import (
+    EGRESS_PER_GB,
+    EMBEDDING_WORKLOAD,
+    H200_MEASUREMENT,
+    THROUGHPUT_CODE,
+    ThroughputRecord,
+    Workload,
+    cost_breakdown,
+    mixed_precision_saving,
+)
+from chapter20.cost.hardware import PRECISIONS, load_gpu_datasheets
+from chapter20.cost.options import training_options
+from chapter20.cost.selection import cheapest_config
+
+__all__ = [
+    "CHAPTER_PRICES",
+    "benchmark",
+    "c17_over_workloads",
+    "c22_over_scenarios",
+    "chapter_prices",
+    "cheapest_fleet",
+    "current_speedup",
+    "datasheet_table",
+    "discount_stability",
+    "l12_reruns",
+    "mixed_precision_table",
+    "spot_by_type",
+]
+
+#: Listing L12's three instance types: the chapter's price per hour, GPU count and GPU label
+#: (its label for the g5.xlarge is a T4).
+CHAPTER_PRICES = {
+    "p3.2xlarge": (3.06, 1, "V100"),
+    "p4d.24xlarge": (32.77, 8, "A100"),
+    "g5.xlarge": (1.006, 1, "T4"),
+}
+
+
+def chapter_prices() -> tuple[pd.DataFrame, float, bool]:
+    """C18: the chapter's price of each L12 type beside the catalog's in us-east-1 (the region
+    the chapter's prices are from) and the spread over every region that offers it; returns
+    the table, the largest relative gap in us-east-1, and whether the GPU counts agree."""
+    snapshot = load_snapshot()
+    aws = snapshot[snapshot["cloud"] == "aws"]
+    records = []
+    for instance, (price, gpus, label) in CHAPTER_PRICES.items():
+        rows = aws[aws["instance"] == instance]
+        by_region = rows.groupby("region")["on_demand_per_hour"].median()
+        here = float(by_region["us-east-1"])
+        records.append(
+            {
+                "instance": instance,
+                "chapter $/h": price,
+                "catalog us-east-1 $/h": here,
+                "gap %": 100 * (here / price - 1),
+                "regions": len(by_region),
+                "lowest region $/h": by_region.min(),
+                "highest region $/h": by_region.max(),
+                "GPUs (chapter)": gpus,
+                "GPUs (catalog)": int(rows["gpus"].iloc[0]),
+                "GPU (L12's label)": label,
+                "GPU (catalog)": rows["gpu_model"].iloc[0],
+            }
+        )
+    table = pd.DataFrame(records).set_index("instance")
+    gap = float((table["gap %"].abs() / 100).max())
+    counts_match = bool((table["GPUs (chapter)"] == table["GPUs (catalog)"]).all())
+    return table, gap, counts_match
+
+
+def l12_reruns(target_gpus: int = 8, budget_per_hour: float = 50.0) -> pd.DataFrame:
+    """C19: L12's selection (cheapest ``target_gpus`` GPUs within ``budget_per_hour``) rerun
+    on the catalog: on L12's three types in us-east-1, on every AWS GPU type there, on the
+    whole catalog, and on the whole catalog with the GPU memory the workload plans (>= 16 GiB)."""
+    catalog = load_catalog()
+    aws = catalog[catalog["cloud"] == "aws"]
+    menus = {
+        "L12's three types (aws us-east-1)": dict(
+            catalog=aws[aws["instance"].isin(CHAPTER_PRICES)]
+        ),
+        "every AWS GPU type (us-east-1)": dict(catalog=aws),
+        "the whole catalog": dict(catalog=catalog),
+        "the whole catalog, >= 16 GiB per GPU": dict(catalog=catalog, min_gpu_memory_gib=16),
+    }
+    records = []
+    for menu, kwargs in menus.items():
+        choice = cheapest_config(target_gpus, budget_per_hour, **kwargs)
+        records.append(
+            {
+                "menu": menu,
+                "choice": f"{choice.n_instances} x {choice.instance}",
+                "GPU": choice.gpu_model,
+                "$/h": round(choice.price_per_hour, 4),
+                "cloud": choice.cloud,
+            }
+        )
+    return pd.DataFrame(records).set_index("menu")
+
+
+def spot_by_type(snapshot: pd.DataFrame | None = None) -> pd.DataFrame:
+    """C20: per instance type with spot prices, the saving of spot over on-demand across every
+    region and zone of the snapshot: zones, median, 10th and 90th percentile, lowest, highest."""
+    discounts = spot_discounts(snapshot)
+    grouped = discounts.groupby(["cloud", "instance", "gpu_model"])["saving %"]
+    table = pd.DataFrame(
+        {
+            "zones": grouped.size(),
+            "median %": grouped.median(),
+            "p10 %": grouped.quantile(0.1),
+            "p90 %": grouped.quantile(0.9),
+            "lowest %": grouped.min(),
+            "highest %": grouped.max(),
+        }
+    )
+    return table.reset_index().set_index("instance")
+
+
+def discount_stability(history: pd.DataFrame) -> pd.DataFrame:
+    """How stable the spot discount was over the catalog's history (§20.5.2): per instance
+    type, the first and last day, the number of daily versions (one per day on which the file
+    changed), how many on-demand prices it had, and the saving at the median zone (median,
+    lowest, highest over the versions), with the largest change from one version to the next
+    (in points), the share of versions within 5 points of the median, and its
+    median over the first and over the last 30 days of the history (a shift that lasts)."""
+    records, month = [], pd.Timedelta(days=30)
+    for (cloud, instance), group in history.groupby(["cloud", "instance"], sort=False):
+        group = group.dropna(subset=["spot_median_per_hour"])
+        saving = 100 * (1 - group["spot_median_per_hour"] / group["on_demand_per_hour"])
+        records.append(
+            {
+                "cloud": cloud,
+                "instance": instance,
+                "first day": group["date"].min().date(),
+                "last day": group["date"].max().date(),
+                "daily versions": len(group),
+                "on-demand prices": group["on_demand_per_hour"].nunique(),
+                "saving median %": saving.median(),
+                "lowest %": saving.min(),
+                "highest %": saving.max(),
+                "largest move between versions, points": saving.diff().abs().max(),
+                "versions within 5 points of the median %": 100
+                * ((saving - saving.median()).abs() <= 5).mean(),
+                "first 30 days %": saving[group["date"] < group["date"].min() + month].median(),
+                "last 30 days %": saving[group["date"] > group["date"].max() - month].median(),
+            }
+        )
+    return pd.DataFrame(records).set_index("instance")
+
+
+def datasheet_table() -> pd.DataFrame:
+    """The datasheet peaks the time model scales by, TFLOP/s, one row per GPU and one column
+    per precision; a precision a GPU has no units for is empty (§20.5)."""
+    frame = load_gpu_datasheets()
+    peaks = frame[frame["quantity"] == "peak"]
+    table = peaks.pivot(index="gpu_model", columns="precision", values="value")
+    return table.reindex(columns=list(PRECISIONS))
+
+
+def current_speedup(baseline: str = "fp32", batch: int = 1024) -> float | None:
+    """bf16 over ``baseline`` step time of the workload at ``batch`` from GPU record rows of the
+    current code (``THROUGHPUT_CODE``), or None when the record has none: what C21's verdict
+    may read (``chapter20.core.gpu_record.current_gpu_figure``)."""
+    rows = [
+        current_gpu_figure(f"step seconds, {p}, {batch} pairs", THROUGHPUT_CODE)
+        for p in ("bf16", baseline)
+    ]
+    if any(row is None for row in rows):
+        return None
+    return rows[1].value / rows[0].value
+
+
+def mixed_precision_table(record: ThroughputRecord = H200_MEASUREMENT, batch: int = 1024):
+    """C21 on both fp32 baselines: the speed-up of bf16 over plain fp32 (PyTorch's default,
+    no TF32) and over fp32 with TF32 matrix multiplies, from the GPU record, the cost each
+    saves (1 − 1/speed-up), and the verdict each would get (:func:`chapter20.core.claims.check`
+    on the recorded figure: rows without a code version are shown, not logged)."""
+    records = []
+    for baseline in ("fp32", "tf32"):
+        speedup = record.speedup("bf16", baseline, batch)
+        saving = 100 * mixed_precision_saving(speedup)
+        verdict = check("C21", saving, device=record.gpu).judgement
+        records.append(
+            {
+                "baseline": baseline,
+                "speed-up": speedup,
+                "cost saved %": saving,
+                "verdict on this figure": verdict,
+            }
+        )
+    return pd.DataFrame(records).set_index("baseline")
+
+
+def cheapest_fleet(
+    min_gpus: int = 100, gpu_model: str = "A100", workload: Workload = EMBEDDING_WORKLOAD
+) -> pd.Series:
+    """The cheapest run of ``workload`` on at least ``min_gpus`` GPUs of ``gpu_model`` that the
+    time model can time (one row of ``training_options``; §20.5, C17)."""
+    catalog = load_catalog()
+    sizes = sorted({int(g) for g in catalog.loc[catalog["gpu_model"] == gpu_model, "gpus"]})
+    counts = sorted({math.ceil(min_gpus / g) * g for g in sizes})
+    options = training_options(workload, counts)
+    options = options[(options["gpu_model"] == gpu_model) & (options["gpus"] >= min_gpus)]
+    if options.empty:
+        raise ValueError(f"no timed configuration of >= {min_gpus} {gpu_model} GPUs")
+    return options.sort_values(["cost", "instance"], kind="stable").iloc[0]
+
+
+def c17_over_workloads(
+    pairs: Sequence[float] = (1e8, 1e9, 1e10, 1e11, 1e12),
+    gpu_models: Sequence[str] = ("A100", "H100"),
+) -> pd.DataFrame:
+    """C17 over a range of workloads: the notebook's encoder trained on ``pairs`` pairs on the
+    cheapest timed fleet of >= 100 GPUs of each of ``gpu_models`` (the time scales with the
+    pairs), with the hours, the cost and the verdict of each row."""
+    records = []
+    for gpu_model in gpu_models:
+        fleet = cheapest_fleet(100, gpu_model)
+        name = f"{fleet['n_instances']} x {fleet['instance']} ({fleet['gpus']} x {gpu_model})"
+        for n in pairs:
+            scale = n / EMBEDDING_WORKLOAD.pairs
+            cost = float(fleet["cost"]) * scale
+            records.append(
+                {
+                    "fleet": name,
+                    "pairs": n,
+                    "hours": float(fleet["hours"]) * scale,
+                    "cost $": cost,
+                    "verdict": check("C17", cost).judgement,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def c22_over_scenarios(
+    retention_months: Sequence[float] = (1, 6, 24),
+    egress_copies: Sequence[int] = (0, 1),
+    pairs: Sequence[float] = (1e9, 1e11),
+) -> pd.DataFrame:
+    """C22 over a range of scenarios: the compute share of the bill of C17's A100 run
+    (compute from the time model; the data set of ``pairs`` pairs of 64 two-byte token ids
+    twice, and 5 checkpoints of the weights and AdamW state, 12 bytes per parameter, kept for
+    the run plus ``retention_months``; the data set copied out of the cloud ``egress_copies``
+    times at the egress list price), with the verdict of each row."""
+    fleet = cheapest_fleet(100, "A100")
+    params = EMBEDDING_WORKLOAD.parameters
+    records = []
+    for n in pairs:
+        scale = n / EMBEDDING_WORKLOAD.pairs
+        dataset_gb = n * 2 * EMBEDDING_WORKLOAD.seq_len * 2 / 1e9
+        for months in retention_months:
+            for copies in egress_copies:
+                parts = cost_breakdown(
+                    float(fleet["cost"]) * scale,
+                    run_hours=float(fleet["hours"]) * scale,
+                    dataset_gb=dataset_gb,
+                    checkpoint_gb=12 * params / 1e9,
+                    checkpoints_kept=5,
+                    retention_months=months,
+                    egress_gb=copies * dataset_gb,
+                    egress_per_gb=EGRESS_PER_GB,
+                )
+                shares = parts.shares()
+                records.append(
+                    {
+                        "pairs": n,
+                        "kept, months": months,
+                        "copies out": copies,
+                        "total $": parts.total,
+                        "compute %": shares["compute"],
+                        "storage %": shares["storage"],
+                        "network %": shares["network"],
+                        "verdict": check("C22", shares["compute"]).judgement,
+                    }
+                )
+    return pd.DataFrame(records)
+
+
+def benchmark(
+    batches: tuple[int, ...] = (256, 512, 1024, 2048, 4096),
+    precisions: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp32"),
+    warmup: int = 5,
+    repeat: int = 20,
+) -> list[dict]:
+    """``python -m chapter20 bench cost-throughput``: step seconds of notebook 08's workload
+    (``cost.throughput.measure_throughput``) per precision and batch on CUDA, as rows for the
+    GPU record with the version of the code they measure (``THROUGHPUT_CODE``), so that C21
+    and the throughput model read current figures. Without CUDA it says so and returns no
+    rows. ``fp32`` runs with PyTorch's default (no TF32 matrix multiplies), ``tf32`` is fp32
+    with TF32 matrix multiplies allowed."""
+    if not torch.cuda.is_available():
+        print("no CUDA GPU here: bench cost-throughput needs one")
+        return []
+    from chapter20.cost.throughput import measure_throughput
+
+    version = code_version(*THROUGHPUT_CODE)
+    rows = []
+    default_tf32 = torch.backends.cuda.matmul.allow_tf32
+    for precision in precisions:
+        for batch in batches:
+            torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+            try:
+                rate = measure_throughput(
+                    EMBEDDING_WORKLOAD,
+                    batch=batch,
+                    device="cuda",
+                    warmup=warmup,
+                    repeat=repeat,
+                    precision="fp32" if precision == "tf32" else precision,
+                )
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = default_tf32
+            rows.append(
+                {
+                    "quantity": f"step seconds, {precision}, {batch} pairs",
+                    "value": round(batch / rate, 5),
+                    "unit": "s",
+                    "code": version,
+                    "notes": f"median of {repeat} steps after {warmup}; eager, AdamW",
+                }
+            )
+            print(f"{precision} {batch:>5} pairs: {batch / rate * 1e3:7.1f} ms/step")
+    return rows

@@ -1,0 +1,63 @@
+"""Notebook 08's lab (chapter20.labs.nb08_cost): the tables behind C17-C22 say what their
+docstrings say, on the committed catalog."""
+
+from __future__ import annotations
+
+import pytest
+
+from chapter20.cost.catalog import load_price_history
+from chapter20.cost.hardware import load_gpu_datasheets
+from chapter20.labs import nb08_cost as lab
+
+
+def test_the_chapters_prices_and_l12_on_its_menu_and_beyond():
+    table, gap, counts_match = lab.chapter_prices()
+    assert gap == pytest.approx((table["gap %"].abs() / 100).max())
+    assert counts_match and table.loc["g5.xlarge", "GPU (catalog)"] == "A10G"
+    assert (table["lowest region $/h"] <= table["catalog us-east-1 $/h"]).all()
+    reruns = lab.l12_reruns()
+    assert reruns.loc["L12's three types (aws us-east-1)", "choice"] == "8 x g5.xlarge"
+    assert (reruns["$/h"] <= reruns["$/h"].iloc[0]).all()  # a wider menu is never dearer
+
+
+def test_spot_and_its_history_tables():
+    by_type = lab.spot_by_type()
+    assert (by_type["lowest %"] <= by_type["median %"]).all()
+    assert (by_type["median %"] <= by_type["highest %"]).all()
+    stability = lab.discount_stability(load_price_history())
+    for column in ("saving median %", "first 30 days %", "last 30 days %"):
+        assert (stability[column] >= stability["lowest %"] - 1e-9).all()
+        assert (stability[column] <= stability["highest %"] + 1e-9).all()
+    assert stability.loc["p4d.24xlarge", "daily versions"] > 300
+
+
+def test_c17_scales_with_the_workload_and_crosses_the_claimed_range():
+    c17 = lab.c17_over_workloads(pairs=(1e9, 1e10, 1e11, 1e12), gpu_models=("A100",))
+    costs = c17["cost $"].to_numpy()
+    assert costs[1:] / costs[:-1] == pytest.approx([10, 10, 10])
+    assert set(c17["verdict"]) == {
+        "does not hold: smaller than claimed",
+        "consistent with the model",
+        "does not hold: larger than claimed",
+    }
+    fleet = lab.cheapest_fleet(100, "A100")
+    assert fleet["gpus"] >= 100 and fleet["gpu_model"] == "A100"
+
+
+def test_c22_compute_share_falls_as_data_are_kept_longer():
+    c22 = lab.c22_over_scenarios(retention_months=(1, 6, 24), egress_copies=(0,), pairs=(1e9,))
+    shares = c22["compute %"].to_numpy()
+    assert shares[0] > shares[1] > shares[2]
+    parts = c22[["compute %", "storage %", "network %"]].sum(axis=1)
+    assert parts.to_numpy() == pytest.approx(100)
+
+
+def test_tables_of_peaks_and_mixed_precision(capsys):
+    peaks = lab.datasheet_table()
+    assert peaks.loc["V100"].isna().tolist() == [True, False, True, False]  # bf16, fp16, tf32, fp32
+    assert len(peaks) == load_gpu_datasheets()["gpu_model"].nunique()
+    table = lab.mixed_precision_table()
+    assert table.loc["fp32", "speed-up"] > table.loc["tf32", "speed-up"]
+    assert table.loc["fp32", "verdict on this figure"] == "holds, larger than claimed"
+    if not lab.torch.cuda.is_available():
+        assert lab.benchmark() == [] and "needs one" in capsys.readouterr().out
