@@ -243,9 +243,10 @@ def sharded_step_on_rank(batch: int = 512, negatives: int = 5, dim: int = 16, se
         box = torch.tensor([losses["sharded"]])
         torch.distributed.all_reduce(box)
         losses["sharded"] = float(box)
-    gap = max(
-        float((sharded.users.full_weight() - plain.users.weight).abs().max()),
-        float((sharded.items.full_weight() - plain.items.weight).abs().max()),
-    )
+    with torch.no_grad():
+        gap = max(
+            float((sharded.users.full_weight() - plain.users.weight).abs().max()),
+            float((sharded.items.full_weight() - plain.items.weight).abs().max()),
+        )
     return {"rank": rank, "loss_sharded": losses["sharded"], "loss_plain": losses["plain"],
             "max_weight_diff": gap, "users": data.users, "items": data.num_items}  # fmt: skip
