@@ -445,6 +445,14 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "vocabulary": {"a": 2},
         "max_len": 4,
     },
+    "techniques.parallelism.find_straggler": lambda: {
+        "rows": [{"rank": r, "step": 0, "batch": 4, "data_seconds": 0.0, "step_seconds": 0.01,
+                  "iteration_seconds": 0.01} for r in (0, 1)],
+        "slack_share": 0.2,
+    },  # fmt: skip
+    "techniques.parallelism.balanced_split": lambda: {
+        "rates": [1.0, 2.0], "total": 12, "minimum": 1,
+    },
     "core.plotting.new_panels": lambda: {"n": 2, "title": "t"},
     "techniques.precision.gradient_underflow": lambda: {
         "model": _with_gradients(),
@@ -830,6 +838,7 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.parallelism.predicted_overlap.bucket_bytes",
             "techniques.parallelism.predicted_overlap.backward_seconds",
             "techniques.parallelism.predicted_overlap.latency",
+            "techniques.parallelism.balanced_split.minimum",
             "core.plotting.stacked_memory_bars.breakdowns",
             "techniques.sharding.ShardedEmbedding.seed",
             "techniques.sharding.all_to_all_bytes.rank",

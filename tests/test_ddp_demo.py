@@ -3,6 +3,7 @@ and two single-process "nodes" on localhost give the same training run for the s
 global batch (float32 rounding: the ranks sum the same terms in another order)."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -97,6 +98,17 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
     assert one["allreduce_bytes_per_step"] is None  # one process: no all-reduce
     assert two["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-3)
     assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-3)
+
+
+def test_the_default_run_learns():
+    """§20.4, issue 34: the demo's defaults end well below the loss of a uniform guess over the
+    batch (ln batch) and retrieve held-out next sentences far above chance."""
+    from chapter20.scripts import ddp_demo
+
+    summary = ddp_demo.main(["--no-progress", "--no-report"])
+    assert summary["uniform_guess_loss"] == pytest.approx(math.log(summary["global_batch"]))
+    assert summary["final_loss_mean5"] < summary["uniform_guess_loss"] - 1.0
+    assert summary["recall_at_10"] > 5 * summary["chance_at_10"]
 
 
 def test_a_global_batch_that_does_not_split_is_refused():

@@ -15,9 +15,13 @@ from chapter20.labs import nb12_practices as practices
 from chapter20.techniques.distributed import run_local_group
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.parallelism import (
+    RankMonitor,
     TokenizingPairs,
+    balanced_split,
     bubble_fraction,
     deep_encoder,
+    find_straggler,
+    own_seconds,
     pipeline_p2p_bytes,
     predicted_overlap,
     split_stages,
@@ -152,3 +156,53 @@ def test_tokenizing_pairs_equal_encoding_beforehand():
     anchors, positives = next(iter(torch.utils.data.DataLoader(dataset, batch_size=2)))
     assert torch.equal(anchors, encode_texts([p[0] for p in pairs], vocabulary, 3))
     assert torch.equal(positives, encode_texts([p[1] for p in pairs], vocabulary, 3))
+
+
+# --- stragglers: per-rank monitoring, detection, dynamic batch sizing (§20.4) -------------------
+
+
+def _rows(data: tuple[float, float], step: tuple[float, float], shares=(128, 128), steps=4):
+    return [
+        {"rank": r, "step": i, "batch": shares[r], "data_seconds": data[r],
+         "step_seconds": step[r], "iteration_seconds": data[r] + step[r]}
+        for i in range(steps) for r in (0, 1)
+    ]  # fmt: skip
+
+
+def test_own_seconds_separate_waiting_from_work():
+    # rank 1 loads for 25 ms; rank 0's step carries the wait: 45 ms against rank 1's 20 ms
+    own = own_seconds(_rows((0.0, 0.025), (0.045, 0.020)))
+    assert own == pytest.approx({0: 0.020, 1: 0.045})
+    assert find_straggler(_rows((0.0, 0.025), (0.045, 0.020))) == 1
+    # balanced work: nobody holds the others up (rank 0 computes more per step, no wait)
+    balanced = _rows((0.0, 0.015), (0.035, 0.020), shares=(176, 80))
+    assert find_straggler(balanced) is None
+    assert find_straggler(_rows((0.0, 0.0), (0.02, 0.02))) is None
+
+
+def test_balanced_split_is_proportional_whole_and_complete():
+    assert balanced_split([2.0, 1.0], 300) == [200, 100]
+    assert balanced_split([1.0, 1.0, 1.0], 10) == [4, 3, 3]
+    assert sum(balanced_split([5.0, 0.001], 64)) == 64
+    assert balanced_split([5.0, 0.001], 64, minimum=4)[1] == 4
+    with pytest.raises(ValueError, match="total"):
+        balanced_split([1.0, 1.0], 3, minimum=2)
+    with pytest.raises(ValueError, match="rates"):
+        balanced_split([1.0, 0.0], 8)
+
+
+def test_rank_monitor_logs_data_step_and_cpu_share():
+    import time
+
+    monitor = RankMonitor()
+    for step in range(2):
+        with monitor.iteration(step, 8):
+            with monitor.data_wait():
+                time.sleep(0.01)
+            with monitor.step():
+                sum(range(20_000))
+    rows = monitor.gathered()  # a world of one: its own rows
+    assert [r["step"] for r in rows] == [0, 1] and all(r["batch"] == 8 for r in rows)
+    assert all(r["data_seconds"] >= 0.009 for r in rows)
+    assert all(r["iteration_seconds"] >= r["data_seconds"] + r["step_seconds"] for r in rows)
+    assert all(0 <= r["cpu_share"] <= 1.5 for r in rows)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from chapter20.core.corpora import zipf_ids
+from chapter20.labs.nb01_recommender import passage_interactions, sharded_step_on_rank
 from chapter20.labs.nb01_sharding import (
     bad_ids_on_rank,
     comm_bytes_on_rank,
@@ -144,6 +145,7 @@ def _group_checks(save_dir: str, load_dir: str | None) -> dict:
         "loaded": loaded,
         "scalar_shape": tuple(scalar.shape),
         "comm": comm_bytes_on_rank(96, 8, 50),
+        "recommender": sharded_step_on_rank() if world == 2 else None,
     }
 
 
@@ -161,6 +163,33 @@ def group_runs(tmp_path_factory):
 
 
 WORLD_SIZES = (2, 3, 4)
+
+
+# --------------------------------------------------------------------------------------------
+# Recommender ids: user and item tables on real co-occurrence interactions
+# --------------------------------------------------------------------------------------------
+
+
+def test_recommender_tables_sharded_over_two_ranks_equal_the_plain_tables(group_runs):
+    # float32 rounding: the ranks' gradients are summed by the all-to-all in another order
+    for rank in group_runs[2]:
+        result = rank["recommender"]
+        assert result["max_weight_diff"] < 1e-6
+        assert result["loss_sharded"] == pytest.approx(result["loss_plain"], abs=1e-6)
+
+
+def test_passage_interactions_are_real_disjoint_and_filtered():
+    data = passage_interactions()
+    train = {tuple(p) for p in data.train.tolist()}
+    test = {tuple(p) for p in data.test.tolist()}
+    assert len(train) == len(data.train) and len(test) == len(data.test)  # distinct pairs
+    assert not train & test
+    held = torch.bincount(torch.cat([data.train, data.test])[:, 1], minlength=data.num_items)
+    assert held.min() >= 10 and held.max() <= 0.2 * data.users  # rare and function words out
+    assert data.popularity.sum() == len(data.train)
+    assert "the" not in data.items  # every passage holds it
+    with pytest.raises(ValueError, match="test_share"):
+        passage_interactions(test_share=1.0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What several labs share (ARCHITECTURE.md): the quality run of notebooks 02, 03 and 05, and
-the reading of a timing table, the committed records of heavy studies.
+the reading of a timing table (medians with their quartiles), the committed records of heavy
+studies.
 
 :func:`heldout_run` trains an encoder (the bag of embeddings unless told otherwise) through the
 composed trainer on the next-sentence pairs and scores held-out recall; the batch-strategy
@@ -19,9 +20,10 @@ import datetime
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -37,13 +39,14 @@ from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
 __all__ = [
-    "LOCAL_GROUP_TIMEOUT_S",
     "compare_times",
     "gain_over_untrained",
     "heldout_run",
     "HeldoutRun",
+    "LOCAL_GROUP_TIMEOUT_S",
     "PROVENANCE",
     "provenance_line",
+    "quartiles_ms",
     "read_study",
     "study_output",
     "timing_columns",
@@ -237,3 +240,16 @@ def provenance_line(frame: pd.DataFrame) -> str:
         f"(load average {loads.min():g}–{loads.max():g}, {frame['torch_threads'].iloc[0]} torch "
         f"threads) by: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
     )
+
+
+def quartiles_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """The median and the interquartile range (25th–75th percentile) of repeated timings, in
+    milliseconds: ``{"ms", "q25_ms", "q75_ms", "iqr_ms"}``. The median is the figure a table
+    reports; the IQR is its spread, and the threshold under which two medians are reported as
+    indistinguishable (``chapter20.core.findings.compare(spread=...)``)."""
+    values = 1e3 * np.asarray(list(seconds), dtype=float)
+    if values.size == 0:
+        raise ValueError("seconds must hold at least one timing")
+    q25, median, q75 = np.percentile(values, [25, 50, 75])
+    return {"ms": float(median), "q25_ms": float(q25), "q75_ms": float(q75),
+            "iqr_ms": float(q75 - q25)}  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from itertools import product
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from torch import nn
 from chapter20.core.corpora import uniform_ids, zipf_ids
 from chapter20.core.measure import format_bytes, time_fn, time_interleaved
 from chapter20.core.plotting import new_figure, new_panels
+from chapter20.labs.common import quartiles_ms
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.memory_model import training_state_bytes
 from chapter20.techniques.sharding import (
@@ -276,25 +278,29 @@ def _lookup_step(table: nn.Module, ids: torch.Tensor, probe: torch.Tensor):
 
 
 def throughput_on_rank(
-    global_batch: int, dim: int, num_embeddings: int, inputs: str = "per_rank", repeat: int = 7
-) -> float:
-    """Median seconds of one lookup + backward of ``global_batch`` ids (§20.1); per-rank inputs
-    give each rank 1/W of the batch, replicated inputs all of it."""
+    global_batch: int, dim: int, num_embeddings: int, inputs: str = "per_rank", repeat: int = 9
+) -> tuple[float, ...]:
+    """Seconds of each of ``repeat`` lookups + backward of ``global_batch`` ids (§20.1); per-rank
+    inputs give each rank 1/W of the batch, replicated inputs all of it."""
     rank, world = group_rank_and_size()
     ids = zipf_ids(global_batch, num_embeddings, s=1.0, seed=1)
     if inputs == "per_rank":
         ids = ids.tensor_split(world)[rank]
     table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, partition="modulo")
     probe = torch.ones(*ids.shape, dim)
-    return time_fn(_lookup_step(table, ids, probe), repeat=repeat, device="cpu").median
+    return time_fn(_lookup_step(table, ids, probe), repeat=repeat, device="cpu").times
 
 
 def survey_on_rank(
-    sizes: tuple[int, ...], comm: tuple[int, int, int], throughput: tuple[int, int, int] | None
+    sizes: tuple[int, ...],
+    comm: tuple[int, int, int],
+    throughput: tuple[int, int, int] | None,
+    extra: tuple | None = None,
 ) -> dict:
     """Everything notebook 01 runs inside one group, so that each world size costs one start:
     the equivalence cases for ``sizes``, the misuse check, bytes per collective for
-    ``comm = (global_batch, dim, V)`` and, if given, the step time for ``throughput``."""
+    ``comm = (global_batch, dim, V)``, if given the step times for ``throughput``, and if given
+    ``extra = (function, args)``, its result (e.g. another experiment that needs this group)."""
     _, world = group_rank_and_size()
     return {
         "equivalence": equivalence_on_rank(sizes),
@@ -302,6 +308,7 @@ def survey_on_rank(
         "errors": bad_ids_on_rank(),
         "comm": comm_bytes_on_rank(*comm),
         "seconds": throughput_on_rank(*throughput) if throughput else None,
+        "extra": extra[0](*extra[1]) if extra else None,
     }
 
 
@@ -312,43 +319,52 @@ def run_survey(
     comm: tuple[int, int, int] = (4096, 64, 10_000),
     throughput: tuple[int, int, int] = (32_768, 64, 100_000),
     throughput_world_sizes: tuple[int, ...] = (1, 2),
+    extra: dict[int, tuple] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run :func:`survey_on_rank` at each world size (a real gloo group of that many local
     processes for W > 1, this process for W = 1) and collect the frames: ``equivalence``
     (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput``
-    (lookups per second next to ``nn.Embedding`` timed here for the same ids; a group's step
-    takes as long as its slowest rank)."""
+    (median milliseconds and quartiles, lookups per second next to ``nn.Embedding`` timed here
+    for the same ids; a group's step takes as long as its slowest rank). ``extra`` maps a world
+    size to ``(function, args)`` run in that group; the results (rank 0's) come back under
+    ``"extra"``, keyed by world size."""
     frames: dict[str, list] = {"equivalence": [], "misuse": [], "errors": [], "comm": []}
+    extras: dict[int, object] = {}
     single = _single_process_seconds(*throughput)
-    timings = [{"table": "nn.Embedding", "W": 1, "seconds": single["nn.Embedding"]}]
+    timings = [{"table": "nn.Embedding", "W": 1, "times": single["nn.Embedding"]}]
     for world in world_sizes:
         sizes = tuple(v for v in (world - 1, world, world + 1, *extra_sizes) if v >= 1)
         timed = world > 1 and world in throughput_world_sizes
-        args = (sizes, comm, throughput if timed else None)
+        args = (sizes, comm, throughput if timed else None, (extra or {}).get(world))
         if world == 1:
             ranks = [survey_on_rank(*args)]
         else:
             ranks = run_local_group(survey_on_rank, world, args)
         for key in frames:
             frames[key] += [record for rank in ranks for record in rank[key]]
+        if ranks[0]["extra"] is not None:
+            extras[world] = ranks[0]["extra"]
         if world == 1 and world in throughput_world_sizes:
             timings.append(
-                {"table": "ShardedEmbedding", "W": 1, "seconds": single["ShardedEmbedding"]}
+                {"table": "ShardedEmbedding", "W": 1, "times": single["ShardedEmbedding"]}
             )
         elif ranks[0]["seconds"] is not None:
-            seconds = max(rank["seconds"] for rank in ranks)
-            timings.append({"table": "ShardedEmbedding", "W": world, "seconds": seconds})
-    result = {key: pd.DataFrame(records) for key, records in frames.items()}
-    speed = pd.DataFrame(timings)
-    speed["lookups_per_s"] = throughput[0] / speed["seconds"]
-    speed["vs_nn_embedding"] = speed["seconds"].iloc[0] / speed["seconds"]
+            slowest = max((rank["seconds"] for rank in ranks), key=lambda t: float(np.median(t)))
+            timings.append({"table": "ShardedEmbedding", "W": world, "times": slowest})
+    result: dict = {key: pd.DataFrame(records) for key, records in frames.items()}
+    speed = pd.DataFrame(
+        [{"table": t["table"], "W": t["W"], **quartiles_ms(t["times"])} for t in timings]
+    )
+    speed["lookups_per_s"] = throughput[0] / (speed["ms"] / 1e3)
+    speed["vs_nn_embedding"] = speed["ms"].iloc[0] / speed["ms"]
     result["throughput"] = speed
+    result["extra"] = extras
     return result
 
 
 def _single_process_seconds(global_batch: int, dim: int, num_embeddings: int) -> dict:
-    """Median step seconds of ``nn.Embedding`` and of the sharded table as a world of one,
-    timed in alternation for the same ids."""
+    """Step seconds (every repeat) of ``nn.Embedding`` and of the sharded table as a world of
+    one, timed in alternation for the same ids."""
     ids = zipf_ids(global_batch, num_embeddings, s=1.0, seed=1)
     probe = torch.ones(global_batch, dim)
     tables = {
@@ -357,7 +373,7 @@ def _single_process_seconds(global_batch: int, dim: int, num_embeddings: int) ->
     }
     steps = {name: _lookup_step(table, ids, probe) for name, table in tables.items()}
     return {
-        name: t.median
+        name: t.times
         for name, t in time_interleaved(steps, warmup=3, repeat=25, device="cpu").items()
     }
 
@@ -456,13 +472,17 @@ def plot_load(frame: pd.DataFrame, world_size: int = 8):
 
 
 def plot_throughput(frame: pd.DataFrame):
-    """Lookup + backward throughput of each table, same ids."""
+    """Lookup + backward throughput of each table, same ids: the median, with the rates at the
+    step time's quartiles as error bars."""
     fig, ax = new_figure(
         "Throughput on this machine", "", "million lookups / s (forward + backward)"
     )
     labels = [f"{t}\nW={w}" for t, w in zip(frame["table"], frame["W"])]
     colors = ["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1)
-    ax.bar(labels, frame["lookups_per_s"] / 1e6, color=colors)
+    rate = frame["lookups_per_s"] / 1e6
+    batch = frame["lookups_per_s"] * frame["ms"] / 1e3  # lookups per step
+    low, high = batch / frame["q75_ms"] * 1e3 / 1e6, batch / frame["q25_ms"] * 1e3 / 1e6
+    ax.bar(labels, rate, color=colors, yerr=[rate - low, high - rate], capsize=4)
     return fig
 
 

@@ -42,8 +42,11 @@ __all__ = [
     "distributed_proof",
     "TrainingRun",
     "STRATEGIES",
+    "CONTROL",
+    "CONTROL_TEMPERATURE",
     "train_pairs",
     "compare_batch_strategies",
+    "step_time_table",
     "memory_vs_batch",
     "logit_matrix_bytes",
     "plot_memory_vs_batch",
@@ -264,6 +267,11 @@ class TrainingRun:
 
 
 STRATEGIES = ("small batch", "naive accumulation", "gradient caching", "large batch")
+#: The positive control of the comparison, chosen before the run: the large batch at a
+#: temperature so high (τ = 1 over cosine similarities in [-1, 1]) that its softmax is nearly
+#: uniform and the negatives barely push — a change held-out recall must be able to detect.
+CONTROL = "large batch, τ = 1 (control)"
+CONTROL_TEMPERATURE = 1.0
 
 
 def train_pairs(
@@ -278,15 +286,18 @@ def train_pairs(
     temperature: float = TEMPERATURE,
     seed: int = 0,
 ) -> TrainingRun:
-    """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` (§20.2.1):
+    """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` or the
+    ``CONTROL`` (the large batch at ``CONTROL_TEMPERATURE``) (§20.2.1):
     ``small batch`` (``micro`` pairs per step), ``naive accumulation`` (``batch`` pairs per step
     in micro-batches of ``micro``, each with its own negatives), ``gradient caching`` (``batch``
     pairs, chunks of ``micro``), ``large batch`` (``batch`` pairs at once). Same seed, data
     order, number of optimizer ``steps`` and Adam learning rate for all, so the small batch
     sees ``batch / micro`` times fewer examples; the last three see the same examples, and
     gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
-    if method not in STRATEGIES:
-        raise ValueError(f"method must be one of {STRATEGIES}, got {method!r}")
+    if method not in (*STRATEGIES, CONTROL):
+        raise ValueError(f"method must be one of {(*STRATEGIES, CONTROL)}, got {method!r}")
+    if method == CONTROL:
+        temperature = CONTROL_TEMPERATURE
     config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
     loss = None
     if method == "naive accumulation":
@@ -315,16 +326,19 @@ def compare_batch_strategies(
     *,
     seeds: tuple[int, ...] = (0, 1, 2),
     caching_seeds: tuple[int, ...] = (0,),
+    control: bool = True,
     **kwargs,
 ) -> tuple[pd.DataFrame, list[TrainingRun]]:
-    """Train the ``STRATEGIES`` (same settings) once per seed and tabulate recall@1 and
-    recall@10, a row per run. Gradient caching computes the large batch's loss and gradients
-    (proved in notebook 02), so it is trained only for ``caching_seeds``, where its weights are
-    compared with the large batch's; the other strategies run every seed."""
+    """Train the ``STRATEGIES`` (same settings) once per seed, and the ``CONTROL`` if
+    ``control``, and tabulate recall@1 and recall@10, a row per run. Gradient caching computes
+    the large batch's loss and gradients (proved in notebook 02), so it is trained only for
+    ``caching_seeds``, where its weights are compared with the large batch's; the other
+    strategies and the control run every seed."""
+    methods = (*STRATEGIES, CONTROL) if control else STRATEGIES
     runs = [
         train_pairs(data, method, seed=seed, **kwargs)
         for seed in seeds
-        for method in STRATEGIES
+        for method in methods
         if method != "gradient caching" or seed in caching_seeds
     ]
     frame = pd.DataFrame(
@@ -345,6 +359,18 @@ def compare_batch_strategies(
         ]
     )
     return frame, runs
+
+
+def step_time_table(runs: list[TrainingRun]) -> pd.DataFrame:
+    """Milliseconds per training step of each method (§20.2.1): the median over its seeds'
+    runs, with the fastest and slowest run (one run: no spread)."""
+    rows = []
+    for method in dict.fromkeys(r.method for r in runs):
+        per_step = [1e3 * r.seconds / r.steps for r in runs if r.method == method]
+        rows.append({"method": method, "runs": len(per_step),
+                     "ms_per_step": float(pd.Series(per_step).median()),
+                     "min_ms": min(per_step), "max_ms": max(per_step)})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,15 +1,19 @@
 """§20.4 DDP, run, measured and modelled: the experiments behind notebook 06 and
 ``python -m chapter20 bench ddp``.
 
-Measured here (gloo on this machine): step time of the contrastive encoder on 1 and 2 processes,
-all-reduce time over message sizes (fitted with the alpha-beta model of a ring all-reduce), a
-straggler slowing every rank, the bytes of compressed gradients. Modelled from stated link
-speeds (``LINKS``): scaling efficiency from 8 to 512 GPUs.
+Measured here (gloo on this machine): what gloo's all-reduce puts on the wire and how long it
+takes, for growing messages on 2 and 3 ranks (claims C02, C03); the step time of the contrastive
+encoder on 1 and 2 processes; §20.4.1's practices (``find_unused_parameters``, a barrier per
+step, the error DDP raises for a parameter the loss does not use); a rank whose input pipeline
+is slow is in ``chapter20.labs.nb06_stragglers`` (monitored per rank, detected, and given a
+smaller share of the global batch). Modelled from stated link speeds (``LINKS``): scaling
+efficiency from 8 to 512 GPUs.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,32 +22,34 @@ import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.device import set_seed
-from chapter20.core.measure import format_bytes
+from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.core.plotting import new_figure, new_panels
+from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
+from chapter20.labs.common import quartiles_ms
 from chapter20.techniques.contrastive import distributed_info_nce
 from chapter20.techniques.distributed import (
-    allreduce_times_on_rank,
-    compress_gradients,
     group_rank_and_size,
     ring_allreduce_seconds,
     run_local_group,
 )
+from chapter20.techniques.parallelism import deep_encoder
 
 __all__ = [
     "LINKS",
-    "allreduce_times_on_rank",
-    "measure_allreduce",
+    "loopback_bytes",
+    "allreduce_sweep_on_rank",
+    "measure_allreduce_sweep",
     "fit_alpha_beta",
     "fit_residuals",
+    "wire_growth",
     "ring_allreduce_seconds",
     "scaling_model",
     "step_times_on_rank",
     "measure_scaling",
-    "straggler_on_rank",
-    "measure_straggler",
-    "compression_on_rank",
-    "plot_allreduce_fit",
+    "practices_on_rank",
+    "measure_practices",
+    "plot_allreduce_sweep",
     "plot_scaling_model",
     "benchmark",
 ]
@@ -56,13 +62,125 @@ LINKS = {
     "Ethernet 100 Gb/s": {"bandwidth": 12.5e9, "latency": 20e-6},
 }
 
+#: Message sizes of the all-reduce sweep: 4 KiB to 16 MiB, ×4 apart.
+SWEEP_SIZES = tuple(4**k * 4096 for k in range(7))
 
-def measure_allreduce(
-    world_size: int = 2, sizes: tuple[int, ...] = tuple(4 * 4**k for k in range(2, 11))
+# --------------------------------------------------------------------------------------------
+# What an all-reduce costs: bytes on the wire and time, 2 and 3 ranks
+# --------------------------------------------------------------------------------------------
+
+
+def loopback_bytes() -> int | None:
+    """Bytes the kernel has sent through the loopback interface since boot (Linux's
+    ``/proc/net/dev``), or None where there is no such counter. gloo's ranks on one machine talk
+    over TCP on this interface, so the difference across a collective is what it put on the
+    wire (plus any other traffic at that moment, which only adds)."""
+    path = Path("/proc/net/dev")
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines():
+        name, _, fields = line.partition(":")
+        if name.strip() == "lo":
+            return int(fields.split()[8])  # transmit bytes
+    return None
+
+
+def _wire_per_call(tensor: torch.Tensor, calls: int, repeat: int) -> float:
+    """The fewest loopback bytes per all-reduce of ``tensor`` over ``repeat`` tries (rank 0
+    reads the counter; other traffic only adds, so the minimum is the best estimate)."""
+    best = float("inf")
+    for _ in range(repeat):
+        dist.barrier()
+        before = loopback_bytes() if dist.get_rank() == 0 else 0
+        dist.barrier()  # nothing is sent between the read and this barrier but the barrier
+        for _ in range(calls):
+            dist.all_reduce(tensor)
+        dist.barrier()  # every rank has sent its last chunk
+        after = loopback_bytes() if dist.get_rank() == 0 else 0
+        if before is not None and after is not None:
+            best = min(best, (after - before) / calls)
+    return best
+
+
+def allreduce_sweep_on_rank(
+    sizes: tuple[int, ...] = SWEEP_SIZES,
+    dtypes: tuple[str, ...] = ("float32",),
+    repeat: int = 5,
+    wire_repeat: int = 2,
+    fp16_min_bytes: int = 64 * 1024,
+) -> list[dict]:
+    """On every rank of a group (§20.1.1, §20.4): for each dtype and message of ``sizes`` bytes,
+    the all-reduce's median and quartile seconds over ``repeat`` calls (each after a barrier)
+    and the loopback bytes per call, all ranks together (:func:`loopback_bytes`; NaN where the
+    counter is missing). float16 is measured from ``fp16_min_bytes`` up (what C03 compares).
+    Rank 0's records are the ones to read."""
+    _, world = group_rank_and_size()
+    records = []
+    for dtype in dtypes:
+        for size in sizes:
+            if dtype == "float16" and size < fp16_min_bytes:
+                continue
+            kind = getattr(torch, dtype)
+            itemsize = torch.empty((), dtype=kind).element_size()
+            tensor = torch.ones(max(1, size // itemsize), dtype=kind)
+            for _ in range(2):
+                dist.all_reduce(tensor)
+            times = []
+            for _ in range(repeat):
+                dist.barrier()
+                start = time.perf_counter()
+                dist.all_reduce(tensor)
+                times.append(time.perf_counter() - start)
+            calls = max(1, min(8, (4 << 20) // size))
+            wire = _wire_per_call(tensor, calls, wire_repeat) if loopback_bytes() else np.nan
+            records.append(
+                {
+                    "W": world,
+                    "dtype": dtype,
+                    "bytes": tensor.numel() * tensor.element_size(),
+                    "seconds": float(np.median(times)),
+                    "seconds_q25": float(np.percentile(times, 25)),
+                    "seconds_q75": float(np.percentile(times, 75)),
+                    "wire_bytes": wire,
+                    "wire_per_rank": wire / world,
+                }
+            )
+    return records
+
+
+def measure_allreduce_sweep(
+    world_sizes: tuple[int, ...] = (2, 3), sizes: tuple[int, ...] = SWEEP_SIZES
 ) -> pd.DataFrame:
-    """All-reduce time over message sizes on a local gloo group (rank 0's medians)."""
-    times = run_local_group(allreduce_times_on_rank, world_size, (sizes,))[0]
-    return pd.DataFrame({"bytes": sizes, "seconds": times, "world_size": world_size})
+    """:func:`allreduce_sweep_on_rank` on a local gloo group of each of ``world_sizes``; float32
+    on every size, float16 too on 2 ranks (what an fp16 communication hook hands to gloo)."""
+    records = []
+    for world in world_sizes:
+        dtypes = ("float32", "float16") if world == 2 else ("float32",)
+        records += run_local_group(
+            allreduce_sweep_on_rank, world, (sizes, dtypes), timeout_s=TIMEOUT_S
+        )[0]
+    return pd.DataFrame(records)
+
+
+def wire_growth(frame: pd.DataFrame, *, min_bytes: int = 64 * 1024) -> pd.DataFrame:
+    """Fit the wire bytes per rank of :func:`measure_allreduce_sweep` for each world size and
+    dtype, over messages of at least ``min_bytes`` (§20.1.1, claim C02): ``per_byte`` is the
+    slope of a least-squares line ``bytes on the wire per rank = fixed + per_byte × message``,
+    ``exponent`` the slope on log-log axes (1: the traffic grows in proportion to the
+    message, i.e. to the parameters)."""
+    rows = []
+    for (world, dtype), part in frame.groupby(["W", "dtype"], sort=True):
+        part = part[part["bytes"] >= min_bytes]
+        if part["wire_per_rank"].isna().any() or len(part) < 2:
+            per_byte = exponent = fixed = np.nan
+        else:
+            x, y = part["bytes"].to_numpy(float), part["wire_per_rank"].to_numpy(float)
+            per_byte, fixed = np.polyfit(x, y, 1)
+            exponent = np.polyfit(np.log(x), np.log(y), 1)[0]
+        rows.append(
+            {"W": world, "dtype": dtype, "per_byte": per_byte, "fixed": fixed, "exponent": exponent}
+        )
+    return pd.DataFrame(rows)
 
 
 def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
@@ -70,7 +188,7 @@ def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
     times: alpha is the per-step latency (s), beta the seconds per byte (1 / bandwidth).
     Least squares on *relative* residuals (weights 1/t): the sizes span decades, and an
     unweighted fit would let the largest messages decide alone (:func:`fit_residuals`)."""
-    world = int(frame["world_size"].iloc[0])
+    world = int(frame["W" if "W" in frame else "world_size"].iloc[0])
     steps = 2 * (world - 1)
     x = np.asarray(frame["bytes"], dtype=float) * steps / world
     seconds = np.asarray(frame["seconds"], dtype=float)
@@ -80,13 +198,43 @@ def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
 
 def fit_residuals(frame: pd.DataFrame, alpha: float, beta: float) -> pd.Series:
     """(measured − fitted) / fitted for each message size of ``frame``, indexed by bytes."""
-    world = int(frame["world_size"].iloc[0])
+    world = int(frame["W" if "W" in frame else "world_size"].iloc[0])
     sizes = np.asarray(frame["bytes"], dtype=float)
     fitted = np.array(
         [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf) for n in sizes]
     )
     relative = (np.asarray(frame["seconds"], dtype=float) - fitted) / fitted
     return pd.Series(relative, index=frame["bytes"].to_numpy(), name="relative residual")
+
+
+def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame):
+    """Bytes on the wire per rank (left) and time (right) of gloo's all-reduce against the
+    message size, 2 and 3 ranks, float32, with the fitted lines."""
+    fig, (wire, clock) = new_panels(2, "gloo all-reduce on this machine", figsize=(10, 4))
+    for world, part in frame[frame["dtype"] == "float32"].groupby("W"):
+        sizes = part["bytes"].to_numpy(float)
+        fit = growth[(growth["W"] == world) & (growth["dtype"] == "float32")].iloc[0]
+        wire.loglog(sizes, part["wire_per_rank"], "o", label=f"W={world}, measured")
+        color = wire.lines[-1].get_color()
+        wire.loglog(sizes, fit["fixed"] + fit["per_byte"] * sizes, "-", color=color,
+                    label=f"W={world}, fit: {fit['per_byte']:.3f} B per byte")  # fmt: skip
+        alpha, beta = fit_alpha_beta(part)
+        clock.errorbar(sizes, part["seconds"], yerr=[part["seconds"] - part["seconds_q25"],
+                       part["seconds_q75"] - part["seconds"]], fmt="o", ms=3,
+                       label=f"W={world}, median (IQR)")  # fmt: skip
+        fitted = [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf)
+                  for n in sizes]  # fmt: skip
+        clock.loglog(sizes, fitted, "-", label=f"W={world}, alpha-beta fit")
+    wire.set(xlabel="message (bytes)", ylabel="bytes on the wire per rank", title="bytes")
+    clock.set(xlabel="message (bytes)", ylabel="seconds per all-reduce", title="time")
+    wire.legend(fontsize=8)
+    clock.legend(fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Scaling: the model, and 1 vs 2 processes measured
+# --------------------------------------------------------------------------------------------
 
 
 def scaling_model(
@@ -135,17 +283,13 @@ def _encoder_and_batch(vocab: int, dim: int, batch: int, seed: int = 0):
     return model, pairs
 
 
-def step_times_on_rank(
-    global_batch: int, vocab: int, dim: int, steps: int, compress: str = "none", delay: float = 0
-) -> dict:
-    """Median seconds of a DDP contrastive step on this rank for its share of ``global_batch``
-    (cross-rank InfoNCE, Adam); ``delay`` seconds of extra work on rank 1 (a straggler)."""
+def step_times_on_rank(global_batch: int, vocab: int, dim: int, steps: int) -> dict:
+    """Seconds of a DDP contrastive step on this rank for its share of ``global_batch``
+    (cross-rank InfoNCE, Adam): the median and every time of ``steps`` steps after a first one."""
     rank, world = group_rank_and_size()
     model, (anchors, positives) = _encoder_and_batch(vocab, dim, global_batch)
-    stats = None
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-        stats = compress_gradients(model, compress)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
     times = []
@@ -155,27 +299,20 @@ def step_times_on_rank(
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = distributed_info_nce(model(anchors[mine]), model(positives[mine]))
-        if rank == 1 and delay:
-            time.sleep(delay)  # a slow rank: a busier GPU, a slower input pipeline
         loss.backward()
         optimizer.step()
         if step:  # the first step builds DDP's buckets
             times.append(time.perf_counter() - start)
-    return {
-        "rank": rank,
-        "world": world,
-        "seconds": float(np.median(times)),
-        "compression_ratio": stats.ratio if stats else None,
-        "gradient_bytes": 4 * count_parameters(model),
-    }
+    return {"rank": rank, "seconds": float(np.median(times)), "times": times,
+            "gradient_bytes": 4 * count_parameters(model)}  # fmt: skip
 
 
 def measure_scaling(
     global_batch: int = 512, vocab: int = 20_000, dim: int = 128, steps: int = 8
 ) -> pd.DataFrame:
     """Step time for the same global batch on 1 process and on a 2-process gloo group, each
-    process with half of this machine's cores; the speed-up and the scaling efficiency
-    (speed-up / 2) on this machine."""
+    process with half of this machine's cores: median and quartiles over ``steps`` (the group's
+    step: its slowest rank), the speed-up and the efficiency (speed-up / 2)."""
     # Each rank of the pair gets half the cores (run_local_group); the single process gets the
     # same share, so the ratio measures the parallel scaling, not OpenMP's thread scaling.
     threads = torch.get_num_threads()
@@ -184,68 +321,121 @@ def measure_scaling(
         single = step_times_on_rank(global_batch, vocab, dim, steps)
     finally:
         torch.set_num_threads(threads)
-    pair = run_local_group(step_times_on_rank, 2, (global_batch, vocab, dim, steps))
-    two = max(r["seconds"] for r in pair)
-    return pd.DataFrame(
-        [
-            {"processes": 1, "seconds": single["seconds"], "speedup": 1.0, "efficiency": 1.0},
-            {
-                "processes": 2,
-                "seconds": two,
-                "speedup": single["seconds"] / two,
-                "efficiency": single["seconds"] / two / 2,
-            },
-        ]
+    pair = run_local_group(
+        step_times_on_rank, 2, (global_batch, vocab, dim, steps), timeout_s=TIMEOUT_S
     )
+    slowest = max(pair, key=lambda r: r["seconds"])
+    rows = []
+    for processes, result in ((1, single), (2, slowest)):
+        speedup = single["seconds"] / result["seconds"]
+        rows.append({"processes": processes, **quartiles_ms(result["times"]),
+                     "speedup": speedup, "efficiency": speedup / processes})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
-def straggler_on_rank(global_batch: int, vocab: int, dim: int, steps: int, delay: float) -> list:
-    """Step times of every rank without and with rank 1 delayed by ``delay`` seconds."""
-    return [step_times_on_rank(global_batch, vocab, dim, steps, delay=d) for d in (0.0, delay)]
+# --------------------------------------------------------------------------------------------
+# §20.4.1 practices: find_unused_parameters, barriers, the unused-parameter error
+# --------------------------------------------------------------------------------------------
+
+#: The deep encoder of the practices experiment (``deep_encoder`` arguments).
+PRACTICE_MODEL = {"vocab_size": 1_000, "width": 128, "depth": 8, "classes": 16}
 
 
-def measure_straggler(delay: float = 0.05, steps: int = 6, world_size: int = 2) -> pd.DataFrame:
-    """A straggler slows every rank (§20.4 challenges): per-rank median step time without and
-    with one rank ``delay`` seconds late, and the slowdown."""
-    results = run_local_group(straggler_on_rank, world_size, (256, 5_000, 64, steps, delay))
-    records = []
-    for rank, (plain, slow) in enumerate(results):
-        records.append(
-            {
-                "rank": rank,
-                "delayed": rank == 1,
-                "seconds": plain["seconds"],
-                "with_straggler": slow["seconds"],
-                "slowdown": slow["seconds"] - plain["seconds"],
-            }
+class _WithUnusedHead(nn.Module):
+    """The deep encoder and a head its forward never calls: a parameter the loss does not use."""
+
+    def __init__(self, model: dict):
+        super().__init__()
+        self.encoder = deep_encoder(**model)
+        self.unused = nn.Linear(model["classes"], model["classes"])
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.encoder(ids)
+
+
+def _ddp_step(ddp: nn.Module, optimizer, ids, labels, barrier: bool = False):
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(ddp(ids), labels).backward()
+        optimizer.step()
+        if barrier:
+            dist.barrier()
+
+    return step
+
+
+def _unused_parameter_error(model: dict, ids, labels) -> str:
+    """The first two sentences of the error DDP raises at the second step when a parameter got no
+    gradient and ``find_unused_parameters=False``; '' if none was raised."""
+    set_seed(0)
+    ddp = nn.parallel.DistributedDataParallel(_WithUnusedHead(model))
+    step = _ddp_step(ddp, torch.optim.SGD(ddp.parameters(), lr=0.1), ids, labels)
+    try:
+        step()
+        step()
+    except RuntimeError as error:
+        return ". ".join(str(error).split(". ")[:2]).strip() + "."
+    return ""
+
+
+def practices_on_rank(batch: int = 64, repeat: int = 15, model: dict = PRACTICE_MODEL) -> dict:
+    """§20.4.1's practices on this rank of a group: the step time (forward, backward, SGD) of
+    the deep encoder under DDP as recommended, with ``find_unused_parameters=True`` (an extra
+    walk of the autograd graph every step to find parameters without a gradient) and with a
+    ``dist.barrier()`` after every step, timed in alternation; the error DDP raises when a
+    parameter really is unused and the flag is off; and that the flag makes that model train."""
+    rank, _ = group_rank_and_size()
+    generator = torch.Generator().manual_seed(rank)
+    ids = torch.randint(0, model["vocab_size"], (batch, 16), generator=generator)
+    labels = torch.randint(0, model["classes"], (batch,), generator=generator)
+    variants = {}
+    for name, unused, barrier in (
+        ("as recommended", False, False),
+        ("find_unused_parameters=True", True, False),
+        ("a barrier after every step", False, True),
+    ):
+        set_seed(0)
+        ddp = nn.parallel.DistributedDataParallel(
+            deep_encoder(**model), find_unused_parameters=unused
         )
-    return pd.DataFrame(records)
-
-
-def compression_on_rank(compress: str) -> dict:
-    """Bytes of one compressed gradient all-reduce vs fp32 (for claim C03)."""
-    return step_times_on_rank(64, 5_000, 64, 1, compress=compress)
-
-
-def plot_allreduce_fit(frame: pd.DataFrame, alpha: float, beta: float):
-    """Measured all-reduce time vs size with the fitted alpha-beta line (left), and the
-    relative residual of each size (right)."""
-    fig, (ax, res) = new_panels(2, "gloo all-reduce on this machine", figsize=(10, 4))
-    world = int(frame["world_size"].iloc[0])
-    sizes = np.asarray(frame["bytes"], dtype=float)
-    fitted = [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf) for n in sizes]
-    ax.loglog(sizes, frame["seconds"], "o", label="measured (median)")
-    ax.loglog(
-        sizes, fitted, "-", label=f"fit: alpha {alpha * 1e6:.0f} us, {1 / beta / 1e9:.2f} GB/s"
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        variants[name] = _ddp_step(ddp, optimizer, ids, labels, barrier)
+    timing = time_interleaved(variants, warmup=2, repeat=repeat, device="cpu")
+    error = _unused_parameter_error(model, ids, labels)
+    set_seed(0)
+    tolerant = nn.parallel.DistributedDataParallel(
+        _WithUnusedHead(model), find_unused_parameters=True
     )
-    ax.set(xlabel="message size (bytes)", ylabel="seconds", title="time and fit")
-    ax.legend()
-    residuals = fit_residuals(frame, alpha, beta)
-    res.semilogx(sizes, 100 * residuals.to_numpy(), "o-")
-    res.axhline(0, color="#8C8C8C", linewidth=1)
-    res.set(xlabel="message size (bytes)", ylabel="(measured − fit) / fit (%)",
-            title="relative residuals")  # fmt: skip
-    return fig
+    step = _ddp_step(tolerant, torch.optim.SGD(tolerant.parameters(), lr=0.1), ids, labels)
+    step()
+    step()  # the step that raised without the flag
+    return {
+        "rank": rank,
+        "timing": {name: t.times for name, t in timing.items()},
+        "error": error,
+        "unused_grad_with_flag": tolerant.module.unused.weight.grad,
+    }
+
+
+def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, dict]:
+    """:func:`practices_on_rank` on 2 gloo ranks: per variant the step's median milliseconds
+    and quartiles (of the rank with the larger median), and rank 0's error text."""
+    results = run_local_group(practices_on_rank, 2, (batch, repeat), timeout_s=TIMEOUT_S)
+    rows = []
+    for name in results[0]["timing"]:
+        times = max((r["timing"][name] for r in results), key=lambda t: float(np.median(t)))
+        rows.append({"variant": name, **quartiles_ms(times)})
+    extra = {
+        "error": results[0]["error"],
+        "trained_with_flag": True,  # two steps ran: the second would have raised without it
+        "unused_grad_with_flag": results[0]["unused_grad_with_flag"],
+    }
+    return pd.DataFrame(rows), extra
+
+
+# --------------------------------------------------------------------------------------------
+# Figures and the benchmark
+# --------------------------------------------------------------------------------------------
 
 
 def plot_scaling_model(frames: dict[str, pd.DataFrame]):
@@ -262,19 +452,23 @@ def plot_scaling_model(frames: dict[str, pd.DataFrame]):
 
 
 def benchmark() -> None:
-    """``python -m chapter20 bench ddp``: measured 2-process scaling efficiency here, and the
-    fitted alpha and beta of gloo's all-reduce."""
+    """``python -m chapter20 bench ddp``: measured 2-process scaling efficiency here, and gloo's
+    all-reduce on 2 and 3 ranks: bytes on the wire per rank and the fitted alpha and beta."""
     scaling = measure_scaling()
     one, two = scaling.iloc[0], scaling.iloc[1]
     print(
-        f"contrastive step, global batch 512, 1 vs 2 gloo processes: "
-        f"{one.seconds * 1e3:.1f} ms vs {two.seconds * 1e3:.1f} ms = speed-up "
-        f"{two.speedup:.2f}x, efficiency {two.efficiency:.0%}"
+        f"contrastive step, global batch 512, 1 vs 2 gloo processes: {one.ms:.1f} ms "
+        f"(IQR {one.q25_ms:.1f}–{one.q75_ms:.1f}) vs {two.ms:.1f} ms (IQR {two.q25_ms:.1f}–"
+        f"{two.q75_ms:.1f}) = speed-up {two.speedup:.2f}x, efficiency {two.efficiency:.0%}"
     )
-    frame = measure_allreduce()
-    alpha, beta = fit_alpha_beta(frame)
-    print(
-        f"gloo all-reduce, 2 ranks: alpha = {alpha * 1e6:.1f} us per step, "
-        f"beta = {beta * 1e9:.3f} ns/byte ({1 / beta / 1e9:.2f} GB/s); largest message "
-        f"{format_bytes(frame['bytes'].iloc[-1])} in {frame['seconds'].iloc[-1] * 1e3:.2f} ms"
-    )
+    frame = measure_allreduce_sweep()
+    growth = wire_growth(frame)
+    for world, part in frame[frame["dtype"] == "float32"].groupby("W"):
+        alpha, beta = fit_alpha_beta(part)
+        per_byte = growth[(growth["W"] == world) & (growth["dtype"] == "float32")]["per_byte"]
+        print(
+            f"gloo all-reduce, {world} ranks: alpha = {alpha * 1e6:.1f} us per step, "
+            f"{1 / beta / 1e9:.2f} GB/s; {float(per_byte.iloc[0]):.3f} bytes on the wire per "
+            f"rank per byte; largest message {format_bytes(part['bytes'].iloc[-1])} in "
+            f"{part['seconds'].iloc[-1] * 1e3:.2f} ms"
+        )

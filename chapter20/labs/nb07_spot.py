@@ -18,6 +18,7 @@ import torch
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
 from chapter20.cost.preemption import expected_wall_time, simulate_wall_time, young_daly_interval
+from chapter20.labs.common import quartiles_ms
 from chapter20.training.checkpoints import (
     CheckpointManager,
 )
@@ -112,9 +113,10 @@ def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None
     return fig
 
 
-def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
+def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
     """Seconds to save (atomic, fsync, checksum) and to load a state of each size on this
-    machine's temporary disk, median of ``repeat``; and the implied MB/s."""
+    machine's temporary disk: the median of ``repeat`` and the save's interquartile range; and
+    the implied MB/s at the median."""
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         manager = CheckpointManager(tmp, keep_last=1)
@@ -129,8 +131,10 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
                 start = time.perf_counter()
                 manager.load_latest()
                 loads.append(time.perf_counter() - start)
-            save, load = float(np.median(saves)), float(np.median(loads))
-            records.append({"MB": mb, "save s": save, "load s": load, "save MB/s": mb / save})
+            save, load = quartiles_ms(saves), float(np.median(loads))
+            records.append({"MB": mb, "save s": save["ms"] / 1e3,
+                            "save IQR s": save["iqr_ms"] / 1e3, "load s": load,
+                            "save MB/s": mb / (save["ms"] / 1e3)})  # fmt: skip
         manager.close()
     return pd.DataFrame(records)
 
@@ -138,9 +142,9 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 3) -> pd.DataFrame:
 def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
     """What :func:`chapter20.core.device.deterministic_mode` costs (§20.5.2): milliseconds per step
     of the spot run (``run``: SpotConfig fields) with it and without it (this process's thread
-    count, default algorithms), interleaved, median of ``repeats``; with each run's fingerprint and
-    the 1-minute load average at the end. MKL's CNR mode is fixed per process, so both
-    variants share whichever mode this process has."""
+    count, default algorithms), interleaved: the median of ``repeats`` runs and its interquartile
+    range; with each run's fingerprint and the 1-minute load average at the end. MKL's CNR
+    mode is fixed per process, so both variants share whichever mode this process has."""
     steps = run["steps"]
     times: dict[bool, list[float]] = {True: [], False: []}
     prints: dict[bool, str] = {}
@@ -158,7 +162,8 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
         [
             {
                 "mode": "deterministic_mode (1 thread)" if det else f"default ({threads} threads)",
-                "ms/step": 1000 * float(np.median(times[det])) / steps,
+                "ms/step": quartiles_ms(times[det])["ms"] / steps,
+                "IQR ms/step": quartiles_ms(times[det])["iqr_ms"] / steps,
                 "fingerprint": prints[det],
                 "load average": load,
             }

@@ -20,10 +20,12 @@ from torch import nn
 
 from chapter20.core.corpora import uniform_ids
 from chapter20.core.device import set_seed
+from chapter20.core.findings import compare, share
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
+from chapter20.labs.common import quartiles_ms
 from chapter20.techniques import parallelism
 from chapter20.techniques.distributed import (
     allreduce_times_on_rank,
@@ -60,6 +62,7 @@ __all__ = [
     "OVERLAP_MODEL",
     "overlap_on_rank",
     "measure_overlap",
+    "overlap_findings",
     "no_sync_on_rank",
     "count_allreduces",
     "plot_bubble",
@@ -156,6 +159,7 @@ def pipeline_on_rank(
                     "schedule": kind,
                     "micro_batches": count,
                     "step_seconds": float(np.median(walls)),
+                    "walls": walls,
                     "compute_seconds": float(np.median(computes)),
                     "sent_bytes": sent,
                 }
@@ -172,7 +176,8 @@ def measure_pipeline(
     stages: int = 2,
 ) -> tuple[pd.DataFrame, dict]:
     """The deep encoder in ``stages`` stages on as many gloo ranks: per schedule and micro-batch
-    count, the measured bubble (1 − compute / step time, mean over the stages) next to
+    count, the step's median milliseconds (the slower stage) and quartiles, the measured bubble
+    (1 − compute / step time, mean over the stages) next to
     (S−1)/(M+S−1), and the bytes sent point to point per step next to the formula. Also
     returns, per schedule, the proof: the micro-batch losses and every stage's gradients of
     the first step at the largest micro-batch count."""
@@ -194,6 +199,11 @@ def pipeline_results(results: list[dict], batch: int, model: dict = PIPELINE_MOD
         sent_bytes=("sent_bytes", "sum"),
     )
     table = table.reset_index()
+    slowest = frame.loc[frame.groupby(["schedule", "micro_batches"], sort=False)["step_seconds"]
+                        .idxmax(), "walls"]  # fmt: skip
+    spread = [quartiles_ms(walls) for walls in slowest]
+    table.insert(3, "step_q25_ms", [q["q25_ms"] for q in spread])
+    table.insert(4, "step_q75_ms", [q["q75_ms"] for q in spread])
     table["bubble_formula"] = [bubble_fraction(stages, m) for m in table["micro_batches"]]
     table["bytes_formula"] = pipeline_p2p_bytes(batch, model["width"], stages)
     proofs = {
@@ -346,6 +356,7 @@ def overlap_on_rank(
         "rank": rank,
         "world": world,
         "seconds": {name: t.median for name, t in timing.items()},
+        "times": {name: t.times for name, t in timing.items()},
         "buckets": buckets,
         "alpha": alpha,
         "bandwidth": 1 / beta,
@@ -356,9 +367,10 @@ def overlap_on_rank(
 def measure_overlap(
     bucket_caps_mb: tuple[float, ...] = (1.0, 4.0, 1000.0), batch: int = 32, repeat: int = 5
 ) -> tuple[pd.DataFrame, dict]:
-    """DDP's overlap on 2 gloo ranks: per variant the median step time (slowest rank), its
-    buckets, the share of the communication hidden behind the backward, measured against the
-    step whose communication all comes after the backward (one bucket, the largest cap) as
+    """DDP's overlap on 2 gloo ranks: per variant the median step time (slowest rank) and its
+    interquartile range, its buckets, the share of the communication hidden behind the
+    backward, measured against the step whose communication all comes after the backward (one
+    bucket, the largest cap) as
     1 − (t − t_no_sync) / (t_one_bucket − t_no_sync), and the alpha-beta model's prediction
     (:func:`chapter20.techniques.parallelism.predicted_overlap`, alpha and beta fitted here). The
     blocking hook's row shows what waiting inside the backward costs on top."""
@@ -366,13 +378,16 @@ def measure_overlap(
         overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
     )
     seconds = {name: max(r["seconds"][name] for r in results) for name in results[0]["seconds"]}
+    slowest = {name: max(results, key=lambda r: r["seconds"][name])["times"][name]
+               for name in seconds}  # fmt: skip
     first = results[0]
     quiet = seconds["no_sync (no communication)"]
     after = seconds[f"buckets of {max(bucket_caps_mb):g} MiB"]
     backward = quiet - seconds["forward only"]
     records = []
     for name, t in seconds.items():
-        row = {"variant": name, "step_ms": 1e3 * t}
+        spread = quartiles_ms(slowest[name])
+        row = {"variant": name, "step_ms": 1e3 * t, "iqr_ms": spread["iqr_ms"]}
         if name in first["buckets"]:
             buckets = first["buckets"][name]
             model = predicted_overlap(buckets, backward, 2, first["alpha"], first["bandwidth"])
@@ -392,6 +407,28 @@ def measure_overlap(
         "comm_after_backward_ms": 1e3 * (after - quiet),
     }
     return pd.DataFrame(records), fit
+
+
+def overlap_findings(frame: pd.DataFrame) -> list[str]:
+    """The reading of :func:`measure_overlap`'s table, computed (``chapter20.core.findings``):
+    for each bucket size but the one-bucket reference, the share of the one-bucket step's
+    communication it hid (negative when its step took longer), and its step time against the
+    reference's, indistinguishable within the larger IQR."""
+    steps = frame.set_index("variant")
+    buckets = [n for n in steps.index if n.startswith("buckets of")]
+    reference = max(buckets, key=lambda n: float(n.split()[2]))
+    after = steps.loc[reference, "step_ms"]
+    quiet = steps.loc["no_sync (no communication)", "step_ms"]
+    lines = []
+    for name in buckets:
+        if name == reference:
+            continue
+        t = steps.loc[name, "step_ms"]
+        lines.append(share(f"{name}: communication hidden behind the backward", after - t,
+                           after - quiet, of=f"the {reference} step's communication"))  # fmt: skip
+        spread = max(steps.loc[name, "iqr_ms"], steps.loc[reference, "iqr_ms"])
+        lines.append(compare(name, t, reference, after, quantity="time", unit="ms", spread=spread))
+    return lines
 
 
 def no_sync_on_rank(micro_batches: int, batch: int, model: dict = PIPELINE_MODEL) -> dict:

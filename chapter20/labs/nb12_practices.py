@@ -12,6 +12,7 @@ import threading
 import time
 import warnings
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -21,6 +22,7 @@ from chapter20.core.device import set_seed
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
+from chapter20.labs.common import quartiles_ms
 from chapter20.techniques.distributed import (
     free_port,
     group_rank_and_size,
@@ -95,8 +97,9 @@ def optimizer_step_times(
 ) -> pd.DataFrame:
     """Step time of AdamW as a for-loop, foreach (one kernel per operation over all tensors),
     fused (one kernel per step) and 8-bit, each built by ``make_optimizer``, on ``tensors``
-    parameter tensors of ``size`` elements in all, timed in alternation; the state bytes per
-    parameter beside it, and how far each is from the for-loop after the timed steps."""
+    parameter tensors of ``size`` elements in all, timed in alternation (median and quartiles,
+    ``step_ms``, ``step_q25_ms``, ...); the state bytes per parameter beside it, and how far each
+    is from the for-loop after the timed steps."""
     records = []
     for size in sizes:
         optimizers, params = {}, {}
@@ -123,7 +126,7 @@ def optimizer_step_times(
                     "variant": label,
                     "class": type(optimizer).__name__ + (" (fused)" if getattr(
                         optimizer, "defaults", {}).get("fused") else ""),
-                    "step_ms": 1e3 * timing[label].median,
+                    **{f"step_{k}": v for k, v in quartiles_ms(timing[label].times).items()},
                     "state_bytes_per_param": state / size,
                     "max_diff_vs_loop": gap,
                 }
@@ -151,8 +154,8 @@ def loader_throughput(
     """Pairs per second of a ``DataLoader`` over real Wikipedia sentence pairs encoded as they
     are read (:class:`chapter20.techniques.parallelism.TokenizingPairs`), for each ``num_workers``
     and ``pin_memory``: the start (until the first batch) and the steady rate after it, one pass
-    each. Pinned memory only helps copies to a GPU; without one PyTorch ignores it (warning
-    silenced here)."""
+    each — the median over its batches and their interquartile range. Pinned memory only helps
+    copies to a GPU; without one PyTorch ignores it (warning silenced here)."""
     text, vocabulary = _text_pairs(pairs)
     dataset = TokenizingPairs(text, vocabulary, max_len)
     records = []
@@ -168,29 +171,39 @@ def loader_throughput(
                 iterator = iter(loader)
                 next(iterator)
                 first = time.perf_counter() - start
-                rest = sum(1 for _ in iterator)
-                steady = time.perf_counter() - start - first
+                arrivals = [time.perf_counter()]
+                for _ in iterator:
+                    arrivals.append(time.perf_counter())
+            rates = batch / np.diff(arrivals)
+            q25, median, q75 = np.percentile(rates, [25, 50, 75])
             records.append(
                 {
                     "num_workers": count,
                     "pin_memory": pinned,
                     "start_ms": 1e3 * first,
-                    "pairs_per_s": rest * batch / steady,
+                    "pairs_per_s": float(median),
+                    "q25": float(q25),
+                    "q75": float(q75),
                 }
             )
     return pd.DataFrame(records)
 
 
-def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 3):
+def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 5):
     """Pairs per second of the DDP demo's training step on one process (its default encoder,
     the composed Trainer, InfoNCE, AdamW) on random ids: what the input pipeline must keep up
-    with."""
+    with. Returns the median and the rates at the step time's quartiles (slow, fast)."""
     set_seed(0)
     trainer = Trainer(BagOfEmbeddingsEncoder(vocab, dim), TrainConfig(lr=1e-3))
     ids = uniform_ids((2, batch, 32), vocab, seed=0)
     timing = time_interleaved({"step": lambda: trainer.step((ids[0], ids[1]))}, warmup=1,
                               repeat=repeat, device="cpu")  # fmt: skip
-    return batch / timing["step"].median
+    quartiles = quartiles_ms(timing["step"].times)
+    return {
+        "pairs_per_s": 1e3 * batch / quartiles["ms"],
+        "q25": 1e3 * batch / quartiles["q75_ms"],
+        "q75": 1e3 * batch / quartiles["q25_ms"],
+    }
 
 
 def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:

@@ -8,12 +8,18 @@ DistributedSampler, so the run equals one process with the same global batch and
 learning rate of ``training`` is the rate at ``base_batch`` pairs, scaled linearly to ``batch``
 with a warm-up; ``training.chunk_size`` splits each rank's batch into chunks by gradient caching
 (the full batch's negatives; plain accumulation would not keep them). Rank 0 shows a progress
-bar and prints a summary.
+bar and prints a summary: the final loss next to ln(batch), the loss of a uniform guess over the
+batch's candidates, and held-out recall@1/@10 next to chance (k / held-out pairs).
+
+The defaults learn within seconds on two CPU cores: AdamW at 1e-2 for 256 pairs (a bag of
+embeddings tolerates a high rate; at 1e-3 forty steps barely leave the uniform guess),
+temperature 0.1, 60 steps (about 1.5 epochs of the 9,953 training pairs).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +32,7 @@ from chapter20.core.corpora import pair_data
 from chapter20.core.device import set_seed
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.options import option
+from chapter20.techniques.contrastive import recall_at_k
 from chapter20.techniques.distributed import (
     COMPRESSIONS,
     compress_gradients,
@@ -40,8 +47,8 @@ from chapter20.training.trainer import Trainer
 
 __all__ = ["DEMO_TRAINING", "DemoConfig", "run_ddp_demo"]
 
-#: The demo's composed step: AdamW at 1e-3 for 256 pairs, 10 warm-up steps, InfoNCE at 0.05.
-DEMO_TRAINING = TrainConfig(lr=1e-3, weight_decay=0.0, warmup_steps=10, temperature=0.05)
+#: The demo's composed step: AdamW at 1e-2 for 256 pairs, 10 warm-up steps, InfoNCE at 0.1.
+DEMO_TRAINING = TrainConfig(lr=1e-2, weight_decay=0.0, warmup_steps=10, temperature=0.1)
 
 
 @dataclass(frozen=True)
@@ -49,9 +56,10 @@ class DemoConfig:
     """The DDP demo (§20.4): ``steps`` of ``batch`` pairs (global, split evenly over the ranks)
     of a ``vocab``-row, ``dim``-wide bag encoder seeded by ``seed``; ``training.lr`` is the rate
     at ``base_batch`` pairs; ``compress`` the gradient all-reduce's compression hook;
-    ``checkpoint_dir`` (the final state, written by rank 0) and ``summary_json`` are optional."""
+    ``checkpoint_dir`` (the final state, written by rank 0) and ``summary_json`` are optional;
+    ``report`` prints rank 0's summary line."""
 
-    steps: int = option(40, "optimizer steps")
+    steps: int = option(60, "optimizer steps")
     batch: int = option(256, "pairs per step, over all ranks")
     base_batch: int = option(256, "the batch at which --lr is the rate (scaled linearly)")
     vocab: int = option(10_000, "rows of the embedding table")
@@ -63,6 +71,7 @@ class DemoConfig:
     checkpoint_dir: str | None = option(None, "save the final training state here")
     summary_json: str | None = option(None, "write the summary to this file (rank 0)")
     progress: bool = option(True, "progress bar on rank 0")
+    report: bool = option(True, "print the summary line on rank 0")
     training: TrainConfig = option(
         help="the composed step (chapter20.training.config.TrainConfig)",
         default_factory=lambda: DEMO_TRAINING,
@@ -121,9 +130,14 @@ def run_ddp_demo(config: DemoConfig, ctx) -> dict:
         progress.set_postfix(loss=f"{losses[-1]:.3f}")
     progress.close()
     seconds = time.perf_counter() - start
+    held_out = (data.test_anchors.to(ctx.device), data.test_positives.to(ctx.device))
+    recall = recall_at_k(trainer.encoder, *held_out)  # the same on every rank: replicas agree
     if config.checkpoint_dir is not None:  # the whole state, written by rank 0, atomically
         CheckpointManager(config.checkpoint_dir, keep_last=1).save(trainer.capture_state())
     summary = _summary(config, ctx, trainer, losses, seconds, epochs[0] + 1, stats)
+    summary.update(_quality(config, losses, recall, len(data.test_anchors)))
+    if ctx.is_main and config.report:
+        main_print(_report_line(config, ctx, summary))
     if ctx.is_main and config.summary_json is not None:
         path = Path(config.summary_json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +146,7 @@ def run_ddp_demo(config: DemoConfig, ctx) -> dict:
 
 
 def _summary(config, ctx, trainer, losses, seconds, epochs, stats) -> dict:
-    """The run's figures, the same on every rank; rank 0 prints one line of them."""
+    """The run's figures, the same on every rank (but ``seconds`` and the rates)."""
     checksum = sum(float(p.detach().double().abs().sum()) for p in trainer.encoder.parameters())
     lr = trainer.config.lr
     summary = {
@@ -145,7 +159,7 @@ def _summary(config, ctx, trainer, losses, seconds, epochs, stats) -> dict:
         "epochs_started": epochs,
         "first_loss": losses[0],
         "final_loss": losses[-1],
-        "pairs_per_second": config.steps * config.batch / seconds,
+        "pairs_per_second": config.steps * config.batch / seconds,  # first step included
         "seconds": seconds,
         "parameter_abs_sum": checksum,
         "compression_ratio": stats.ratio if stats else None,
@@ -153,10 +167,38 @@ def _summary(config, ctx, trainer, losses, seconds, epochs, stats) -> dict:
         # communication hook (claim C02); the ring moves 2(W-1)/W of it over each link
         "allreduce_bytes_per_step": stats.sent_bytes / config.steps if stats else None,
     }
-    main_print(
-        f"done: {config.steps} steps x {config.batch} pairs on {ctx.world_size} process(es) "
-        f"[{ctx.backend or 'no process group'}, {ctx.device}]: loss {losses[0]:.3f} -> "
-        f"{losses[-1]:.3f}, {summary['pairs_per_second']:,.0f} pairs/s, lr {lr:.2e}"
-        + (f", all-reduce bytes x{stats.ratio:.2f} ({config.compress})" if stats else "")
-    )
     return summary
+
+
+def _quality(config: DemoConfig, losses: list[float], recall: dict, heldout: int) -> dict:
+    """What the run learned: the mean loss of the last 5 steps next to ln(batch) (the
+    InfoNCE of a uniform guess over the batch's candidates), held-out recall next to chance."""
+    last = losses[-5:]
+    return {
+        "final_loss_mean5": sum(last) / len(last),
+        "uniform_guess_loss": math.log(config.batch),
+        "recall_at_1": recall[1],
+        "recall_at_10": recall[10],
+        "heldout_pairs": heldout,
+        "chance_at_1": 1 / heldout,
+        "chance_at_10": min(1.0, 10 / heldout),
+    }
+
+
+def _report_line(config: DemoConfig, ctx, summary: dict) -> str:
+    """Rank 0's summary: loss against the uniform guess, recall against chance, throughput."""
+    compression = (
+        f", all-reduce bytes x{summary['compression_ratio']:.2f} ({config.compress})"
+        if summary["compression_ratio"] is not None
+        else ""
+    )
+    return (
+        f"done: {config.steps} steps x {config.batch} pairs on {ctx.world_size} process(es) "
+        f"[{ctx.backend or 'no process group'}, {ctx.device}], lr {summary['lr']:.2e}: "
+        f"loss {summary['first_loss']:.2f} -> {summary['final_loss_mean5']:.2f} (last 5 steps; "
+        f"a uniform guess: ln {config.batch} = {summary['uniform_guess_loss']:.2f}); held-out "
+        f"recall@1 {summary['recall_at_1']:.3f}, @10 {summary['recall_at_10']:.3f} "
+        f"(chance {summary['chance_at_1']:.4f}, {summary['chance_at_10']:.4f}; "
+        f"{summary['heldout_pairs']:,} pairs); {summary['pairs_per_second']:,.0f} pairs/s"
+        + compression
+    )
