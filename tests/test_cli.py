@@ -75,10 +75,10 @@ def test_audit_empty_results(capsys, monkeypatch, tmp_path):
 def test_audit_shows_recorded_verdict(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("CHAPTER20_RESULTS", str(tmp_path))
     monkeypatch.setattr("chapter20.core.claims.RECORD_FILE", "no-record.json")
-    ClaimsLog("00_overview").check("C11", 3.0)
+    ClaimsLog("05_memory_efficient_optimizers").check("C12", 4.0)
     assert main(["audit"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^\s*C11\s.*\bholds\b.*00_overview", out, re.MULTILINE)
+    assert re.search(r"^\s*C12\s.*\bholds\b.*05_memory_efficient_optimizers", out, re.MULTILINE)
     assert f"{NOT_YET_MEASURED}: 29" in out
     assert "1 row(s) measured: 1 read from" in out
 

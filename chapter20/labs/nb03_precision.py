@@ -276,7 +276,7 @@ def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
 #: Claim C27's workload: the Transformer encoder (one layer: attention and feed-forward matrix
 #: multiplies in 16 bits under autocast), small enough for three seeds of fp16 on a CPU, trained
 #: long enough to rise above the untrained encoder's retrieval.
-QUALITY = {"d_model": 64, "layers": 1, "seq_len": 16, "steps": 100, "batch": 128, "lr": 3e-3}
+QUALITY = {"d_model": 64, "layers": 1, "seq_len": 16, "steps": 40, "batch": 128, "lr": 3e-3}
 #: The positive control: weights stored in 8-bit floats (e4m3) with no fp32 master copy.
 CONTROL = "fp8 weights, no master copy (control)"
 QUALITY_ARMS = (UNTRAINED, "fp32", "fp16", CONTROL)
