@@ -44,6 +44,7 @@ __all__ = [
     "heldout_run",
     "HeldoutRun",
     "LOCAL_GROUP_TIMEOUT_S",
+    "min_max_ms",
     "PROVENANCE",
     "provenance_line",
     "quartiles_ms",
@@ -172,6 +173,15 @@ def timing_columns(timing: Timing) -> dict[str, float]:
     """A :class:`~chapter20.core.measure.Timing` as table columns: ``seconds`` (the median, the
     figure to read), ``seconds_min`` and ``seconds_max`` (its repeats' spread)."""
     return {"seconds": timing.median, "seconds_min": timing.min, "seconds_max": timing.max}
+
+
+def min_max_ms(frame: pd.DataFrame, decimals: int = 1) -> list[str]:
+    """The repeats' spread of each row with :func:`timing_columns`' fields, as "low–high" in ms
+    with ``decimals`` places: the column a timing table prints next to its median."""
+    return [
+        f"{low * 1e3:.{decimals}f}–{high * 1e3:.{decimals}f}"
+        for low, high in zip(frame["seconds_min"], frame["seconds_max"])
+    ]
 
 
 def compare_times(name: str, row, reference_name: str, reference) -> str:

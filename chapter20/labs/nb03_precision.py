@@ -22,7 +22,7 @@ from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, timing_columns
+from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, min_max_ms, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
@@ -205,10 +205,7 @@ def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
         {
             "precision": frame["precision"],
             "median ms": (frame["seconds"] * 1e3).round(3),
-            "min–max ms": [
-                f"{low * 1e3:.3f}–{high * 1e3:.3f}"
-                for low, high in zip(frame["seconds_min"], frame["seconds_max"])
-            ],
+            "min–max ms": min_max_ms(frame, 3),
             "TFLOP/s": frame["tflops"].round(3),
             "speedup": frame["speedup"].round(3),
         }
