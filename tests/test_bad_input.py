@@ -31,6 +31,7 @@ from chapter20.core import claims, models
 from chapter20.techniques import contrastive
 from chapter20.techniques import memory_model as memory
 from chapter20.training.config import TrainConfig
+from chapter20.word2vec.skipgram import SkipGram
 
 AWKWARD = {
     "zero": 0,
@@ -604,6 +605,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "dim": 4,
         "negative": 2,
         "seed": 1,
+    },
+    "word2vec.skipgram.step_pair_by_pair": lambda: {
+        "model": SkipGram(objective="negative", counts=[5, 3, 2], dim=4, negative=2, seed=1),
+        "inputs": torch.tensor([0, 1]),
+        "outputs": torch.tensor([1, 2]),
+        "lr": 0.025,
     },
     "word2vec.skipgram.Workspace": lambda: {
         "output_rows": 3,

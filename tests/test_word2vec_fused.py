@@ -11,24 +11,10 @@ from word2vec_helpers import small_model, zipf_counts
 
 from chapter20.word2vec.fused import compiler_available, load_kernels
 from chapter20.word2vec.sampling import NoiseSampler, noise_distribution
-from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
 from chapter20.word2vec.trainer import FUSED_CHUNK, train_word2vec
 
 needs_compiler = pytest.mark.skipif(not compiler_available(), reason="needs a C compiler")
-
-
-def _pair_by_pair(model, inputs, outputs, lr, noise=None):
-    """The plain step on one pair at a time: what the fused kernels must equal."""
-    total = 0.0
-    for p in range(len(inputs)):
-        targets = None
-        if noise is not None:
-            ids = torch.cat([outputs[p : p + 1], noise[p]]).unsqueeze(0)
-            weight = (ids != outputs[p]).float()
-            weight[:, 0] = 1.0
-            targets = (ids, weight)
-        total += float(model.step(inputs[p : p + 1], outputs[p : p + 1], lr, targets))
-    return total
 
 
 @needs_compiler
@@ -56,7 +42,7 @@ def test_fused_kernel_equals_the_plain_step_pair_after_pair(objective, lr):
         noise = None
         paths = (model._points_padded, model._labels, model._lengths)
         loss = kernels.hierarchical_pairs(model._w_in, model._w_out, inputs, outputs, *paths, lr)
-    plain = _pair_by_pair(twin, inputs, outputs, lr, noise)
+    plain = step_pair_by_pair(twin, inputs, outputs, lr, noise)
     # The same sums in another order, 300 times over: float32 rounding.
     assert loss == pytest.approx(plain, rel=1e-5)
     assert torch.allclose(model._w_in, twin._w_in, atol=1e-5)

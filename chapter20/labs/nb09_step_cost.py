@@ -34,7 +34,7 @@ from chapter20.word2vec.objectives import (
     negative_sampling_grads,
 )
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
-from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
 
 __all__ = [
     "zipf_counts",
@@ -174,15 +174,7 @@ def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, see
         )
         noise = noise.view(pairs, 4)
     loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
-    plain_loss = 0.0
-    for p in range(pairs):
-        targets = None
-        if noise is not None:
-            ids = torch.cat([outputs[p : p + 1], noise[p]]).unsqueeze(0)
-            weight = (ids != outputs[p]).float()
-            weight[:, 0] = 1.0
-            targets = (ids, weight)
-        plain_loss += float(plain.step(inputs[p : p + 1], outputs[p : p + 1], lr, targets))
+    plain_loss = step_pair_by_pair(plain, inputs, outputs, lr, noise)
     tables = max(_max_diff((fused._w_in, fused._w_out), (plain._w_in, plain._w_out)), 0.0)
     return tables, abs(loss - plain_loss) / abs(plain_loss)
 

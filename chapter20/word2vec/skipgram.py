@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from chapter20.core.checks import check_int
+from chapter20.core.checks import check_int, check_real
 from chapter20.word2vec.fused import MAX_EXP, load_kernels
 from chapter20.word2vec.huffman import HuffmanTree, _check_counts, _check_tree, build_huffman_tree
 from chapter20.word2vec.objectives import (
@@ -28,6 +28,7 @@ from chapter20.word2vec.objectives import (
 from chapter20.word2vec.sampling import NoiseSampler, noise_distribution
 
 __all__ = [
+    "step_pair_by_pair",
     "SkipGram",
     "Workspace",
 ]
@@ -361,3 +362,28 @@ class SkipGram:
         target_mask = targets != outputs.unsqueeze(1)
         target_mask[:, 0] = True  # a noise word equal to the true word is skipped
         return targets, labels, target_mask
+
+
+def step_pair_by_pair(
+    model: SkipGram,
+    inputs: torch.Tensor,
+    outputs: torch.Tensor,
+    lr: float,
+    noise: torch.Tensor | None = None,
+) -> float:
+    """The plain step on one (input, output) pair at a time, in order (note, topic 1): the
+    reference the fused C kernels must equal, since each of their updates starts from the rows
+    the previous pair left. ``noise``: for negative sampling, the ``(pairs, k)`` noise words the
+    kernel drew (a noise word equal to the pair's output word is masked out, as the kernel
+    skips it). Returns the summed loss."""
+    lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
+    total = 0.0
+    for p in range(len(inputs)):
+        targets = None
+        if noise is not None:
+            ids = torch.cat([outputs[p : p + 1], noise[p]]).unsqueeze(0)
+            weight = (ids != outputs[p]).float()
+            weight[:, 0] = 1.0
+            targets = (ids, weight)
+        total += float(model.step(inputs[p : p + 1], outputs[p : p + 1], lr, targets))
+    return total
