@@ -296,6 +296,21 @@ def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weigh
     assert isinstance(built["model"], TransformerEncoder) and 0 <= run.recall[10] <= 1
     nan = heldout_run(data, TrainConfig(), steps=2, batch=4, dim=8, optimizer=broken)
     assert nan.recall == {1: 0.0, 10: 0.0}  # not "every anchor ties with its positive"
+    assert nan.mrr == 0.0 and 1 / 16 <= run.mrr <= 1  # the worst possible rank is 16
+
+
+def test_quality_runs_follow_fp32_in_fp16_and_the_control_drifts_away():
+    """C27's arms on a small problem: fp16's losses stay within rounding of fp32's, step by
+    step, while the fp8 control (no master copy) loses Adam's steps and drifts."""
+    from chapter20.core.corpora import PairData
+    from chapter20.labs.nb03_precision import CONTROL, quality_runs
+
+    ids = torch.randint(1, 200, (4, 64, 8), generator=torch.Generator().manual_seed(0))
+    runs = quality_runs(PairData(*ids, vocab_size=200), seeds=(0,), steps=4, batch=16, seq_len=8)
+    rows = runs.set_index("arm")
+    assert list(rows.index) == ["untrained", "fp32", "fp16", CONTROL]
+    assert rows.loc["fp32", "loss_gap_vs_fp32"] == 0 and 0 < rows.loc["untrained", "mrr"] <= 1
+    assert rows.loc["fp16", "loss_gap_vs_fp32"] < 1e-2 < rows.loc[CONTROL, "loss_gap_vs_fp32"]
 
 
 def test_store_weights_in_keeps_no_master_copy_and_loses_small_updates():

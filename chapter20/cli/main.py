@@ -50,6 +50,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "bf16 (and fp16 on GPUs) vs fp32: step time and peak memory of the Transformer encoder",
     ),
+    "precision-quality": (
+        "chapter20.labs.nb03_precision",
+        "quality_benchmark",
+        "fp32 vs fp16 held-out recall of the Transformer encoder, long enough to learn (C27)",
+    ),
     "checkpointing": (
         "chapter20.labs.nb04_activation_checkpointing",
         "benchmark",

@@ -84,13 +84,15 @@ def train_on_pairs(
 @dataclass(frozen=True)
 class HeldoutRun:
     """One :func:`heldout_run`: the loss of every step, held-out recall@k (k = 1, 10), the
-    steps skipped for non-finite gradients, the training seconds and the final weights."""
+    steps skipped for non-finite gradients, the training seconds, the final weights and the
+    held-out mean reciprocal rank (``mrr``: every query's rank counts, not only the top 10)."""
 
     losses: list[float]
     recall: dict[int, float]
     skipped_steps: int
     seconds: float
     state: dict[str, torch.Tensor]
+    mrr: float = float("nan")
 
     @property
     def final_loss(self) -> float:
@@ -151,7 +153,21 @@ def heldout_run(
         trainer.skipped_steps,
         seconds,
         {k: v.detach().clone() for k, v in model.state_dict().items()},
+        _heldout_mrr(model, data) if finite else 0.0,
     )
+
+
+def _heldout_mrr(model: torch.nn.Module, data: PairData) -> float:
+    """Mean reciprocal rank of each held-out anchor's own positive among all held-out
+    positives (cosine similarity, float32; ``capstone.metrics.retrieval_metrics``)."""
+    from chapter20.capstone.metrics import retrieval_metrics
+
+    model.eval()
+    with torch.no_grad():
+        q = torch.nn.functional.normalize(model(data.test_anchors).float(), dim=-1)
+        k = torch.nn.functional.normalize(model(data.test_positives).float(), dim=-1)
+    model.train()
+    return retrieval_metrics((q @ k.T).numpy())["mrr"]
 
 
 #: The name of the untrained encoder's rows in a quality comparison (``heldout_run(steps=0)``).

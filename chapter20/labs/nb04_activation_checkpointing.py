@@ -137,9 +137,9 @@ def _train_step(model: nn.Module, optimizer: torch.optim.Optimizer, ids: torch.T
 def activation_vs_depth(
     depths: tuple[int, ...] = (2, 4, 8, 16, 32, 64), batch: int = 16, seq_len: int = 64
 ) -> pd.DataFrame:
-    """Activation bytes per policy and depth, measured (forward ``retained``, activations at
-    the peak of forward + backward, and ``activation_peak``: the activations at their own peak,
-    claim C10's quantity) next to :func:`predicted_activation_bytes`."""
+    """Activation bytes per policy and depth, measured (forward ``retained``, and
+    ``activation_peak``: the activations at their own peak during forward + backward, claim
+    C10's quantity) next to :func:`predicted_activation_bytes`."""
     unit = layer_measurements(batch, seq_len)
     ids = _ids(batch, seq_len, 1_000)
     records = []
@@ -149,7 +149,6 @@ def activation_vs_depth(
             if policy == "L7":
                 continue
             model = checkpointed(base, policy, k)
-            step = peak_memory(lambda m=model: m(ids).sum().backward(), model=model, inputs=ids)
             # Gradients allocated before the step stay the same size through it, so its peak
             # above the start is the activations' own peak (with backward's transient buffers).
             for p in model.parameters():
@@ -162,7 +161,6 @@ def activation_vs_depth(
                     "policy": label,
                     "retained_bytes": _retained(model, ids),
                     "predicted_retained": predicted["saved"],
-                    "backward_activations": step.breakdown["activations"],
                     "predicted_backward_peak": predicted["backward_peak"],
                     "activation_peak": own.peak_bytes - own.baseline_bytes,
                 }
@@ -277,12 +275,10 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     """Measured activation bytes (markers) and prediction (lines) vs depth, per policy."""
     predicted = {
         "retained_bytes": "predicted_retained",
-        "backward_activations": "predicted_backward_peak",
         "activation_peak": "predicted_backward_peak",
     }[column]
     title = {
         "retained_bytes": "Activations kept from forward to backward",
-        "backward_activations": "Activations at the step's peak (forward + backward)",
         "activation_peak": "Activations at their own peak (forward + backward)",
     }[column]
     fig, ax = new_figure(title, "encoder layers L", "MiB")
