@@ -228,3 +228,20 @@ def test_autoencoder_vs_pca_reports_both_codes(bow):
     assert ((table.heldout_error > 0) & (table.heldout_error < 1.5)).all()
     assert (table.test_accuracy >= 0).all() and (table.fit_s > 0).all()
     assert table.encoder_bytes["autoencoder, 2 epochs"] == (300 * 20 + 20) * 4
+
+
+
+def test_judged_subwords_reads_the_record_unless_the_run_trained_every_seed():
+    """C30 is judged on this run only when it trained every seed; else on the committed record,
+    which must then hold every seed and every model of the run."""
+    from chapter20.core.paths import data_file
+    from chapter20.labs.common import PROVENANCE
+
+    record = pd.read_csv(data_file(vectors_lab.SUBWORD_STUDY))
+    one_seed = vectors_lab.SubwordRuns(record[record.seed == 1].drop(columns=list(PROVENANCE)), None)
+    judged, source = vectors_lab.judged_subwords(one_seed)
+    assert source.startswith("the committed record") and "chapter20 bench subwords" in source
+    assert sorted(judged.seed.unique()) == list(vectors_lab.SUBWORD_SEEDS)
+    assert set(judged.model) == set(one_seed.frame.model)
+    assert list(judged.columns) == list(one_seed.frame.columns)
+    assert vectors_lab.judged_subwords(vectors_lab.SubwordRuns(judged, None))[1] == "this run"

@@ -120,6 +120,11 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "ablation_benchmark",
         "the composed step with each memory technique off, 3 seeds, against the seed noise",
     ),
+    "subwords": (
+        "chapter20.labs.nb10_word_vectors",
+        "subword_benchmark",
+        "word vectors vs composed BPE subword vectors, WordSim-353, 3 seeds, a control (C30)",
+    ),
     "vocab": (
         "chapter20.labs.nb10_vocab",
         "benchmark",

@@ -44,6 +44,11 @@ __all__ = [
     "plot_pruning",
     "subword_quality",
     "subword_summary",
+    "SUBWORD_SETTINGS",
+    "SUBWORD_STUDY",
+    "subword_study",
+    "judged_subwords",
+    "subword_benchmark",
 ]
 
 
@@ -307,6 +312,66 @@ def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
     out["rows"] = grouped["rows"].first()
     out["oov_pairs"] = grouped["oov_pairs"].max()
     return out
+
+
+#: Notebook 10's subword study (C30): word2vec's settings, the BPE sizes, the control and the
+#: seeds, shared by the notebook and ``chapter20 bench subwords``.
+SUBWORD_SETTINGS: dict[str, Any] = dict(
+    objective="negative", dim=100, window=5, negative=5, sample=1e-3, epochs=10, workers=1,
+    progress=False,
+)
+SUBWORD_SIZES, SUBWORD_CONTROL, SUBWORD_SEEDS = (4_000, 8_000), 500, (1, 2, 3)
+#: The committed record of :func:`subword_benchmark`: the three seeds C30 is judged on when a
+#: notebook run trains fewer.
+SUBWORD_STUDY = "subword_quality.csv"
+
+
+def subword_study(
+    train_articles: Sequence[Sequence[str]],
+    seeds: Sequence[int] = SUBWORD_SEEDS,
+    *,
+    device: Any = None,
+    epochs: int | None = None,
+) -> SubwordRuns:
+    """:func:`subword_quality` with notebook 10's settings on every sentence of the Wikipedia
+    sample, two trainings at once on a CPU (one per core), one at a time on an accelerator."""
+    from chapter20.core.device import get_device
+    from chapter20.word2vec.corpus import corpus_sentences
+
+    device = get_device() if device is None else torch.device(device)
+    settings = dict(SUBWORD_SETTINGS, device=device)
+    if epochs is not None:
+        settings["epochs"] = check_int("epochs", epochs, 1)
+    return subword_quality(
+        train_articles, corpus_sentences("wiki"), SUBWORD_SIZES, seeds, control=SUBWORD_CONTROL,
+        jobs=2 if device.type == "cpu" else 1, **settings,
+    )  # fmt: skip
+
+
+def judged_subwords(runs: SubwordRuns) -> tuple[pd.DataFrame, str]:
+    """The rows C30 is judged on, and where they come from: ``runs`` itself when it trained
+    every seed of :data:`SUBWORD_SEEDS`, else the committed record :data:`SUBWORD_STUDY`."""
+    from chapter20.labs.common import provenance_line, read_study
+
+    if set(SUBWORD_SEEDS) <= set(runs.frame["seed"]):
+        return runs.frame, "this run"
+    record = read_study(SUBWORD_STUDY)
+    return record[list(runs.frame.columns)], f"the committed record, {provenance_line(record)}"
+
+
+def subword_benchmark(out: str = ""):
+    """``chapter20 bench subwords``: :func:`subword_study` over :data:`SUBWORD_SEEDS` (about two
+    minutes on two CPU cores) and its :func:`subword_summary`, printed; with ``out`` written as
+    ``data/subword_quality.csv`` reads."""
+    from chapter20.core.corpora import train_test_split_articles, wiki_articles
+    from chapter20.labs.common import study_output, write_study
+
+    train, _ = train_test_split_articles(wiki_articles(), 0.1, seed=0)
+    frame = subword_study(train).frame
+    print(frame.round(3).to_string(index=False))
+    print(subword_summary(frame).round(3).to_string())
+    if study_output(out):
+        print("written:", write_study(frame, study_output(out), "chapter20 bench subwords"))
 
 
 #: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean

@@ -195,7 +195,8 @@ def _report_line(config: DemoConfig, ctx, summary: dict) -> str:
     return (
         f"done: {config.steps} steps x {config.batch} pairs on {ctx.world_size} process(es) "
         f"[{ctx.backend or 'no process group'}, {ctx.device}], lr {summary['lr']:.2e}: "
-        f"loss {summary['first_loss']:.2f} -> {summary['final_loss_mean5']:.2f} (last 5 steps; "
+        f"loss {summary['first_loss']:.2f} -> {summary['final_loss_mean5']:.2f} (mean of the last "
+        f"{min(5, config.steps)} steps; "
         f"a uniform guess: ln {config.batch} = {summary['uniform_guess_loss']:.2f}); held-out "
         f"recall@1 {summary['recall_at_1']:.3f}, @10 {summary['recall_at_10']:.3f} "
         f"(chance {summary['chance_at_1']:.4f}, {summary['chance_at_10']:.4f}; "
