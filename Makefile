@@ -92,8 +92,8 @@ UNIT_MARKERS ?= not slurm and not slow
 # wait on process start-up (torchrun, spawned ranks), which the other worker fills; UNIT_JOBS=0
 # runs them in one process. --dist loadscope keeps each module's tests on one worker, so that a
 # module fixture that starts a process group (tests/test_sharding.py, test_ddp_demo.py) runs once,
-# not once per worker (measured: 173 s against 222 s). The notebooks stay serial: each sets its own threads, and two at
-# once on two cores oversubscribe them (measured: twice as long).
+# not once per worker (measured: 173 s against 222 s). The notebooks stay serial: each sets its
+# own threads, and two at once on two cores oversubscribe them (measured: twice as long).
 UNIT_JOBS ?= 2
 test-unit: $(STAMP)
 	@echo "== unit tests ($(UNIT_MARKERS); $(UNIT_JOBS) workers)"

@@ -230,7 +230,6 @@ def test_autoencoder_vs_pca_reports_both_codes(bow):
     assert table.encoder_bytes["autoencoder, 2 epochs"] == (300 * 20 + 20) * 4
 
 
-
 def test_judged_subwords_reads_the_record_unless_the_run_trained_every_seed():
     """C30 is judged on this run only when it trained every seed; else on the committed record,
     which must then hold every seed and every model of the run."""

@@ -49,6 +49,7 @@ __all__ = [
     "provenance_line",
     "quartiles_ms",
     "read_study",
+    "run_or_record",
     "study_output",
     "timing_columns",
     "train_on_pairs",
@@ -253,6 +254,16 @@ def read_study(name: str) -> pd.DataFrame:
     if missing:
         raise ValueError(f"data/{name} lacks the provenance columns {missing}")
     return frame
+
+
+def run_or_record(frame: pd.DataFrame, own_run: bool, name: str) -> tuple[pd.DataFrame, str]:
+    """The rows a study is judged on and where they come from: ``frame`` when this run trained
+    the whole study (``own_run``), else the committed record ``data/<name>``
+    (:func:`read_study`), with a line that says which."""
+    if own_run:
+        return frame, "this run"
+    record = read_study(name)
+    return record, f"the committed record, {provenance_line(record)}"
 
 
 def provenance_line(frame: pd.DataFrame) -> str:

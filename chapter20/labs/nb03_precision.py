@@ -275,11 +275,10 @@ def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
 
 
 #: Claim C27's workload: the Transformer encoder (one layer: attention and feed-forward matrix
-#: multiplies in 16 bits under autocast), small enough for three seeds of fp16 on a CPU, trained
-#: long enough to rise above the untrained encoder's retrieval.
-#: Claim C27's quality runs. 200 steps at a learning rate of 1e-2 are the smallest run found
-#: here in which fp32 training rises clearly above the untrained encoder and the positive control
-#: falls measurably below it (chosen on fp32 and the control only, never on fp16's result).
+#: multiplies in 16 bits under autocast). 200 steps at a learning rate of 1e-2 are the smallest
+#: run found here in which fp32 training rises clearly above the untrained encoder and the
+#: positive control falls measurably below it (chosen on fp32 and the control only, never on
+#: fp16's result).
 QUALITY = {"d_model": 64, "layers": 1, "seq_len": 16, "steps": 200, "batch": 128, "lr": 1e-2}
 #: The positive control: weights stored in 8-bit floats (e4m3) with no fp32 master copy.
 CONTROL = "fp8 weights, no master copy (control)"
@@ -377,15 +376,13 @@ def judged_quality(data: PairData, live_steps: int):
     trains ``live_steps`` steps, all three seeds if that is :data:`QUALITY`'s full length
     (``own_run``: it is then the judged run), else seed 0 only, and the judged run is the
     committed record :data:`QUALITY_STUDY` (``source`` says where it comes from)."""
-    from chapter20.labs.common import provenance_line, read_study
+    from chapter20.labs.common import run_or_record
 
     own_run = check_int("live_steps", live_steps, 1) >= QUALITY["steps"]
     live = quality_runs(data, seeds=(0, 1, 2) if own_run else (0,), steps=live_steps)
-    if own_run:
-        return live, live, True, f"this run, {live_steps} steps"
-    judged = read_study(QUALITY_STUDY)
-    source = f"{QUALITY['steps']} steps, the committed record, {provenance_line(judged)}"
-    return live, judged, False, source
+    judged, source = run_or_record(live, own_run, QUALITY_STUDY)
+    steps = live_steps if own_run else QUALITY["steps"]
+    return live, judged, own_run, f"{steps} steps, {source}"
 
 
 def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):

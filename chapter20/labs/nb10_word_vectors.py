@@ -351,12 +351,11 @@ def subword_study(
 def judged_subwords(runs: SubwordRuns) -> tuple[pd.DataFrame, str]:
     """The rows C30 is judged on, and where they come from: ``runs`` itself when it trained
     every seed of :data:`SUBWORD_SEEDS`, else the committed record :data:`SUBWORD_STUDY`."""
-    from chapter20.labs.common import provenance_line, read_study
+    from chapter20.labs.common import run_or_record
 
-    if set(SUBWORD_SEEDS) <= set(runs.frame["seed"]):
-        return runs.frame, "this run"
-    record = read_study(SUBWORD_STUDY)
-    return record[list(runs.frame.columns)], f"the committed record, {provenance_line(record)}"
+    own_run = set(SUBWORD_SEEDS) <= set(runs.frame["seed"])
+    judged, source = run_or_record(runs.frame, own_run, SUBWORD_STUDY)
+    return judged[list(runs.frame.columns)], source
 
 
 def subword_benchmark(out: str = ""):
