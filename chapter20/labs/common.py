@@ -34,7 +34,7 @@ from chapter20.core.findings import compare
 from chapter20.core.measure import Timing
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.paths import data_file
-from chapter20.techniques.contrastive import recall_at_k
+from chapter20.techniques.contrastive import recall_at_k, retrieval_scores
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import StepResult, Trainer
 
@@ -163,12 +163,9 @@ def _heldout_mrr(model: torch.nn.Module, data: PairData) -> float:
     positives (cosine similarity, float32; ``capstone.metrics.retrieval_metrics``)."""
     from chapter20.capstone.metrics import retrieval_metrics
 
-    model.eval()
     with torch.no_grad():
-        q = torch.nn.functional.normalize(model(data.test_anchors).float(), dim=-1)
-        k = torch.nn.functional.normalize(model(data.test_positives).float(), dim=-1)
-    model.train()
-    return retrieval_metrics((q @ k.T).numpy())["mrr"]
+        scores = retrieval_scores(model, data.test_anchors, data.test_positives)
+    return retrieval_metrics(scores.numpy())["mrr"]
 
 
 #: The name of the untrained encoder's rows in a quality comparison (``heldout_run(steps=0)``).

@@ -36,6 +36,7 @@ __all__ = [
     "distributed_info_nce",
     "grad_cache_backward",
     "recall_at_k",
+    "retrieval_scores",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -323,11 +324,20 @@ def recall_at_k(
             f"{anchors.shape[0]} and {positives.shape[0]}"
         )
     ks = tuple(check_int("ks", k, 1) for k in ks)
+    scores = retrieval_scores(model, anchors, positives)
+    own = scores.diagonal().unsqueeze(1)
+    rank = (scores > own).sum(dim=1)  # how many candidates beat the true positive
+    return {top: float((rank < top).float().mean()) for top in ks}
+
+
+def retrieval_scores(
+    model: nn.Module, anchors: torch.Tensor, positives: torch.Tensor
+) -> torch.Tensor:
+    """The cosine similarity of every anchor with every positive, ``[anchors, positives]`` in
+    float32, the model in eval mode and put back in training mode (§20.1): what recall@k and the
+    mean reciprocal rank of held-out pairs are read from."""
     model.eval()
     q = F.normalize(model(anchors).float(), dim=-1)
     k = F.normalize(model(positives).float(), dim=-1)
-    scores = q @ k.T
-    own = scores.diagonal().unsqueeze(1)
-    rank = (scores > own).sum(dim=1)  # how many candidates beat the true positive
     model.train()
-    return {top: float((rank < top).float().mean()) for top in ks}
+    return q @ k.T
