@@ -402,9 +402,6 @@ class ShardedEmbedding(nn.Module):
 
     # -- forward ----------------------------------------------------------------------------
 
-    def reset_comm_log(self) -> None:
-        self.comm_log.clear()
-
     def _record(self, op: str, payload: str, tensor: torch.Tensor, splits=None) -> None:
         tensor_bytes = tensor.numel() * tensor.element_size()
         if op == "all_reduce":

@@ -230,12 +230,6 @@ class CheckpointManager:
         """The checkpoint files present, oldest first (in the order they were saved)."""
         return [path for _, _, path in self._entries()]
 
-    def path_for(self, step: int) -> Path | None:
-        """The newest checkpoint file of ``step`` (None if there is none)."""
-        step = check_int("step", step, 0)
-        paths = [path for _, saved, path in self._entries() if saved == step]
-        return paths[-1] if paths else None
-
     def _next_name(self, step: int) -> str:
         numbers = [
             int(m.group(1)) for p in self.directory.iterdir() if (m := _SEQUENCE.match(p.name))

@@ -449,7 +449,7 @@ class Trainer:
         loss_sum, pairs = self._sum_over_ranks(float(loss.detach()), towers[0].shape[0])
         return loss_sum / self.world_size, int(pairs)
 
-    # -- state for spot.CheckpointManager ----------------------------------------------------
+    # -- state for checkpoints.CheckpointManager ---------------------------------------------
 
     def capture_state(self, sampler: Any = None, **extra: Any) -> dict[str, Any]:
         """The full training state after :attr:`steps` steps, for
