@@ -520,6 +520,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "step_delay": 0.0,
         "stop_after": 5,
     },
+    "training.loop.StoppedLaunch": lambda: {
+        "stopped_at": 3,
+        "resumed_from": 2,
+        "checkpoint_dir": "checkpoints",
+    },
     "training.ddp_run.DemoConfig": lambda: {
         "steps": 4,
         "batch": 8,

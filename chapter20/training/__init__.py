@@ -13,10 +13,12 @@ The names readers use most are importable from here::
 
 from chapter20.training.config import TrainConfig
 from chapter20.training.encoder_file import TextEncoder, load_encoder, save_encoder
+from chapter20.training.loop import StoppedLaunch
 from chapter20.training.trainer import StepResult, TrainedModule, Trainer
 
 __all__ = [
     "StepResult",
+    "StoppedLaunch",
     "TextEncoder",
     "TrainConfig",
     "TrainedModule",

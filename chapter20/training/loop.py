@@ -46,6 +46,7 @@ __all__ = [
     "PROGRESS_FILE",
     "LoopConfig",
     "LoopResult",
+    "StoppedLaunch",
     "read_progress",
     "resumable_loop",
 ]
@@ -128,7 +129,7 @@ def _kill_self(directory: Path, step: int) -> None:
 @dataclass
 class LoopResult:
     """How one launch of :func:`resumable_loop` went: the step it ``resumed_from``, the step it
-    reached, whether ``stop_after`` ended it (``stopped``, nothing saved), the seconds of each
+    reached, whether ``stop_after`` ended it (``stopped``: that step not saved), the seconds of each
     checkpoint save, the ``extra`` entries of the checkpoint it resumed from, and ``launch``
     (the SIGKILLs recorded before it started)."""
 
@@ -227,3 +228,45 @@ def read_progress(directory: str | os.PathLike) -> list[dict]:
     for kill in _read_json(directory / CHAOS_FILE, {"kills": []})["kills"]:
         records.append({"kill": kill["step"], "time": kill["time"]})
     return sorted(records, key=lambda r: r["time"])
+
+
+@dataclass(frozen=True)
+class StoppedLaunch:
+    """A launch of :func:`resumable_loop` that ``stop_after`` ended (§20.5.2), as a run returns it
+    in place of a finished run's summary.
+
+    The loop returns right after step ``stopped_at`` (its ``after_step`` and progress record
+    done) as a kill at that moment would: that step's state is not saved. The checkpoints the
+    schedule saved earlier in the launch stay in ``checkpoint_dir``, so the next launch with the
+    same arguments resumes from the newest of them, retrains the steps after it, and ends
+    bitwise equal to an uninterrupted run. ``resumed_from``: the step this launch resumed from,
+    None when it started from scratch.
+    """
+
+    stopped_at: int
+    resumed_from: int | None
+    checkpoint_dir: str
+
+    def __post_init__(self) -> None:
+        check_int("stopped_at", self.stopped_at, 1)
+        check_optional_int("resumed_from", self.resumed_from, 1)
+        if not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:
+            raise TypeError(f"checkpoint_dir must be a non-empty str, got {self.checkpoint_dir!r}")
+
+    @classmethod
+    def from_loop(cls, result: LoopResult, checkpoint_dir: str | os.PathLike) -> StoppedLaunch:
+        """The stopped launch that ``result`` (``result.stopped`` true) describes."""
+        if not isinstance(result, LoopResult) or not result.stopped:
+            raise ValueError(f"result must be a stopped LoopResult, got {result!r}")
+        return cls(result.steps, result.resumed_from or None, str(checkpoint_dir))
+
+    def lines(self) -> list[str]:
+        """What a command line prints for this launch: the step it stopped at, where the
+        checkpoints are, and how to resume (the same command without ``--stop-after``)."""
+        start = "from scratch" if self.resumed_from is None else f"from step {self.resumed_from}"
+        return [
+            f"stopped after step {self.stopped_at} (--stop-after; this launch started "
+            f"{start}); step {self.stopped_at} itself was not saved",
+            f"checkpoints: {self.checkpoint_dir} (the next launch resumes from the newest)",
+            "to resume: run the same command again without --stop-after",
+        ]
