@@ -15,7 +15,7 @@ def test_the_chapters_prices_and_l12_on_its_menu_and_beyond():
     assert gap == pytest.approx((table["gap %"].abs() / 100).max())
     assert counts_match and table.loc["g5.xlarge", "GPU (catalog)"] == "A10G"
     assert (table["lowest region $/h"] <= table["catalog us-east-1 $/h"]).all()
-    reruns = lab.l12_reruns()
+    reruns = lab.cheapest_config_by_menu()
     assert reruns.loc["L12's three types (aws us-east-1)", "choice"] == "8 x g5.xlarge"
     assert (reruns["$/h"] <= reruns["$/h"].iloc[0]).all()  # a wider menu is never dearer
 
@@ -32,7 +32,7 @@ def test_spot_and_its_history_tables():
 
 
 def test_c17_scales_with_the_workload_and_crosses_the_claimed_range():
-    c17 = lab.c17_over_workloads(pairs=(1e9, 1e10, 1e11, 1e12), gpu_models=("A100",))
+    c17 = lab.training_cost_over_workloads(pairs=(1e9, 1e10, 1e11, 1e12), gpu_models=("A100",))
     costs = c17["cost $"].to_numpy()
     assert costs[1:] / costs[:-1] == pytest.approx([10, 10, 10])
     assert set(c17["verdict"]) == {
@@ -45,7 +45,9 @@ def test_c17_scales_with_the_workload_and_crosses_the_claimed_range():
 
 
 def test_c22_compute_share_falls_as_data_are_kept_longer():
-    c22 = lab.c22_over_scenarios(retention_months=(1, 6, 24), egress_copies=(0,), pairs=(1e9,))
+    c22 = lab.compute_share_over_scenarios(
+        retention_months=(1, 6, 24), egress_copies=(0,), pairs=(1e9,)
+    )
     shares = c22["compute %"].to_numpy()
     assert shares[0] > shares[1] > shares[2]
     parts = c22[["compute %", "storage %", "network %"]].sum(axis=1)

@@ -275,7 +275,7 @@ def _fake_memory():
 def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weights_as_zero():
     from chapter20.core.corpora import PairData
     from chapter20.core.models import TransformerEncoder
-    from chapter20.labs.common import heldout_run
+    from chapter20.training.pair_training import heldout_run
 
     ids = torch.randint(1, 30, (4, 16, 6), generator=torch.Generator().manual_seed(0))
     data = PairData(*ids, vocab_size=30)
@@ -342,7 +342,7 @@ def test_c06_reads_only_a_gpu_row_of_the_current_code(monkeypatch):
     from chapter20.core.claims import check
     from chapter20.core.gpu_record import GpuFigure
 
-    value, device, note = lab.c06_measurement(None, 1024)
+    value, device, note = lab.fp16_matmul_speedup(None, 1024)
     assert value is None and "no 4096 x 4096 figure" in note
     assert check("C06", value, device=device).verdict == "needs a GPU"
     asked = {}
@@ -352,7 +352,7 @@ def test_c06_reads_only_a_gpu_row_of_the_current_code(monkeypatch):
         return GpuFigure(quantity, 9.5, "×", "NVIDIA H200", "2026-12-02", "x", "y", "bench", "")
 
     monkeypatch.setattr(lab, "current_gpu_figure", figure)
-    value, device, _ = lab.c06_measurement(None, 1024)
+    value, device, _ = lab.fp16_matmul_speedup(None, 1024)
     assert asked == {"quantity": lab.matmul_quantity(4096, "fp16"), "modules": lab.MATMUL_MODULES}
     row = check("C06", value, device=device)
     assert (row.verdict, row.direction) == ("holds", "larger than claimed")

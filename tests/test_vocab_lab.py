@@ -174,14 +174,14 @@ def test_figures_have_labelled_axes(lee_split, bow, low_rank_matrix):
         plt.close(fig)
 
 
-def test_c28_evidence_reads_the_fastest_raw_variant_and_the_training_state(bow):
+def test_pca_step_speedup_evidence_reads_the_fastest_raw_variant_and_the_training_state(bow):
     from chapter20.core.claims import check
 
     data_, compressed = bow
     bench = vocab_lab.sparse_projection_benchmark(
         data_, compressed, out_dim=8, batch_size=16, warmup=0, repeat=3, device="cpu"
     )
-    evidence = vocab_lab.c28_evidence(bench, compressed, 16, "cpu")
+    evidence = vocab_lab.pca_step_speedup_evidence(bench, compressed, 16, "cpu")
     raw = bench[~bench.variant.str.startswith("pca")]
     pca = bench.set_index("variant").loc["pca_precomputed"]
     assert evidence["measured"] == pytest.approx(raw.step_ms.min() / pca.step_ms)
@@ -204,11 +204,14 @@ def _subword_summary(control_delta):
 @pytest.mark.parametrize(
     "control_delta, verdict", [(-0.25, "does not hold"), (-0.03, "inconclusive")]
 )
-def test_c30_evidence_judges_the_worse_size_and_needs_its_control_detected(control_delta, verdict):
+def test_subword_quality_gap_evidence_judges_the_worse_size_and_needs_its_control_detected(
+    control_delta, verdict
+):
     from chapter20.core.claims import check
 
     bpe_sizes = pd.DataFrame({"vocab_size": [500, 4000, 8000], "heldout_unk_tokens": [0, 0, 0]})
-    evidence = vectors_lab.c30_evidence(_subword_summary(control_delta), bpe_sizes, 3.0)
+    summary = _subword_summary(control_delta)
+    evidence = vectors_lab.subword_quality_gap_evidence(summary, bpe_sizes, 3.0)
     assert evidence["measured"] == pytest.approx(-0.06)  # the worse size; not the control
     assert all(evidence["conditions"].values())  # the control's weak runs do not count
     assert evidence["control_detected"] == (control_delta < -vectors_lab.C30_MARGIN)

@@ -23,7 +23,7 @@ from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, min_max_ms, timing_columns
+from chapter20.labs.common import UNTRAINED, compare_times, min_max_ms, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
@@ -33,6 +33,7 @@ from chapter20.techniques.precision import (
     store_weights_in,
 )
 from chapter20.training.config import TrainConfig
+from chapter20.training.pair_training import heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
     "matmul_table",
     "MATMUL_MODULES",
     "matmul_quantity",
-    "c06_measurement",
+    "fp16_matmul_speedup",
     "memory_by_precision",
     "gradient_magnitudes",
     "QUALITY",
@@ -227,7 +228,7 @@ def matmul_quantity(size: int, precision: str) -> str:
     return f"matmul {size}x{size} speed-up vs fp32 (no TF32), {precision}"
 
 
-def c06_measurement(matmul: pd.DataFrame, size: int) -> tuple[float | None, str, str]:
+def fp16_matmul_speedup(matmul: pd.DataFrame, size: int) -> tuple[float | None, str, str]:
     """What claim C06 is judged on, as ``(value, device, note)``: this run's fp16 speed-up when
     ``matmul`` (of :func:`~chapter20.techniques.precision.matmul_speedup`) timed the 4096 × 4096
     multiply on CUDA; else the GPU record's row written by the current version of

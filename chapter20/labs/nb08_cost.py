@@ -36,14 +36,14 @@ from chapter20.cost.selection import cheapest_config
 __all__ = [
     "CHAPTER_PRICES",
     "benchmark",
-    "c17_over_workloads",
-    "c22_over_scenarios",
+    "training_cost_over_workloads",
+    "compute_share_over_scenarios",
     "chapter_prices",
     "cheapest_fleet",
     "current_speedup",
     "datasheet_table",
     "discount_stability",
-    "l12_reruns",
+    "cheapest_config_by_menu",
     "mixed_precision_table",
     "spot_by_type",
 ]
@@ -89,7 +89,7 @@ def chapter_prices() -> tuple[pd.DataFrame, float, bool]:
     return table, gap, counts_match
 
 
-def l12_reruns(target_gpus: int = 8, budget_per_hour: float = 50.0) -> pd.DataFrame:
+def cheapest_config_by_menu(target_gpus: int = 8, budget_per_hour: float = 50.0) -> pd.DataFrame:
     """C19: L12's selection (cheapest ``target_gpus`` GPUs within ``budget_per_hour``) rerun
     on the catalog: on L12's three types in us-east-1, on every AWS GPU type there, on the
     whole catalog, and on the whole catalog with the GPU memory the workload plans (>= 16 GiB)."""
@@ -226,7 +226,7 @@ def cheapest_fleet(
     return options.sort_values(["cost", "instance"], kind="stable").iloc[0]
 
 
-def c17_over_workloads(
+def training_cost_over_workloads(
     pairs: Sequence[float] = (1e8, 1e9, 1e10, 1e11, 1e12),
     gpu_models: Sequence[str] = ("A100", "H100"),
 ) -> pd.DataFrame:
@@ -252,7 +252,7 @@ def c17_over_workloads(
     return pd.DataFrame(records)
 
 
-def c22_over_scenarios(
+def compute_share_over_scenarios(
     retention_months: Sequence[float] = (1, 6, 24),
     egress_copies: Sequence[int] = (0, 1),
     pairs: Sequence[float] = (1e9, 1e11),

@@ -47,7 +47,7 @@ __all__ = [
     "BagOfWordsData",
     "CompressedInput",
     "autoencoder_vs_pca",
-    "c28_evidence",
+    "pca_step_speedup_evidence",
     "bag_of_words_data",
     "benchmark",
     "compress_bag_of_words",
@@ -492,7 +492,9 @@ def autoencoder_vs_pca(
     return pd.DataFrame(records).set_index("method")
 
 
-def c28_evidence(bench: pd.DataFrame, compressed: CompressedInput, batch_size: int, device) -> dict:
+def pca_step_speedup_evidence(
+    bench: pd.DataFrame, compressed: CompressedInput, batch_size: int, device
+) -> dict:
     """The keyword arguments of ``ClaimsLog.check("C28", ...)`` from
     :func:`sparse_projection_benchmark`'s table (criterion in ``data/claims.csv``): the step
     time of the fastest raw-input variant over ``pca_precomputed``'s, with the condition that

@@ -34,8 +34,8 @@ from chapter20.vocab.pca import pca_compress
 __all__ = [
     "C30_MARGIN",
     "SubwordRuns",
-    "c29_evidence",
-    "c30_evidence",
+    "pruned_matrix_ratio_evidence",
+    "subword_quality_gap_evidence",
     "bpe_merge_proof",
     "compose_word_vectors",
     "pca_quality_curve",
@@ -378,7 +378,7 @@ def subword_benchmark(out: str = ""):
 C30_MARGIN = 0.05
 
 
-def c29_evidence(prune: pd.DataFrame) -> dict:
+def pruned_matrix_ratio_evidence(prune: pd.DataFrame) -> dict:
     """``ClaimsLog.check("C29", ...)``'s keyword arguments from a ``pruning_table``: the matrix
     at ``min_count`` 5 over 1, with the words kept and the held-out OOV rate in the note."""
     pruned, full = prune.set_index("min_count").loc[5], prune.set_index("min_count").loc[1]
@@ -390,7 +390,9 @@ def c29_evidence(prune: pd.DataFrame) -> dict:
             "note": note}  # fmt: skip
 
 
-def c30_evidence(summary: pd.DataFrame, bpe_sizes: pd.DataFrame, chance_sds: float) -> dict:
+def subword_quality_gap_evidence(
+    summary: pd.DataFrame, bpe_sizes: pd.DataFrame, chance_sds: float
+) -> dict:
     """``ClaimsLog.check("C30", ...)``'s keyword arguments from :func:`subword_summary` (with a
     control) and ``bpe_table``: the worse mean Δρ of the BPE sizes (not the control), with the
     conditions that every run (the control's aside) is ``chance_sds`` chance standard
