@@ -21,7 +21,6 @@ from chapter20.core.device import set_seed
 from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.core.plotting import new_figure, new_panels
-from chapter20.labs.common import heldout_run
 from chapter20.techniques.accumulation import example_weights
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
@@ -31,6 +30,7 @@ from chapter20.techniques.contrastive import (
 )
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.training.config import TrainConfig
+from chapter20.training.pair_training import heldout_run
 from chapter20.training.trainer import Trainer
 
 __all__ = [

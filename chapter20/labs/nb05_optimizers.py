@@ -19,7 +19,7 @@ from chapter20.core.corpora import PairData
 from chapter20.core.findings import compare
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.plotting import new_figure
-from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, timing_columns
+from chapter20.labs.common import UNTRAINED, compare_times, timing_columns
 from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import (
     CoarseStateAdamW,
@@ -28,6 +28,7 @@ from chapter20.techniques.optimizers import (
 )
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import plan
+from chapter20.training.pair_training import heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
