@@ -275,7 +275,7 @@ def _fake_memory():
 def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weights_as_zero():
     from chapter20.core.corpora import PairData
     from chapter20.core.models import TransformerEncoder
-    from chapter20.labs.common import heldout_run
+    from chapter20.training.pair_training import heldout_run
 
     ids = torch.randint(1, 30, (4, 16, 6), generator=torch.Generator().manual_seed(0))
     data = PairData(*ids, vocab_size=30)

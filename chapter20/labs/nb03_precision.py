@@ -23,7 +23,7 @@ from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.labs.common import UNTRAINED, compare_times, heldout_run, min_max_ms, timing_columns
+from chapter20.labs.common import UNTRAINED, compare_times, min_max_ms, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
@@ -33,6 +33,7 @@ from chapter20.techniques.precision import (
     store_weights_in,
 )
 from chapter20.training.config import TrainConfig
+from chapter20.training.pair_training import heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
