@@ -24,8 +24,8 @@ from chapter20.cost.estimates import (
     throughput_per_gpu,
     time_to_train,
 )
-from chapter20.cost.preemption import young_daly_interval
 from chapter20.cost.selection import configuration
+from chapter20.cost.young_daly import young_daly_interval
 from chapter20.labs.nb06_distributed import scaling_model
 
 CATALOG = load_catalog()

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from chapter20.core.paths import repo_root
-from chapter20.cost.preemption import (
+from chapter20.cost.young_daly import (
     expected_wall_time,
     preemption_overhead,
     simulate_wall_time,

@@ -22,7 +22,7 @@ from chapter20.core.measure import format_bytes
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.cost.catalog import load_catalog, snapshot_label
 from chapter20.cost.estimates import EMBEDDING_WORKLOAD, Preemption, Workload
-from chapter20.cost.options import training_options
+from chapter20.cost.fleet_choices import training_options
 from chapter20.techniques.memory_model import BagShape, EncoderShape
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import MemoryPlan, parallelism_advice, plan
@@ -88,7 +88,7 @@ def cost_projection(
     catalog configuration whose GPUs hold its planned step (§20.3, §20.5): on demand, and on
     spot at the region's median zone with the expected preemption overhead of ``preemption``
     (Young/Daly checkpoint interval). Only types whose GPU memory the catalog gives, and that
-    the time model can time (``chapter20.cost.options.training_options``), are candidates.
+    the time model can time (``chapter20.cost.fleet_choices.training_options``), are candidates.
     Throughput is ``chapter20.cost.estimates``' model, calibrated on one GPU measurement.
     Returns the plan's peak, the two options (the spot one with the on-demand cost of the same
     type, ``on_demand_cost_same_type``: the two options may be different types), and the

@@ -9,10 +9,11 @@
   L12, corrected (§20.5.1);
 - ``estimates``: a workload and its throughput, the scaling efficiency, time and cost to train on
   demand and on spot, the cost breakdown (§20.5, §20.5.2);
-- ``options``: every option over the catalog and the Pareto frontier of time and cost (§20.5);
+- ``fleet_choices``: every fleet (instance type × count, on demand or spot) over the catalog
+  and the Pareto frontier of time and cost (§20.5);
 - ``plots``: the figures of notebook 08;
-- ``preemption``: the Young/Daly checkpoint interval and the expected overhead of preemptions
-  (§20.5.2);
+- ``young_daly``: the Young/Daly preemption model: the checkpoint interval and the expected
+  overhead of preemptions (§20.5.2);
 - ``throughput``: one training step timed here (it imports the trainer: not re-exported).
 
 Everything public but ``throughput`` is importable from ``chapter20.cost``; inside the package,
@@ -53,6 +54,11 @@ from chapter20.cost.estimates import (
     throughput_per_gpu,
     time_to_train,
 )
+from chapter20.cost.fleet_choices import (
+    pareto_frontier,
+    training_options,
+    untimed_types,
+)
 from chapter20.cost.hardware import (
     PRECISIONS,
     gpu_link_gb_s,
@@ -63,11 +69,6 @@ from chapter20.cost.hardware import (
     precisions_of,
     timed_gpus,
 )
-from chapter20.cost.options import (
-    pareto_frontier,
-    training_options,
-    untimed_types,
-)
 from chapter20.cost.plots import (
     plot_pareto,
     plot_price_history,
@@ -75,17 +76,17 @@ from chapter20.cost.plots import (
     plot_spot_overhead,
     plot_time_and_cost,
 )
-from chapter20.cost.preemption import (
-    expected_wall_time,
-    preemption_overhead,
-    simulate_wall_time,
-    young_daly_interval,
-)
 from chapter20.cost.selection import (
     SPOT_QUOTES,
     Config,
     cheapest_config,
     configuration,
+)
+from chapter20.cost.young_daly import (
+    expected_wall_time,
+    preemption_overhead,
+    simulate_wall_time,
+    young_daly_interval,
 )
 
 __all__ = [

@@ -13,11 +13,11 @@ lost to preemptions. This module puts those pieces together for one configuratio
   datasheet peaks in the workload's precision; ``chapter20.cost.throughput.measure_throughput``
   times it here).
 - §20.5.2 spot: the expected preemption overhead at the Young/Daly checkpoint interval, from
-  :mod:`chapter20.cost.preemption`; :func:`spot_savings` gross and net of that overhead.
+  :mod:`chapter20.cost.young_daly`; :func:`spot_savings` gross and net of that overhead.
 - §20.5 a cost breakdown into compute, storage and network (:func:`cost_breakdown`).
 
 Every option over the catalog and the Pareto frontier of (time, cost) are
-``chapter20.cost.options``; the figures ``chapter20.cost.plots``.
+``chapter20.cost.fleet_choices``; the figures ``chapter20.cost.plots``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from chapter20.core.checks import check_int, check_optional_positive, check_posi
 from chapter20.core.gpu_record import read_gpu_measurements
 from chapter20.cost.catalog import catalog_or_default
 from chapter20.cost.hardware import peak_tflops
-from chapter20.cost.preemption import preemption_overhead, young_daly_interval
 from chapter20.cost.selection import Config
+from chapter20.cost.young_daly import preemption_overhead, young_daly_interval
 from chapter20.techniques.distributed import ring_allreduce_seconds
 
 __all__ = [
@@ -349,7 +349,7 @@ def cost_to_train(
     ``preemption`` (required), checkpointing every ``interval_seconds`` — by default the
     Young/Daly interval √(2·C·M) for the job's mean time between preemptions M, which shrinks
     with the number of instances. The expected overhead is Daly's model
-    (:func:`chapter20.cost.preemption.preemption_overhead`); the whole wall time is billed.
+    (:func:`chapter20.cost.young_daly.preemption_overhead`); the whole wall time is billed.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, got {type(config).__name__}")

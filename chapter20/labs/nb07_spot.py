@@ -17,7 +17,7 @@ import torch
 
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
-from chapter20.cost.preemption import expected_wall_time, simulate_wall_time, young_daly_interval
+from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
 from chapter20.labs.common import quartiles_ms
 from chapter20.training.checkpoints import (
     CheckpointManager,

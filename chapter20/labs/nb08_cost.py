@@ -29,8 +29,8 @@ from chapter20.cost.estimates import (
     cost_breakdown,
     mixed_precision_saving,
 )
+from chapter20.cost.fleet_choices import training_options
 from chapter20.cost.hardware import PRECISIONS, load_gpu_datasheets
-from chapter20.cost.options import training_options
 from chapter20.cost.selection import cheapest_config
 
 __all__ = [

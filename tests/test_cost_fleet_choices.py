@@ -1,5 +1,5 @@
-"""§20.5 Every option over the catalog and its Pareto frontier (chapter20.cost.options), and the
-figures of notebook 08 (chapter20.cost.plots)."""
+"""§20.5 Every fleet choice over the catalog and its Pareto frontier (chapter20.cost.fleet_choices),
+and the figures of notebook 08 (chapter20.cost.plots)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from chapter20.cost.catalog import load_price_history, snapshot_label, spot_discounts
-from chapter20.cost.options import pareto_frontier, training_options, untimed_types
+from chapter20.cost.fleet_choices import pareto_frontier, training_options, untimed_types
 from chapter20.cost.plots import (
     plot_pareto,
     plot_price_history,

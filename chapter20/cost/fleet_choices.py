@@ -1,4 +1,5 @@
-"""§20.5 Every option over the price catalog, and the Pareto frontier of time and cost.
+"""§20.5 Every fleet choice over the price catalog (an instance type and a count of it, on demand
+or on spot), and the Pareto frontier of time and cost.
 
 :func:`training_options` prices one workload on every catalog type the time model can time and
 every GPU count that is a whole number of its instances (time and cost from
