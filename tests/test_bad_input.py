@@ -502,7 +502,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "checkpoint_seconds": 30.0,
         "mtbf_seconds": 3600.0,
     },
-    "training.spot_run.SpotConfig": lambda: {
+    "demos.spot_run.SpotConfig": lambda: {
         "checkpoint_dir": _tmp(),
         "steps": 10,
         "batch": 8,
@@ -525,7 +525,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "resumed_from": 2,
         "checkpoint_dir": "checkpoints",
     },
-    "training.ddp_run.DemoConfig": lambda: {
+    "demos.ddp_run.DemoConfig": lambda: {
         "steps": 4,
         "batch": 8,
         "base_batch": 8,
@@ -533,12 +533,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "dim": 8,
         "seed": 0,
     },
-    "training.resume_stress.run_uninterrupted": lambda: {
+    "demos.resume_stress.run_uninterrupted": lambda: {
         "args": [],
         "directory": _tmp(),
         "timeout": 60.0,
     },
-    "training.resume_stress.run_killed": lambda: {
+    "demos.resume_stress.run_killed": lambda: {
         "args": [],
         "directory": _tmp(),
         "steps": 10,
@@ -548,7 +548,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "startup_share": 0.2,
         "timeout": 60.0,
     },
-    "training.resume_stress.stress_resume": lambda: {
+    "demos.resume_stress.StressConfig": lambda: {
         "repetitions": 1,
         "steps": 10,
         "kills": 1,
@@ -557,18 +557,18 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "timeout": 60.0,
     },
     "core.device.deterministic_mode": lambda: {"threads": 1},
-    "training.spot_run.launch_spot_demo": lambda: {
+    "demos.spot_run.launch_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
         "timeout": 60.0,
     },
-    "training.spot_run.start_spot_demo": lambda: {
+    "demos.spot_run.start_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
         "max_restarts": 0,
     },
-    "training.spot_run.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
+    "demos.spot_run.wait_for_spot_demos": lambda: {"launches": {}, "timeout": 60.0},
     "vocab.bpe.bpe_table": lambda: {
         "train_texts": TEXTS,
         "heldout_texts": TEXTS,
@@ -793,12 +793,12 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.memory_model.optimizer_state_bytes_predicted.state_32bit",
             "techniques.sharding.ShardedBagEncoder.padding_idx",
             "techniques.sharding.ShardedBagEncoder.seed",
-            "training.resume_stress.run_killed.kills",
-            "training.resume_stress.run_killed.startup_seconds",
-            "training.resume_stress.run_killed.startup_share",
-            "training.resume_stress.stress_resume.kills",
-            "training.resume_stress.stress_resume.seed",
-            "training.resume_stress.stress_resume.startup_share",
+            "demos.resume_stress.run_killed.kills",
+            "demos.resume_stress.run_killed.startup_seconds",
+            "demos.resume_stress.run_killed.startup_share",
+            "demos.resume_stress.StressConfig.kills",
+            "demos.resume_stress.StressConfig.seed",
+            "demos.resume_stress.StressConfig.startup_share",
             "training.config.TrainConfig.weight_decay",
             "training.config.TrainConfig.warmup_steps",
             "techniques.activation_checkpointing.predicted_activation_bytes.boundary_bytes",
@@ -869,14 +869,14 @@ ACCEPTS: dict[str, set[str]] = {
             "cost.young_daly.simulate_wall_time.checkpoint_seconds",
             "cost.young_daly.simulate_wall_time.restart_seconds",
             "cost.young_daly.simulate_wall_time.seed",
-            "training.spot_run.SpotConfig.token_dropout",
-            "training.spot_run.SpotConfig.seed",
+            "demos.spot_run.SpotConfig.token_dropout",
+            "demos.spot_run.SpotConfig.seed",
             "training.loop.LoopConfig.chaos_kills",
             "training.loop.LoopConfig.chaos_seed",
             "training.loop.LoopConfig.step_delay",
-            "training.ddp_run.DemoConfig.seed",
-            "training.spot_run.launch_spot_demo.max_restarts",
-            "training.spot_run.start_spot_demo.max_restarts",
+            "demos.ddp_run.DemoConfig.seed",
+            "demos.spot_run.launch_spot_demo.max_restarts",
+            "demos.spot_run.start_spot_demo.max_restarts",
             "vocab.bpe.bpe_table.min_frequency",
             "vocab.pca.pca_compress.seed",
             "vocab.autoencoder.train_autoencoder.seed",

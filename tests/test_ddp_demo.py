@@ -103,7 +103,7 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
 def test_the_default_run_learns():
     """§20.4, issue 34: the demo's defaults end well below the loss of a uniform guess over the
     batch (ln batch) and retrieve held-out next sentences far above chance."""
-    from chapter20.scripts import ddp_demo
+    from chapter20.demos import ddp_demo
 
     summary = ddp_demo.main(["--no-progress", "--no-report"])
     assert summary["uniform_guess_loss"] == pytest.approx(math.log(summary["global_batch"]))
@@ -116,8 +116,8 @@ def test_a_global_batch_that_does_not_split_is_refused():
     # (a torchrun launch of two processes only to see them refuse cost seconds).
     from types import SimpleNamespace
 
-    from chapter20.scripts import ddp_demo
-    from chapter20.training.ddp_run import run_ddp_demo
+    from chapter20.demos import ddp_demo
+    from chapter20.demos.ddp_run import run_ddp_demo
 
     config = ddp_demo.parse_args([*ARGS, "--batch", "63"])
     with pytest.raises(ValueError, match="must be a multiple of the world size 2"):
@@ -125,7 +125,7 @@ def test_a_global_batch_that_does_not_split_is_refused():
 
 
 def test_the_demo_refuses_a_bad_flag_in_one_line(capsys):
-    from chapter20.scripts import ddp_demo
+    from chapter20.demos import ddp_demo
 
     with pytest.raises(SystemExit) as exit_:
         ddp_demo.parse_args(["--steps", "0"])

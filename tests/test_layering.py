@@ -3,10 +3,14 @@
 Each folder of ``chapter20/`` has a rank. A module may import modules of its own folder and of
 folders with a lower rank, never a folder of the same or a higher rank: labs never import each
 other (``labs/common.py``, which they share, is the one module of ``labs/`` they may import),
-and nothing below the labs imports one.
+and nothing below the labs imports one. A subprocess launch is an edge like an import: a module
+that starts ``python -m chapter20.<folder>...`` (``torchrun --module``) or a file
+``chapter20/<folder>/....py`` obeys the same rule, so nothing below ``scripts/`` launches a
+script by its path.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ RANKS = {
     "word2vec": 2,
     "cost": 3,
     "capstone": 4,
+    "demos": 4,
     "labs": 5,
     "cli": 6,
     "scripts": 7,
@@ -50,6 +55,64 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
+#: The flags after which ``python`` and ``torchrun`` take a module to run.
+MODULE_FLAGS = ("-m", "--module")
+_MODULE = re.compile(r"chapter20((?:\.\w+)+)")
+_PATH = re.compile(r"(?:.*/)?chapter20/(\w+(?:/\w+)*)\.py")
+
+
+def _strings(tree: ast.Module) -> dict[str, str]:
+    """The module-level constants holding one string (``DEMO_MODULE = "chapter20..."``)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if isinstance(node.value.value, str):
+                found |= {t.id: node.value.value for t in targets if isinstance(t, ast.Name)}
+    return found
+
+
+def _path_parts(node: ast.AST) -> list[str] | None:
+    """The string pieces of a path built with ``/`` (``root / "scripts" / "x.py"``), in order."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left, right = _path_parts(node.left), _path_parts(node.right)
+        return (left or []) + (right or [])
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    return None
+
+
+def launched_modules(path: Path) -> set[str]:
+    """Every chapter20 module a file launches as a process, dotted below ``chapter20``: a name
+    beside ``-m``/``--module`` in one list or tuple (a literal, or a module-level constant
+    holding one), a literal path ``.../chapter20/<folder>/<name>.py``, or such a path built with
+    ``/`` (``Path(__file__).parents[1] / "scripts" / "spot_demo.py"``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    constants = _strings(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            values = [
+                e.value if isinstance(e, ast.Constant) else constants.get(getattr(e, "id", ""))
+                for e in node.elts
+            ]
+            if any(v in MODULE_FLAGS for v in values):
+                found |= {
+                    m.group(1)[1:]
+                    for v in values
+                    if isinstance(v, str) and (m := _MODULE.fullmatch(v))
+                }
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if m := _PATH.fullmatch(node.value):
+                found.add(m.group(1).replace("/", "."))
+        parts = _path_parts(node) if isinstance(node, ast.BinOp) else None
+        if parts and len(parts) >= 2 and parts[-1].endswith(".py"):
+            joined = "/".join(parts)[: -len(".py")].removeprefix("chapter20/")
+            if joined.split("/")[0] in RANKS:
+                found.add(joined.replace("/", "."))
+    return found
+
+
 def folder_of(module: str) -> str | None:
     """The layer folder of a dotted module name below chapter20 (None: the package's top)."""
     head = module.split(".")[0]
@@ -73,16 +136,27 @@ def violation(importer: str, imported: str) -> str | None:
     return None
 
 
+def file_violations(path: Path, importer: str) -> list[str]:
+    """Each import and each launch of the file ``path`` (the module ``importer``, dotted below
+    chapter20) that the layers forbid, named with the file and the rule it breaks."""
+    name = "chapter20/" + importer.replace(".", "/") + ".py"
+    problems = []
+    for verb, targets in (
+        ("imports", imported_modules(path)),
+        ("launches", launched_modules(path)),
+    ):
+        for target in sorted(targets):
+            if reason := violation(importer, target):
+                problems.append(f"{name} {verb} {target}: {reason}")
+    return problems
+
+
 def violations(package: Path = PACKAGE) -> list[str]:
+    """Every forbidden import or launch of the package's modules (:func:`file_violations`)."""
     problems = []
     for path in sorted(package.rglob("*.py")):
         importer = ".".join(path.relative_to(package).with_suffix("").parts)
-        for imported in sorted(imported_modules(path)):
-            reason = violation(importer, imported)
-            if reason:
-                problems.append(
-                    f"chapter20/{path.relative_to(package)} imports {imported}: {reason}"
-                )
+        problems += file_violations(path, importer)
     return problems
 
 
@@ -107,6 +181,9 @@ def test_every_import_points_down_the_layers():
         ("capstone.run", "labs.common"),
         ("labs.nb02_contrastive", "labs.nb03_precision"),  # lab into lab
         ("cli.main", "scripts.ddp_demo"),
+        ("capstone.run", "demos.spot_run"),  # same rank, other folder
+        ("demos.spot_run", "capstone.run"),
+        ("training.loop", "demos.spot_run"),
     ],
 )
 def test_an_upward_import_is_caught(importer, imported):
@@ -124,6 +201,9 @@ def test_an_upward_import_is_caught(importer, imported):
         ("labs.nb02_contrastive", "capstone.evaluation"),
         ("cli.main", "labs.nb01_sharding"),
         ("__main__", "cli.main"),
+        ("demos.spot_run", "training.loop"),
+        ("labs.nb07_spot", "demos.spot_run"),
+        ("scripts.spot_demo", "demos.spot_demo"),
     ],
 )
 def test_a_downward_import_is_allowed(importer, imported):
@@ -154,6 +234,47 @@ def test_a_deliberately_wrong_import_fails_the_check(tmp_path):
     assert len(found) == 1 and "core/measure.py imports training.trainer" in found[0], found
 
 
+def test_the_check_sees_every_launch_form(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import subprocess, sys\nfrom pathlib import Path\n"
+        'WRITER = "chapter20.demos.fault_writer"\n'
+        'subprocess.run([sys.executable, "-m", "chapter20.labs.nb07_spot", "--x"])\n'
+        'subprocess.run([sys.executable, "-m", WRITER])\n'
+        'torchrun = ("torchrun", "--module", "chapter20.demos.spot_demo")\n'
+        'subprocess.run([sys.executable, "chapter20/scripts/train.py"])\n'
+        'script = Path(__file__).parents[1] / "scripts" / "spot_demo.py"\n'
+        'help_text = "the flags of chapter20/scripts/train.py"  # prose, not a launch\n'
+        'subprocess.run([sys.executable, "-m", "torch.distributed.run", "-m", "pytest"])\n'
+    )
+    assert launched_modules(sample) == {
+        "labs.nb07_spot", "demos.fault_writer", "demos.spot_demo", "scripts.train",
+        "scripts.spot_demo",
+    }  # fmt: skip
+
+
+def test_a_deliberately_added_upward_launch_fails_the_check(tmp_path):
+    """A module of ``training/`` that launches ``chapter20/scripts/spot_demo.py`` by its path
+    (what ``spot_run.py`` did before issue 41) or its demo module with ``-m``: both named."""
+    launcher = tmp_path / "spot_launch.py"
+    launcher.write_text(
+        "import subprocess, sys\nfrom pathlib import Path\n\n\n"
+        "def launch(args):\n"
+        '    script = Path(__file__).parents[1] / "scripts" / "spot_demo.py"\n'
+        "    return subprocess.run([sys.executable, str(script), *args])\n\n\n"
+        "def launch_module(args):\n"
+        '    return subprocess.run([sys.executable, "-m", "chapter20.demos.spot_demo", *args])\n'
+    )
+    found = file_violations(launcher, "training.spot_launch")
+    print("\n".join(found))
+    assert found == [
+        "chapter20/training/spot_launch.py launches demos.spot_demo: "
+        "demos/ (rank 4) is not below training (rank 2)",
+        "chapter20/training/spot_launch.py launches scripts.spot_demo: "
+        "scripts/ (rank 7) is not below training (rank 2)",
+    ]
+
+
 @pytest.mark.parametrize("folder", ["cost", "vocab"])
 def test_a_facade_re_exports_the_public_names_of_the_modules_it_imports(folder):
     """``from chapter20 import cost; cost.load_catalog()`` (notebooks, tests): a folder's
@@ -178,7 +299,7 @@ def test_a_training_launch_does_not_import_what_it_does_not_use():
 
     heavy = ("matplotlib", "torch.distributed.checkpoint", "torch.distributed.fsdp")
     code = (
-        "import sys, chapter20.training.loop, chapter20.scripts.spot_demo, chapter20.training\n"
+        "import sys, chapter20.training.loop, chapter20.demos.spot_demo, chapter20.training\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -30,6 +30,12 @@ from chapter20.cost.young_daly import (
     simulate_wall_time,
     young_daly_interval,
 )
+from chapter20.demos.spot_run import (
+    SPOT_TRAINING,
+    SpotConfig,
+    launch_spot_demo,
+    run_spot_training,
+)
 from chapter20.labs.nb07_faults import (
     damaged_newest,
     disk_full_during_save,
@@ -43,12 +49,6 @@ from chapter20.training.config import TrainConfig
 from chapter20.training.loop import LoopConfig, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED, CheckpointSchedule, PreemptionHandler
 from chapter20.training.sampler import ResumableBatchSampler
-from chapter20.training.spot_run import (
-    SPOT_TRAINING,
-    SpotConfig,
-    launch_spot_demo,
-    run_spot_training,
-)
 from chapter20.training.state import (
     capture_state,
     parameter_fingerprint,
@@ -516,7 +516,7 @@ def _fast(directory, *, steps: int = 24, training=SPOT_TRAINING, **loop) -> Spot
 @pytest.fixture(scope="module")
 def single_reference(tmp_path_factory) -> str:
     """The fingerprint of an uninterrupted single-process run (in this process)."""
-    return run_spot_training(_fast(tmp_path_factory.mktemp("ref")))["fingerprint"]
+    return run_spot_training(_fast(tmp_path_factory.mktemp("ref"))).fingerprint
 
 
 def _two_rank_story(directory: str) -> dict:
@@ -548,16 +548,16 @@ def test_notice_file_saves_and_exits_with_the_documented_code(tmp_path):
 
 def test_resume_equals_uninterrupted_single_process(tmp_path, single_reference):
     stopped = run_spot_training(_fast(tmp_path, stop_after=7))
-    assert stopped["stopped_at"] == 7  # killed after step 7: the last checkpoint is step 6
+    assert stopped.stopped_at == 7  # killed after step 7: the last checkpoint is step 6
     resumed = run_spot_training(_fast(tmp_path))
-    assert resumed["resumed_from"] == 6
-    assert resumed["fingerprint"] == single_reference
+    assert resumed.resumed_from == 6
+    assert resumed.fingerprint == single_reference
 
 
 def test_resume_equals_uninterrupted_two_gloo_ranks(two_ranks):
-    fingerprints = {r[key]["fingerprint"] for r in two_ranks for key in ("reference", "resumed")}
+    fingerprints = {r[key].fingerprint for r in two_ranks for key in ("reference", "resumed")}
     assert len(fingerprints) == 1
-    assert [r["resumed"]["resumed_from"] for r in two_ranks] == [9, 9]
+    assert [r["resumed"].resumed_from for r in two_ranks] == [9, 9]
 
 
 def _fingerprint(result: subprocess.CompletedProcess) -> str:
@@ -572,7 +572,7 @@ def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
     rank in both)."""
     chaos_args = [*DEMO, *COMPOSED_DEMO, "--checkpoint-dir", str(tmp_path), "--chaos-kills", "3"]
     chaotic = launch_spot_demo(chaos_args, nproc=2, max_restarts=4)
-    assert _fingerprint(chaotic) == two_ranks[0]["reference"]["fingerprint"]
+    assert _fingerprint(chaotic) == two_ranks[0]["reference"].fingerprint
     kills = json.loads((tmp_path / "chaos.json").read_text())["kills"]
     assert len(kills) == 3
     assert sum("kill" in r for r in read_progress(tmp_path)) == 3
@@ -622,7 +622,7 @@ def test_resume_equals_uninterrupted_on_cuda(tmp_path):
     reference = run_spot_training(_fast(tmp_path / "a"), cuda)
     run_spot_training(_fast(tmp_path / "b", stop_after=7), cuda)
     resumed = run_spot_training(_fast(tmp_path / "b"), cuda)
-    assert resumed["fingerprint"] == reference["fingerprint"]
+    assert resumed.fingerprint == reference.fingerprint
     assert "cuda" in CheckpointManager(tmp_path / "b").load_latest()["rng"][0]
 
 

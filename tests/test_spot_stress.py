@@ -13,9 +13,9 @@ import random
 
 import pytest
 
+from chapter20.demos.resume_stress import StressConfig, run_killed, stress_resume
+from chapter20.demos.spot_run import SpotConfig, run_spot_training
 from chapter20.training.loop import LoopConfig
-from chapter20.training.resume_stress import run_killed, stress_resume
-from chapter20.training.spot_run import SpotConfig, run_spot_training
 
 FAST = {"steps": 24, "batch": 32}
 DEMO = ["--steps", "24", "--checkpoint-every", "3", "--batch", "32"]
@@ -33,7 +33,7 @@ def test_killed_from_outside_equals_uninterrupted(tmp_path):
     )
     assert killed.kills and killed.kills[0].startswith("step ")
     assert killed.launches == 2
-    assert killed.fingerprint == reference["fingerprint"]
+    assert killed.fingerprint == reference.fingerprint
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,11 @@ def test_killed_from_outside_equals_uninterrupted(tmp_path):
         ({"repetitions": 1.0}, TypeError, "repetitions"),
     ],
 )
-def test_stress_resume_bad_arguments(kwargs, error, name):
+def test_stress_config_bad_arguments(kwargs, error, name):
     with pytest.raises(error, match=name):
-        stress_resume(**kwargs)
+        StressConfig(**kwargs)
+
+
+def test_stress_resume_takes_a_stress_config():
+    with pytest.raises(TypeError, match="config must be a StressConfig"):
+        stress_resume({"repetitions": 1})

@@ -1,5 +1,6 @@
 """§20.4 The DDP demo's run: the shared contrastive embedding model trained on real text, on any
-number of processes, CPUs or GPUs, one node or several (``scripts/ddp_demo.py`` launches it).
+number of processes, CPUs or GPUs, one node or several (``chapter20.demos.ddp_demo`` is its
+command line, ``scripts/ddp_demo.py`` calls it).
 
 The bag-of-embeddings encoder (listing L2's model) is trained with InfoNCE whose negatives are
 the keys of every rank, under DistributedDataParallel (gloo on CPU, nccl on CUDA), through the

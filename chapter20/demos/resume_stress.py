@@ -1,10 +1,11 @@
 """§20.5.2 Stress test of bitwise resume: uninterrupted runs against runs killed from outside.
 
-``scripts/spot_demo.py`` promises that a run killed at any moment and relaunched into the same
-checkpoint directory ends with exactly the parameters of a run that was never interrupted. One
-comparison proves little: an arithmetic that is only *usually* reproducible (a kernel whose
-summation order varies from process to process) passes most single tries. This module repeats
-the comparison the way a user (or a cluster) would meet the failure:
+The spot demo (``chapter20.demos.spot_demo``, ``scripts/spot_demo.py``) promises that a run
+killed at any moment and relaunched into the same checkpoint directory ends with exactly the
+parameters of a run that was never interrupted. One comparison proves little: an arithmetic that
+is only *usually* reproducible (a kernel whose summation order varies from process to process)
+passes most single tries. This module repeats the comparison the way a user (or a cluster) would
+meet the failure:
 
 1. an uninterrupted demo run into a fresh directory;
 2. a run into another fresh directory that is SIGKILLed from outside at random moments (during
@@ -13,7 +14,10 @@ the comparison the way a user (or a cluster) would meet the failure:
 
 alternating, ``repetitions`` times, and counts the final fingerprints: they must all be equal.
 The demo's self-inflicted ``--chaos-kills`` kills land only between steps; these land anywhere.
-``scripts/spot_stress.py`` is the command line; ``tests/test_spot_stress.py`` runs a short one.
+Each launch is ``python -m chapter20.demos.spot_demo`` and reports its fingerprint in the
+``--summary-json`` file its config has (no output is parsed). :class:`StressConfig` is the one
+configuration of the procedure; ``chapter20.demos.spot_stress`` (``scripts/spot_stress.py``) is
+its command line; ``tests/test_spot_stress.py`` runs a short one.
 """
 
 from __future__ import annotations
@@ -30,20 +34,57 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chapter20.core.checks import check_int, check_real
+from chapter20.core.options import option
 from chapter20.core.paths import repo_root
+from chapter20.demos.spot_run import DEMO_MODULE, SpotResult
 from chapter20.training.loop import read_progress
 
 __all__ = [
+    "StressConfig",
     "StressRun",
     "demo_command",
-    "demo_fingerprint",
+    "demo_summary_path",
     "run_killed",
     "run_uninterrupted",
     "stress_resume",
 ]
 
-_DEMO = Path(__file__).parents[1] / "scripts" / "spot_demo.py"
 _POLL_SECONDS = 0.01
+
+
+def _check_timeout(timeout) -> float:
+    """A deadline in seconds: more than 0, at most a year."""
+    return check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
+
+
+def _check_startup_share(startup_share) -> float:
+    """The share of kills aimed at start-up: a number in [0, 1]."""
+    if not 0.0 <= check_real("startup_share", startup_share, finite=True) <= 1.0:
+        raise ValueError(f"startup_share must be in [0, 1], got {startup_share}")
+    return startup_share
+
+
+@dataclass(frozen=True)
+class StressConfig:
+    """The stress test of bitwise resume (§20.5.2): ``repetitions`` pairs of runs of ``steps``
+    steps, each killed run SIGKILLed ``kills`` times, the kill moments drawn from ``seed``,
+    ``startup_share`` of them aimed at start-up; ``timeout`` seconds per run (all its launches).
+    Checked on creation; the command line's options are its fields."""
+
+    repetitions: int = option(20, "pairs of runs (one uninterrupted, one killed)")
+    steps: int = option(60, "optimizer steps per run")
+    kills: int = option(4, "SIGKILLs per killed run")
+    seed: int = option(0, "draws the kill moments")
+    startup_share: float = option(0.2, "share of kills aimed at start-up rather than at a step")
+    timeout: float = option(900.0, "seconds per run")
+
+    def __post_init__(self) -> None:
+        for name in ("repetitions", "steps"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("kills", "seed"):
+            check_int(name, getattr(self, name), 0)
+        _check_startup_share(self.startup_share)
+        _check_timeout(self.timeout)
 
 
 @dataclass
@@ -60,14 +101,24 @@ class StressRun:
     first_step_seconds: float | None = None
 
 
+def demo_summary_path(checkpoint_dir: str | os.PathLike) -> Path:
+    """Where a demo launch into ``checkpoint_dir`` writes its summary: beside the directory."""
+    checkpoint_dir = Path(checkpoint_dir)
+    return checkpoint_dir.with_name(checkpoint_dir.name + ".summary.json")
+
+
 def demo_command(args: list[str], checkpoint_dir: str | os.PathLike) -> list[str]:
-    """The command line of one single-process demo launch into ``checkpoint_dir``."""
-    return [sys.executable, str(_DEMO), *args, "--checkpoint-dir", str(checkpoint_dir)]
+    """The command line of one single-process demo launch into ``checkpoint_dir``, its summary
+    written to :func:`demo_summary_path`."""
+    summary = demo_summary_path(checkpoint_dir)
+    return [sys.executable, "-m", DEMO_MODULE, *args, "--checkpoint-dir", str(checkpoint_dir),
+            "--summary-json", str(summary)]  # fmt: skip
 
 
-def demo_fingerprint(stdout: str) -> str | None:
-    """The parameter fingerprint that spot_demo's rank 0 prints last, or None if it printed none."""
-    return stdout.split("fingerprint ")[-1].strip() if "fingerprint " in stdout else None
+def _fingerprint(checkpoint_dir: Path) -> str | None:
+    """The fingerprint of the finished run's summary, or None if it wrote none."""
+    summary = demo_summary_path(checkpoint_dir)
+    return SpotResult.read(summary).fingerprint if summary.exists() else None
 
 
 def _steps_logged(directory: Path) -> list[dict]:
@@ -90,41 +141,30 @@ def _stop(process: subprocess.Popen) -> None:
     process.communicate()
 
 
-def _finish(process: subprocess.Popen, timeout: float) -> str:
-    """Wait for ``process`` (killing it on a timeout or an interrupt); its stdout if it
-    exited with status 0, else RuntimeError with the end of its stderr."""
+def _finish(process: subprocess.Popen, timeout: float) -> None:
+    """Wait for ``process`` (killing it on a timeout or an interrupt); RuntimeError with the
+    end of its stderr unless it exited with status 0."""
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
+        _, stderr = process.communicate(timeout=timeout)
     except BaseException:
         _stop(process)
         raise
     if process.returncode != 0:
         raise RuntimeError(f"spot_demo exited with {process.returncode}:\n{stderr[-3000:]}")
-    return stdout
 
 
-def _check_timeout(timeout) -> float:
-    """A deadline in seconds: more than 0, at most a year."""
-    return check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
-
-
-def _check_startup_share(startup_share) -> float:
-    """The share of kills aimed at start-up: a number in [0, 1]."""
-    if not 0.0 <= check_real("startup_share", startup_share, finite=True) <= 1.0:
-        raise ValueError(f"startup_share must be in [0, 1], got {startup_share}")
-    return startup_share
-
-
-def run_uninterrupted(args: list[str], directory: str | os.PathLike, *, timeout: float = 600.0):
+def run_uninterrupted(
+    args: list[str], directory: str | os.PathLike, *, timeout: float = StressConfig.timeout
+) -> StressRun:
     """One demo run, never interrupted, into ``directory`` (which should be empty)."""
     timeout = _check_timeout(timeout)
     directory = Path(directory)
     start, wall = time.monotonic(), time.time()
-    stdout = _finish(_launch(demo_command(args, directory)), timeout)
+    _finish(_launch(demo_command(args, directory)), timeout)
     progress = _steps_logged(directory)
     return StressRun(
         "uninterrupted",
-        demo_fingerprint(stdout),
+        _fingerprint(directory),
         seconds=time.monotonic() - start,
         first_step_seconds=progress[0]["time"] - wall if progress else None,
     )
@@ -187,8 +227,8 @@ def run_killed(
     kills: int,
     rng: random.Random,
     startup_seconds: float = 2.0,
-    startup_share: float = 0.2,
-    timeout: float = 600.0,
+    startup_share: float = StressConfig.startup_share,
+    timeout: float = StressConfig.timeout,
 ) -> StressRun:
     """Launch the demo into ``directory``, SIGKILL it from outside ``kills`` times at random
     moments (see :func:`_kill_at_random`), relaunching after each kill as a requeue would, and
@@ -223,36 +263,25 @@ def run_killed(
             if where is not None:
                 run.kills.append(where)
                 continue
-        run.fingerprint = demo_fingerprint(_finish(process, max(1.0, deadline - time.monotonic())))
+        _finish(process, max(1.0, deadline - time.monotonic()))
+        run.fingerprint = _fingerprint(directory)
         run.seconds = time.monotonic() - start
         return run
 
 
-def stress_resume(
-    repetitions: int,
-    args: list[str] | None = None,
-    *,
-    steps: int = 60,
-    kills: int = 4,
-    seed: int = 0,
-    startup_share: float = 0.2,
-    timeout: float = 600.0,
-    report=None,
-) -> dict:
-    """Alternate ``repetitions`` uninterrupted demo runs with as many runs SIGKILLed ``kills``
-    times from outside (§20.5.2); every final fingerprint must be the same.
+def stress_resume(config: StressConfig, args: list[str] | None = None, *, report=None) -> dict:
+    """Alternate ``config.repetitions`` uninterrupted demo runs with as many runs SIGKILLed
+    ``config.kills`` times from outside (§20.5.2); every final fingerprint must be the same.
 
-    ``args`` are extra demo arguments (``--steps`` is added from ``steps``). Each run gets a
-    fresh temporary directory. ``report(run)`` is called after every run (progress output).
+    ``args`` are extra demo arguments (``--steps`` is added from ``config.steps``). Each run gets
+    a fresh temporary directory. ``report(run)`` is called after every run (progress output).
     Returns ``{"runs": [...], "counts": {fingerprint: n}, "all_equal": bool}``; the kill
-    moments are drawn from ``seed``, so a failure can be replayed.
+    moments are drawn from ``config.seed``, so a failure can be replayed.
     """
-    repetitions = check_int("repetitions", repetitions, 1)
-    steps = check_int("steps", steps, 1)
-    kills = check_int("kills", kills, 0)
-    seed = check_int("seed", seed, 0)
-    _check_startup_share(startup_share)
-    timeout = _check_timeout(timeout)
+    if not isinstance(config, StressConfig):
+        raise TypeError(f"config must be a StressConfig, got {config!r}")
+    repetitions, steps, kills = config.repetitions, config.steps, config.kills
+    seed, startup_share, timeout = config.seed, config.startup_share, config.timeout
     args = [*(args or []), "--steps", str(steps)]
     rng = random.Random(seed)
     runs: list[StressRun] = []

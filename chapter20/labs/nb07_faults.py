@@ -44,50 +44,19 @@ __all__ = [
 # The fault matrix: each fault a checkpoint writer meets, injected for real
 # --------------------------------------------------------------------------------------------
 
-# A writer with two good checkpoints (steps 1, 2) whose third save meets a fault at a phase.
-_CHILD = """
-import os, signal, sys, torch
-import chapter20.training.checkpoints as checkpoints
-from chapter20.training.checkpoints import CheckpointManager
-from chapter20.training.preemption import EXIT_PREEMPTED, PreemptionHandler
-directory, phase, action, keep_last = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-manager = CheckpointManager(directory, keep_last=keep_last)
-for step in (1, 2):
-    manager.save({"step": step, "w": torch.full((50_000,), float(step))})
-
-def fault(at):
-    if at == phase:
-        os.kill(os.getpid(), signal.SIGKILL if action == "kill" else signal.SIGTERM)
-
-checkpoints._fault_point = fault
-if action == "term-handled":
-    with PreemptionHandler() as preemption:
-        manager.save({"step": 3, "w": torch.full((50_000,), 3.0)})
-        if preemption.should_stop():
-            sys.exit(EXIT_PREEMPTED)
-else:
-    manager.save({"step": 3, "w": torch.full((50_000,), 3.0)})
-print("no fault", flush=True)
-"""
-
-# Holds the directory (one save) until its standard input closes.
-_HOLDER = """
-import sys, torch
-from chapter20.training.checkpoints import CheckpointManager
-manager = CheckpointManager(sys.argv[1])
-manager.save({"step": 1, "w": torch.zeros(4)})
-print("saved", flush=True)
-sys.stdin.read()
-"""
+#: The writer processes that the faults strike: ``fault`` (two good saves, then a third that a
+#: fault strikes at a phase) and ``hold`` (one save, then holds the directory until its standard
+#: input closes).
+_WRITER = "chapter20.demos.fault_writer"
 
 
 def _child_env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def _start_child(script: str, *args: str, **kwargs) -> subprocess.Popen:
+def _start_child(mode: str, *args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
+        [sys.executable, "-m", _WRITER, mode, *map(str, args)],
         cwd=repo_root() or Path.cwd(),
         env=_child_env(),
         text=True,
@@ -134,10 +103,11 @@ def writer_faults(directory: str | Path, faults=tuple(WRITER_FAULTS), timeout: f
     children = {}
     for number, name in enumerate(faults):
         phase, action = WRITER_FAULTS[name]
-        (directory / str(number)).mkdir(parents=True, exist_ok=True)
+        where = directory / str(number)
+        where.mkdir(parents=True, exist_ok=True)
         children[name] = (
-            directory / str(number),
-            _start_child(_CHILD, directory / str(number), phase, action, 2, stdout=subprocess.PIPE),
+            where,
+            _start_child("fault", where, phase, action, 2, stdout=subprocess.PIPE),
         )
     results = {}
     for name, (where, child) in children.items():
@@ -205,7 +175,7 @@ def two_writers(directory: str | Path, timeout: float = 120.0) -> dict:
     """A second process saving into a directory that a running process writes: the error it
     gets; then, once the first process has ended, its save."""
     directory = Path(directory)
-    holder = _start_child(_HOLDER, directory, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = _start_child("hold", directory, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         if holder.stdout.readline().strip() != "saved":
             raise RuntimeError("the first writer did not start")

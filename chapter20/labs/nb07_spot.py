@@ -18,18 +18,18 @@ import torch
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
 from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
+from chapter20.demos.spot_run import (
+    SpotConfig,
+    SpotResult,
+    run_spot_training,
+    start_spot_demo,
+    wait_for_spot_demos,
+)
 from chapter20.labs.common import quartiles_ms
 from chapter20.training.checkpoints import (
     CheckpointManager,
 )
 from chapter20.training.loop import LoopConfig, read_progress
-from chapter20.training.resume_stress import demo_fingerprint
-from chapter20.training.spot_run import (
-    SpotConfig,
-    run_spot_training,
-    start_spot_demo,
-    wait_for_spot_demos,
-)
 
 __all__ = [
     "fresh_directory",
@@ -61,6 +61,8 @@ def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: 
     directory = Path(directory)
     chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos-kills", str(kills)]
     clean_args = [*args, "--checkpoint-dir", str(directory / "clean")]
+    chaos_args += ["--summary-json", str(directory / "chaos.json")]
+    clean_args += ["--summary-json", str(directory / "clean.json")]
     results = wait_for_spot_demos(
         {
             "chaos": start_spot_demo(chaos_args, nproc=nproc, max_restarts=kills + 1),
@@ -70,10 +72,9 @@ def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: 
     for name, result in results.items():
         if result.returncode != 0:
             raise RuntimeError(f"the {name} run failed:\n{result.stderr[-3000:]}")
-    clean, chaotic = results["clean"], results["chaos"]
     return {
-        "clean": demo_fingerprint(clean.stdout),
-        "chaos": demo_fingerprint(chaotic.stdout),
+        "clean": SpotResult.read(directory / "clean.json").fingerprint,
+        "chaos": SpotResult.read(directory / "chaos.json").fingerprint,
         "progress": read_progress(directory / "chaos"),
         "clean_progress": read_progress(directory / "clean"),
     }
@@ -155,7 +156,7 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
                 loop = LoopConfig(checkpoint_every=steps, deterministic=deterministic)
                 config = SpotConfig(f"{tmp}/{i}-{deterministic}", **run, loop=loop)
                 start = time.perf_counter()
-                prints[deterministic] = run_spot_training(config)["fingerprint"]
+                prints[deterministic] = run_spot_training(config).fingerprint
                 times[deterministic].append(time.perf_counter() - start)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return pd.DataFrame(

@@ -207,7 +207,7 @@ def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, r
 
 
 def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
-    """``chapter20/scripts/ddp_demo.py`` (run as a module) launched as two single-process
+    """The DDP demo (``python -m chapter20.demos.ddp_demo``) launched as two single-process
     "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
     listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
     line and the run's summary dict."""
@@ -225,7 +225,7 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
         launch = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
                   "--master_addr=127.0.0.1", f"--master_port={port}"]  # fmt: skip
         command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m",
-                   "chapter20.scripts.ddp_demo", *args, "--summary-json", summary]  # fmt: skip
+                   "chapter20.demos.ddp_demo", *args, "--summary-json", summary]  # fmt: skip
         results[rank] = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
                                        timeout=timeout)  # fmt: skip
 

@@ -15,7 +15,7 @@ the kill in ``chaos.json``, and sends itself SIGKILL, as a reclaimed spot machin
 Each launch draws from ``chaos_seed`` + the kills so far, so a relaunch does not repeat a kill
 forever. ``progress.jsonl`` logs (launch, step, wall time) for the timeline in notebook 07.
 
-The spot demo (``chapter20.training.spot_run``, ``scripts/spot_demo.py``) and the capstone run
+The spot demo (``chapter20.demos.spot_run``, ``scripts/spot_demo.py``) and the capstone run
 (``chapter20.capstone.run``, ``scripts/train.py``) both train through this loop.
 """
 
