@@ -33,6 +33,7 @@ from chapter20.cost.young_daly import (
 from chapter20.demos.spot_run import (
     SPOT_TRAINING,
     SpotConfig,
+    SpotResult,
     launch_spot_demo,
     run_spot_training,
 )
@@ -46,7 +47,7 @@ from chapter20.labs.nb07_faults import (
 from chapter20.techniques.distributed import run_local_group
 from chapter20.training.checkpoints import SAVE_PHASES, CheckpointManager
 from chapter20.training.config import TrainConfig
-from chapter20.training.loop import LoopConfig, read_progress
+from chapter20.training.loop import LoopConfig, StoppedLaunch, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED, CheckpointSchedule, PreemptionHandler
 from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.state import (
@@ -590,6 +591,43 @@ def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
             break
     assert codes == [-signal.SIGKILL, 0]
     assert _fingerprint(result) == single_reference
+
+
+def test_demo_stop_after_says_where_it_stopped_and_resumes_to_the_uninterrupted_end(
+    tmp_path, single_reference
+):
+    """``spot_demo.py --stop-after 7`` (the README's command line): exit status 0, the lines of
+    the StoppedLaunch; the same command without it resumes from step 6 (the last checkpoint
+    before the stop) and ends bitwise equal to the uninterrupted run (this process's)."""
+    directory = tmp_path / "ckpt"
+    command = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--checkpoint-dir"]
+    command += [str(directory), "--summary-json", str(tmp_path / "summary.json")]
+    stopped = subprocess.run([*command, "--stop-after", "7"], cwd=repo_root(),
+                             capture_output=True, text=True)  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert stopped.stdout.splitlines() == StoppedLaunch(7, None, str(directory)).lines()
+    assert "stopped after step 7" in stopped.stdout and str(directory) in stopped.stdout
+    assert not (tmp_path / "summary.json").exists()  # only a finished run writes its summary
+    resumed = subprocess.run(command, cwd=repo_root(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.splitlines() == [
+        f"done: 24 steps on 1 process(es), resumed from step 6; fingerprint {single_reference}"
+    ]
+    assert SpotResult.read(tmp_path / "summary.json").fingerprint == single_reference
+
+
+def test_a_cosine_schedule_ends_at_the_runs_steps_without_total_steps():
+    """``--schedule cosine`` with ``--steps`` only: the spot and DDP demos' step decays to 0 at
+    their last step; ``--total-steps`` still overrides it."""
+    from chapter20.demos import ddp_demo, spot_demo
+
+    spot = spot_demo.parse_args(["--checkpoint-dir", "x", "--steps", "30", "--schedule", "cosine"])
+    assert spot.training.total_steps == 30
+    ddp = ddp_demo.parse_args(["--steps", "12", "--schedule", "cosine", "--total-steps", "40"])
+    assert ddp.train_config().total_steps == 40
+    trainer = Trainer(torch.nn.Embedding(4, 2), spot.training)
+    assert trainer.scheduler.lr_lambdas[0](30) == pytest.approx(0.0, abs=1e-12)
+    assert trainer.scheduler.lr_lambdas[0](29) > 0
 
 
 def test_demo_sigterm_checkpoints_and_exits_within_a_bound(tmp_path):

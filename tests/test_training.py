@@ -87,7 +87,6 @@ def _mse(model: nn.Module, batch) -> torch.Tensor:
         (dict(warmup_steps=-1), ValueError, "warmup_steps"),
         (dict(warmup_steps=2.5), TypeError, "warmup_steps"),
         (dict(schedule="linear"), ValueError, "schedule must be one of"),
-        (dict(schedule="cosine"), ValueError, "needs total_steps"),
         (dict(clip_norm=0.0), ValueError, "clip_norm"),
         (dict(precision="fp8"), ValueError, "precision must be"),
         (dict(init_scale=float("inf")), ValueError, "init_scale"),
@@ -441,3 +440,17 @@ def test_ranks_running_different_numbers_of_chunks_fail_together_with_a_clear_er
     _, groups = worlds
     for results in groups.values():
         assert all("as many forward passes per step" in r["uneven_chunks"] for r in results)
+
+
+def test_a_cosine_schedule_without_total_steps_ends_at_the_runs_last_step():
+    """§20.4.1 ``--schedule cosine`` needs no ``--total-steps``: a run's configuration fills it
+    with its ``steps`` (``TrainConfig.for_steps``); a Trainer given none refuses to guess."""
+    cosine = TrainConfig(schedule="cosine", warmup_steps=2)
+    assert cosine.total_steps is None
+    assert cosine.for_steps(30).total_steps == 30
+    assert TrainConfig(schedule="cosine", total_steps=50).for_steps(30).total_steps == 50
+    assert TrainConfig().for_steps(30) == TrainConfig()
+    with pytest.raises(ValueError, match="needs total_steps"):
+        Trainer(BagOfEmbeddingsEncoder(20, 4), cosine)
+    with pytest.raises(ValueError, match="steps"):
+        cosine.for_steps(0)

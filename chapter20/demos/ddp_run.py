@@ -58,7 +58,8 @@ class DemoConfig:
     of a ``vocab``-row, ``dim``-wide bag encoder seeded by ``seed``; ``training.lr`` is the rate
     at ``base_batch`` pairs; ``compress`` the gradient all-reduce's compression hook;
     ``checkpoint_dir`` (the final state, written by rank 0) and ``summary_json`` are optional;
-    ``report`` prints rank 0's summary line."""
+    ``report`` prints rank 0's summary line; a cosine schedule of ``training`` ends at ``steps``
+    unless it gives ``total_steps``."""
 
     steps: int = option(60, "optimizer steps")
     batch: int = option(256, "pairs per step, over all ranks")
@@ -86,6 +87,8 @@ class DemoConfig:
             raise ValueError(f"compress must be one of {COMPRESSIONS}, got {self.compress!r}")
         if not isinstance(self.training, TrainConfig):
             raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
+        # A cosine schedule without total_steps ends at this run's last step.
+        object.__setattr__(self, "training", self.training.for_steps(self.steps))
 
     def train_config(self) -> TrainConfig:
         """The composed step at the rate of this run's batch (§20.4.1)."""

@@ -65,7 +65,8 @@ class SpotConfig:
     ``batch`` pairs (over all ranks) of a ``vocab``-row, ``dim``-wide bag encoder,
     ``token_dropout`` on the anchors, ``seed``; ``summary_json``: where rank 0 writes a
     finished run's :class:`SpotResult` (optional); ``training`` the composed step's settings
-    (``TrainConfig``) and ``loop`` how the run checkpoints and is killed (``LoopConfig``)."""
+    (``TrainConfig``; a cosine schedule ends at ``steps`` unless it gives ``total_steps``) and
+    ``loop`` how the run checkpoints and is killed (``LoopConfig``)."""
 
     checkpoint_dir: str = option(help="checkpoints are saved in, and resumed from, here")
     steps: int = option(60, "optimizer steps in all")
@@ -98,6 +99,8 @@ class SpotConfig:
             raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
         if not isinstance(self.loop, LoopConfig):
             raise TypeError(f"loop must be a LoopConfig, got {self.loop!r}")
+        # A cosine schedule without total_steps ends at this run's last step.
+        object.__setattr__(self, "training", self.training.for_steps(self.steps))
 
 
 @dataclass(frozen=True)

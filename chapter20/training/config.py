@@ -9,7 +9,7 @@ configurations of the spot demo and the capstone hold one instead of copying its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chapter20.core.checks import check_int, check_optional_positive, check_positive
 from chapter20.core.options import option
@@ -29,7 +29,8 @@ class TrainConfig:
 
     - optimizer and schedule (§20.3.2, §20.4.1): ``optimizer``, ``lr``, ``weight_decay`` (None:
       the kind's default), ``warmup_steps``, ``schedule`` ("cosine" decays to 0 at
-      ``total_steps``), ``clip_norm`` (None: no clipping), ``state_32bit_tables``;
+      ``total_steps``; None: the run's last step, see :meth:`for_steps`), ``clip_norm`` (None:
+      no clipping), ``state_32bit_tables``;
     - precision (§20.2.2): ``precision`` ("auto": bf16 where the device runs it fast, else
       fp32), ``init_scale`` (the fp16 loss scale to start from);
     - a bigger batch than fits (§20.2.1): ``micro_batches`` (exact accumulation, for a loss
@@ -48,7 +49,9 @@ class TrainConfig:
     weight_decay: float | None = option(None, "weight decay (none: the optimizer kind's)")
     warmup_steps: int = option(0, "linear warm-up steps")
     schedule: str = option("constant", "rate after the warm-up", choices=SCHEDULES)
-    total_steps: int | None = option(None, "the step where a cosine schedule reaches 0")
+    total_steps: int | None = option(
+        None, "the step where a cosine schedule reaches 0 (none: the run's --steps)"
+    )
     clip_norm: float | None = option(None, "clip the gradient norm to this (none: no clipping)")
     state_32bit_tables: bool = option(True, "8-bit optimizers keep 32-bit state for tables")
     precision: str = option("fp32", "autocast precision (§20.2.2)", choices=(*PRECISIONS, "auto"))
@@ -102,9 +105,17 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.total_steps is not None:
             check_int("total_steps", self.total_steps, 1)
-        if self.schedule == "cosine" and self.total_steps is None:
-            raise ValueError("schedule 'cosine' needs total_steps (the step where the rate is 0)")
         check_optional_positive("clip_norm", self.clip_norm)
+
+    def for_steps(self, steps: int) -> TrainConfig:
+        """This step for a run of ``steps`` optimizer steps (§20.4.1): a cosine schedule without
+        ``total_steps`` reaches 0 at the run's last step; otherwise the same configuration. A run
+        configuration (``SpotConfig``, ``DemoConfig``, ``RunConfig``) calls it with its ``steps``,
+        so ``--total-steps`` is needed only for a schedule that ends elsewhere."""
+        steps = check_int("steps", steps, 1)
+        if self.schedule == "cosine" and self.total_steps is None:
+            return replace(self, total_steps=steps)
+        return self
 
     def _check_precision_and_batch(self) -> None:
         if self.precision != "auto" and self.precision not in PRECISIONS:

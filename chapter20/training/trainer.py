@@ -227,6 +227,11 @@ class Trainer:
 
     def _make_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
         total = self.config.total_steps if self.config.schedule == "cosine" else None
+        if self.config.schedule == "cosine" and total is None:
+            raise ValueError(
+                "schedule 'cosine' needs total_steps (the step where the rate is 0): give it, or "
+                "build the step from a run's configuration (TrainConfig.for_steps)"
+            )
         return warmup_schedule(self.optimizer, self.config.warmup_steps, total_steps=total)
 
     def _make_scaler(self) -> torch.amp.GradScaler | None:
