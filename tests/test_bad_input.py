@@ -32,6 +32,7 @@ from chapter20.techniques import contrastive
 from chapter20.techniques import memory_model as memory
 from chapter20.training.config import TrainConfig
 from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 AWKWARD = {
     "zero": 0,
@@ -659,8 +660,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "title": "t",
     },
     "training.preemption.PreemptionHandler": lambda: {"signals": (signal.SIGTERM,)},
-    "word2vec.trainer.train_word2vec": lambda: {
-        "sentences": TEXTS,
+    "word2vec.skipgram_config.Word2VecConfig": lambda: {
         "dim": 4,
         "window": 2,
         "min_count": 1,
@@ -675,8 +675,8 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "threads": 1,
     },
     "word2vec.data_parallel.train_word2vec_data_parallel": lambda: {
-        "sentences": TEXTS, "syncs_per_epoch": 2, "min_count": 1, "dim": 4, "epochs": 1,
-        "progress": False,
+        "sentences": TEXTS, "syncs_per_epoch": 2,
+        "config": Word2VecConfig(min_count=1, dim=4, epochs=1, progress=False),
     },
     "word2vec.data_parallel.RankSync": lambda: {"syncs": 2},
     "capstone.recipe.EncoderRecipe": lambda: {
@@ -890,9 +890,9 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.sampling.keep_probabilities.sample",
             "word2vec.sampling.noise_distribution.power",
             "word2vec.sampling.skipgram_windows.pad",
-            "word2vec.trainer.train_word2vec.sample",
-            "word2vec.trainer.train_word2vec.min_alpha",
-            "word2vec.trainer.train_word2vec.seed",
+            "word2vec.skipgram_config.Word2VecConfig.sample",
+            "word2vec.skipgram_config.Word2VecConfig.min_alpha",
+            "word2vec.skipgram_config.Word2VecConfig.seed",
             "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
             "word2vec.data_parallel.RankSync.syncs",
         )
@@ -924,8 +924,6 @@ OUT_OF_SCOPE = {
     "cost.plots.plot_spot_discounts": "draws a computed frame; claimed is the chapter's range, "
     "shaded as it is",
     "word2vec.vectors.WordVectors": "a result record that train_word2vec returns",
-    "word2vec.gensim_reference.gensim_word2vec": "gensim's own trainer, the reference that "
-    "notebook 09 and bench word2vec time ours against: its settings go to gensim as they are",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked LoopConfig",

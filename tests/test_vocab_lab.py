@@ -12,6 +12,7 @@ from chapter20.labs import nb10_vocab as vocab_lab
 from chapter20.labs import nb10_word_vectors as vectors_lab
 from chapter20.vocab.bpe import bpe_table
 from chapter20.vocab.vocabulary import pruning_table
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 matplotlib.use("Agg")  # figures are only drawn, never shown
 
@@ -63,7 +64,7 @@ def test_compose_word_vectors_averages_subwords(bpe_small):
 def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     train, _ = lee_split
     sentences = list(train)
-    options = dict(dim=16, epochs=1, progress=False, threads=1)
+    options = dict(config=Word2VecConfig(dim=16, epochs=1, progress=False, threads=1))
     runs = vectors_lab.subword_quality(
         train, sentences, (600,), seeds=(1, 2), control=300, **options
     )

@@ -5,6 +5,8 @@ refused."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,15 +14,17 @@ import torch.distributed as dist
 
 from chapter20.techniques.distributed import run_local_group
 from chapter20.word2vec.data_parallel import RankSync, train_word2vec_data_parallel
-from chapter20.word2vec.trainer import train_word2vec
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.skipgram_training import train_word2vec
 
 OPTIONS = dict(dim=16, epochs=2, seed=3, progress=False)
+CONFIG = Word2VecConfig(**OPTIONS)
 
 
 @pytest.mark.parametrize("combine", ["sum", "average"])
 def test_a_world_of_one_is_train_word2vec_bitwise(lee, combine):
-    run = train_word2vec_data_parallel(lee, syncs_per_epoch=4, combine=combine, **OPTIONS)
-    plain = train_word2vec(lee, **OPTIONS)
+    run = train_word2vec_data_parallel(lee, CONFIG, syncs_per_epoch=4, combine=combine)
+    plain = train_word2vec(lee, CONFIG)
     assert np.array_equal(run.vectors.vectors, plain.vectors)  # 4 parts per epoch change nothing
     assert (run.rank, run.world_size, run.syncs) == (0, 1, 2 * 4 * 2)  # 2 tables, 4 × 2 epochs
     assert run.table_bytes == (2 * plain.vectors.size + 2 * 16) * 4  # + each table's zero row
@@ -67,10 +71,7 @@ def _train_on_two_ranks():
 
     out = {}
     for syncs in (3, 0):
-        run = train_word2vec_data_parallel(
-            corpus_sentences("lee"), syncs_per_epoch=syncs, dim=16, epochs=2, seed=3,
-            progress=False,
-        )  # fmt: skip
+        run = train_word2vec_data_parallel(corpus_sentences("lee"), CONFIG, syncs_per_epoch=syncs)
         out[syncs] = (run.vectors.vectors, run.syncs, run.vectors.stats.raw_words)
     return out
 
@@ -94,8 +95,12 @@ def test_two_ranks_end_with_the_same_vectors_from_their_own_shards(lee):
         ({"combine": "median"}, ValueError, "combine"),
         ({"vocab": None}, TypeError, "vocab"),
         ({"epochs": 0}, ValueError, "epochs"),
+        ({"config": {"dim": 8}}, TypeError, "config"),
     ],
 )
 def test_bad_input_raises_a_clear_error(lee, kwargs, exception, argument):
+    fields = {field.name for field in dataclasses.fields(Word2VecConfig)}
+    settings = {**OPTIONS, **{k: v for k, v in kwargs.items() if k in fields}}
+    call = {k: v for k, v in kwargs.items() if k not in fields}
     with pytest.raises(exception, match=argument):
-        train_word2vec_data_parallel(lee, **{**OPTIONS, **kwargs})
+        train_word2vec_data_parallel(lee, **{"config": Word2VecConfig(**settings), **call})

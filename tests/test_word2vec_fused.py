@@ -12,7 +12,8 @@ from word2vec_helpers import small_model, zipf_counts
 from chapter20.word2vec.fused import compiler_available, load_kernels
 from chapter20.word2vec.sampling import NoiseSampler, noise_distribution
 from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
-from chapter20.word2vec.trainer import FUSED_CHUNK, train_word2vec
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.skipgram_training import FUSED_CHUNK, train_word2vec
 
 needs_compiler = pytest.mark.skipif(not compiler_available(), reason="needs a C compiler")
 
@@ -95,17 +96,18 @@ def test_fused_training_is_deterministic_and_learns_what_the_plain_path_learns(l
     # hierarchical softmax).
     options = dict(epochs=1, seed=3, progress=False, threads=1)
     for objective in ("negative", "hierarchical"):
-        fused = train_word2vec(lee, objective, fused=True, **options)
+        fused = train_word2vec(lee, Word2VecConfig(objective, fused=True, **options))
         assert fused.stats.fused and fused.stats.batch_size == FUSED_CHUNK
-        again = train_word2vec(lee, objective, fused=True, **options)
+        again = train_word2vec(lee, Word2VecConfig(objective, fused=True, **options))
         assert np.array_equal(fused.vectors, again.vectors)
-        plain = train_word2vec(lee, objective, fused=False, **options)
+        plain = train_word2vec(lee, Word2VecConfig(objective, fused=False, **options))
         assert not plain.stats.fused
         assert plain.stats.epoch_loss[0] * 0.9 < fused.stats.epoch_loss[0]
         assert fused.stats.epoch_loss[0] <= plain.stats.epoch_loss[0] * 1.001
-    hogwild = train_word2vec(lee, "negative", fused=True, workers=2, **options)
+    hogwild = train_word2vec(lee, Word2VecConfig("negative", fused=True, workers=2, **options))
     assert hogwild.stats.fused and np.isfinite(hogwild.vectors).all()
-    single = train_word2vec(lee, "negative", fused=True, **options).stats.epoch_loss[0]
+    single = train_word2vec(lee, Word2VecConfig("negative", fused=True, **options))
+    single = single.stats.epoch_loss[0]
     assert hogwild.stats.epoch_loss[0] == pytest.approx(single, rel=0.05)
 
 
@@ -123,7 +125,7 @@ def uncached_kernels():
 def test_fused_path_falls_back_without_a_compiler(lee, monkeypatch, uncached_kernels):
     monkeypatch.setattr(uncached_kernels, "_compiler", lambda: None)
     with pytest.warns(RuntimeWarning, match="no C compiler"):
-        wv = train_word2vec(lee[:50], "negative", dim=8, epochs=1, progress=False)
+        wv = train_word2vec(lee[:50], Word2VecConfig("negative", dim=8, epochs=1, progress=False))
     assert not wv.stats.fused and np.isfinite(wv.vectors).all()
 
 
@@ -132,13 +134,15 @@ def test_fused_path_falls_back_when_compiling_fails(lee, monkeypatch, tmp_path, 
     broken.write_text("this is not C\n")
     monkeypatch.setattr(uncached_kernels, "SOURCE", broken)
     with pytest.warns(RuntimeWarning, match="compiling the fused word2vec kernels failed"):
-        wv = train_word2vec(lee[:50], "hierarchical", dim=8, epochs=1, progress=False)
+        config = Word2VecConfig("hierarchical", dim=8, epochs=1, progress=False)
+        wv = train_word2vec(lee[:50], config)
     assert not wv.stats.fused
     with pytest.warns(RuntimeWarning, match="no fused kernel"):
-        shared = train_word2vec(
-            lee[:50], "negative", dim=8, epochs=1, progress=False, share_negatives=True, fused=True
+        config = Word2VecConfig(
+            "negative", dim=8, epochs=1, progress=False, share_negatives=True, fused=True
         )
+        shared = train_word2vec(lee[:50], config)
     assert not shared.stats.fused
     with pytest.raises(TypeError, match="fused"):
-        train_word2vec(lee[:50], fused="yes")
+        Word2VecConfig(fused="yes")
     assert SkipGram("softmax", zipf_counts(60), dim=8).fused_kernel() is None

@@ -157,18 +157,19 @@ def _token_strings(tokenizer) -> list[str]:
 
 
 def _word2vec_rows(recipe, tokenizer, documents_tokens, table: torch.Tensor) -> torch.Tensor:
-    """The note's skip-gram vectors (``chapter20.word2vec.trainer.train_word2vec``) for every
-    token of the vocabulary, trained on the training documents; a token it has no vector for
-    keeps its random row."""
-    from chapter20.word2vec.trainer import train_word2vec
+    """The note's skip-gram vectors (``chapter20.word2vec.skipgram_training.train_word2vec``)
+    for every token of the vocabulary, trained on the training documents; a token it has no
+    vector for keeps its random row."""
+    from chapter20.word2vec.skipgram_config import Word2VecConfig
+    from chapter20.word2vec.skipgram_training import train_word2vec
 
     if recipe.tokenizer == "bpe":
         encodings = tokenizer._tokenizer.encode_batch([" ".join(d) for d in documents_tokens])
         documents_tokens = [e.tokens for e in encodings]
-    vectors = train_word2vec(
-        documents_tokens, "negative", dim=recipe.dim, min_count=1, epochs=2, seed=recipe.seed,
-        progress=False,
-    )  # fmt: skip
+    config = Word2VecConfig(
+        "negative", dim=recipe.dim, min_count=1, epochs=2, seed=recipe.seed, progress=False
+    )
+    vectors = train_word2vec(documents_tokens, config)
     index = {w: i for i, w in enumerate(vectors.words)}
     found = torch.from_numpy(vectors.vectors)
     rows = table.clone()

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from chapter20.techniques.distributed import run_local_group
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.data_parallel import train_word2vec_data_parallel
-from chapter20.word2vec.gensim_reference import SETTINGS
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
     "DP_VARIANTS",
@@ -29,15 +29,15 @@ __all__ = [
 #: alpha)``. The control, chosen before the run, combines copies that trained apart for the
 #: whole run: the metric must see the harm.
 DP_VARIANTS = {
-    "2 ranks, changes summed 8× per epoch": (8, "sum", SETTINGS["alpha"]),
-    "2 ranks, combined once at the end (control)": (0, "sum", SETTINGS["alpha"]),
+    "2 ranks, changes summed 8× per epoch": (8, "sum", Word2VecConfig().alpha),
+    "2 ranks, combined once at the end (control)": (0, "sum", Word2VecConfig().alpha),
 }
 DP_CONTROL = "2 ranks, combined once at the end (control)"
 #: More variants, with ``CHAPTER20_SCALE`` ≥ 2: model averaging at word2vec's rate, which
 #: halves every pair's step, and at twice the rate (§20.4.1's linear scaling rule).
 DP_MORE_VARIANTS = {
-    "2 ranks, averaged 8× per epoch": (8, "average", SETTINGS["alpha"]),
-    "2 ranks, averaged 8× per epoch, alpha × 2": (8, "average", 2 * SETTINGS["alpha"]),
+    "2 ranks, averaged 8× per epoch": (8, "average", Word2VecConfig().alpha),
+    "2 ranks, averaged 8× per epoch, alpha × 2": (8, "average", 2 * Word2VecConfig().alpha),
 }
 
 
@@ -46,14 +46,13 @@ def _rank_runs(corpus: str, seeds: tuple[int, ...], variants: dict) -> list[dict
     the rank's words/s, its sync time and ρ, and the largest difference between the ranks'
     final vectors (max − min over the ranks, all-reduced)."""
     sentences = corpus_sentences(corpus)
-    options = {k: v for k, v in SETTINGS.items() if k != "alpha"}
     records = []
     for seed in seeds:
         for name, (syncs, combine, alpha) in variants.items():
+            config = Word2VecConfig(alpha=alpha, seed=seed, workers=1, progress=False)
             run = train_word2vec_data_parallel(
-                sentences, "negative", syncs_per_epoch=syncs, combine=combine, alpha=alpha,
-                seed=seed, workers=1, progress=False, **options,
-            )  # fmt: skip
+                sentences, config, syncs_per_epoch=syncs, combine=combine
+            )
             vectors = torch.from_numpy(run.vectors.vectors)
             high, low = vectors.clone(), vectors.clone()
             dist.all_reduce(high, op=dist.ReduceOp.MAX)
@@ -78,7 +77,7 @@ def data_parallel_runs(
     world_size: int = 2,
 ) -> pd.DataFrame:
     """Train :data:`DP_VARIANTS` (or ``variants``) on ``corpus`` with ``world_size`` gloo ranks,
-    one worker each, for every seed, with notebook 09's settings (``SETTINGS``; negative
+    one worker each, for every seed, with notebook 09's settings (``Word2VecConfig()``; negative
     sampling): one row per variant, seed and rank (see :func:`_rank_runs`)."""
     variants = DP_VARIANTS if variants is None else variants
     ranks = run_local_group(

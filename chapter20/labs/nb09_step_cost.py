@@ -24,7 +24,6 @@ from chapter20.core.measure import time_fn
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.fused import load_kernels
-from chapter20.word2vec.gensim_reference import SETTINGS
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
     OBJECTIVES,
@@ -35,6 +34,7 @@ from chapter20.word2vec.objectives import (
 )
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
 from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
     "zipf_counts",
@@ -366,14 +366,15 @@ def profile_step(
     torch.set_num_threads(1)
     try:
         sentences = corpus_sentences(corpus)
-        vocab = build_vocab(sentences, min_count=SETTINGS["min_count"])
+        settings = Word2VecConfig()  # the comparisons' settings: gensim's defaults
+        vocab = build_vocab(sentences, min_count=settings.min_count)
         encoded = encode_corpus(sentences, vocab)
-        keep = torch.as_tensor(keep_probabilities(vocab.counts, SETTINGS["sample"]))
+        keep = torch.as_tensor(keep_probabilities(vocab.counts, settings.sample))
         gen = torch.Generator().manual_seed(seed)
         start = time.perf_counter()
-        inputs, outputs, _ = skipgram_pairs(encoded, SETTINGS["window"], keep, gen)
+        inputs, outputs, _ = skipgram_pairs(encoded, settings.window, keep, gen)
         pair_seconds = time.perf_counter() - start
-        model = SkipGram("negative", vocab.counts, dim=SETTINGS["dim"], seed=seed)
+        model = SkipGram("negative", vocab.counts, dim=settings.dim, seed=seed)
         steps = min(steps, len(inputs) // batch)
         batches = [(inputs[i * batch : (i + 1) * batch], outputs[i * batch : (i + 1) * batch])
                    for i in range(steps)]  # fmt: skip

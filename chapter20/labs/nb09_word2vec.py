@@ -2,7 +2,7 @@
 against gensim's, sections 4 to 6 of notebook 09, and ``python -m chapter20 bench word2vec``
 and ``bench word2vec-gpu``.
 
-Our three trainers (``chapter20.word2vec.trainer``) next to gensim's C implementation
+Our three trainers (``chapter20.word2vec.skipgram_training``) next to gensim's C implementation
 (``chapter20.word2vec.gensim_reference``) on the same corpus with the same hyper-parameters:
 WordSim-353 and SimLex-999 ρ over seeds against stated thresholds, the full softmax given the
 same time, the GPU's speed-up, and the evidence for claims C24 to C26. gensim is used here only
@@ -32,10 +32,11 @@ from chapter20.core.measure import time_fn
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.fused import load_kernels
-from chapter20.word2vec.gensim_reference import SETTINGS, gensim_huffman_tree, gensim_word2vec
+from chapter20.word2vec.gensim_reference import gensim_huffman_tree, gensim_word2vec
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
 from chapter20.word2vec.skipgram import SkipGram
-from chapter20.word2vec.trainer import default_batch_size, train_word2vec
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.skipgram_training import default_batch_size, train_word2vec
 from chapter20.word2vec.vectors import WordVectors
 
 __all__ = [
@@ -87,29 +88,31 @@ TRAINERS = (
 def train(
     trainer: str, sentences, *, seed: int = 1, workers: int = 2, device=None, **settings
 ) -> WordVectors:
-    """Train one of :data:`TRAINERS` (``"ours negative"``, ``"gensim hierarchical"``, ...)."""
+    """Train one of :data:`TRAINERS` (``"ours negative"``, ``"gensim hierarchical"``, ...)
+    with ``Word2VecConfig``'s defaults, overridden by ``settings`` (its fields)."""
     source, _, objective = trainer.partition(" ")
-    options = {**SETTINGS, **settings}
     objective, _, variant = objective.partition("-")
+    tree = None
     if source == "ours" and variant == "shared":
-        options["share_negatives"] = True
+        settings["share_negatives"] = True
     elif source == "ours" and variant == "plain":
-        options["fused"] = False
+        settings["fused"] = False
     elif source == "ours" and variant == "gensim_tree" and objective == "hierarchical":
-        options["tree"] = gensim_huffman_tree(sentences, options["min_count"])
+        tree = gensim_huffman_tree(sentences, Word2VecConfig(**settings).min_count)
     elif variant:
         raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
     if source == "gensim":
-        return gensim_word2vec(sentences, objective, seed=seed, workers=workers, **options)
+        config = Word2VecConfig(objective, seed=seed, workers=workers, **settings)
+        return gensim_word2vec(sentences, config)
     if source != "ours":
         raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
     # The full softmax is matrix multiplies: one worker, torch's own threads, is fastest.
     on_cpu = device is None or torch.device(device).type == "cpu"
     cpu_workers = workers if on_cpu and objective != "softmax" else 1
-    return train_word2vec(
-        sentences, objective, seed=seed, workers=cpu_workers, device=device, progress=False,
-        **options,
-    )  # fmt: skip
+    config = Word2VecConfig(
+        objective, seed=seed, workers=cpu_workers, device=device, progress=False, **settings
+    )
+    return train_word2vec(sentences, config, tree=tree)
 
 
 def _scored(trainer: str, wv: WordVectors, seed: int, epochs: float) -> dict:
@@ -142,7 +145,7 @@ def compare_trainers(
     **settings,
 ) -> pd.DataFrame:
     """Train each trainer on ``corpus`` once per seed with the same hyper-parameters
-    (:data:`SETTINGS`, overridden by ``settings``; ``epochs`` per trainer if given) and score
+    (``Word2VecConfig()``, overridden by ``settings``; ``epochs`` per trainer if given) and score
     it: WordSim-353 and SimLex-999 Spearman ρ (gensim's evaluation), their OOV shares, and
     raw words per second. ``workers`` CPU threads for every CPU trainer (ours: Hogwild
     workers); ``device``: where ours train (gensim always runs on the CPU)."""
@@ -239,12 +242,13 @@ def softmax_at_equal_time(
     pair is timed on the corpus's vocabulary, and it trains one epoch on the random share of
     the sentences it can afford in that time (the whole corpus's vocabulary, so the scores
     stay comparable). Returns the vectors and the share of one epoch it saw."""
-    options = {**SETTINGS, **settings, "epochs": 1}
+    settings = {**settings, "epochs": 1}
+    config = Word2VecConfig("softmax", seed=seed, device=device, progress=False, **settings)
     device = torch.device("cpu") if device is None else get_device(str(device))
     sentences = corpus_sentences(corpus)
-    vocab = build_vocab(sentences, min_count=options["min_count"])
+    vocab = build_vocab(sentences, min_count=config.min_count)
     batch = default_batch_size("softmax", device)
-    model = SkipGram("softmax", vocab.counts, dim=options["dim"], seed=seed, device=device)
+    model = SkipGram("softmax", vocab.counts, dim=config.dim, seed=seed, device=device)
     gen = torch.Generator().manual_seed(seed)
     pairs = torch.randint(0, len(vocab), (2, batch), generator=gen).to(device)
     timing = time_fn(
@@ -252,16 +256,13 @@ def softmax_at_equal_time(
     )
     per_pair = timing.median
     corpus_ids = encode_corpus(sentences, vocab)
-    keep = torch.as_tensor(keep_probabilities(vocab.counts, options["sample"]))
-    epoch_pairs = len(skipgram_pairs(corpus_ids, options["window"], keep, gen)[0])
+    keep = torch.as_tensor(keep_probabilities(vocab.counts, config.sample))
+    epoch_pairs = len(skipgram_pairs(corpus_ids, config.window, keep, gen)[0])
     share = min(1.0, seconds / (per_pair / batch * epoch_pairs))
     order = np.random.default_rng(seed).permutation(len(sentences))
     chosen = np.sort(order[: max(1, round(share * len(sentences)))])
     subset = [sentences[i] for i in chosen]
-    options.pop("min_count")
-    wv = train_word2vec(
-        subset, "softmax", vocab=vocab, seed=seed, device=device, progress=False, **options
-    )
+    wv = train_word2vec(subset, config, vocab=vocab)
     return wv, share
 
 

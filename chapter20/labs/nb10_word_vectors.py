@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from chapter20.core.corpora import word_similarity
 from chapter20.core.plotting import new_panels
 from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
 from chapter20.vocab.pca import pca_compress
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
     "C30_MARGIN",
@@ -44,7 +45,7 @@ __all__ = [
     "plot_pruning",
     "subword_quality",
     "subword_summary",
-    "SUBWORD_SETTINGS",
+    "SUBWORD_CONFIG",
     "SUBWORD_STUDY",
     "subword_study",
     "judged_subwords",
@@ -234,16 +235,16 @@ def subword_quality(
     seeds: Sequence[int] = (1, 2, 3),
     *,
     control: int | None = None,
-    min_count: int = 5,
+    config: Word2VecConfig | None = None,
     jobs: int = 1,
-    **w2v: Any,
 ) -> SubwordRuns:
     """Word vectors vs composed BPE subword vectors, seed after seed (note, topic 3; C30).
 
-    For each seed: word2vec (``chapter20.word2vec.trainer.train_word2vec`` with ``w2v``'s settings)
-    on ``sentences`` pruned at ``min_count``, and for each BPE size (trained once on
-    ``train_articles``) on the subwords of the same sentences; a word's subword vector is the mean
-    of its pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the same pairs
+    For each seed: word2vec (``chapter20.word2vec.skipgram_training.train_word2vec`` with
+    ``config``'s settings, its seed replaced; None: the defaults) on ``sentences`` pruned at
+    ``config.min_count``, and for each BPE size (trained once on ``train_articles``) on the
+    subwords of the same sentences (pruned at 1); a word's subword vector is the mean of its
+    pieces' (:func:`compose_word_vectors`). Both are scored on WordSim-353 on the same pairs
     (those the word model knows), the subword vectors also on every pair. ``control``: one more
     BPE size, trained and scored the same way, named ``"bpe <size> (control)"``: the harmful
     variant chosen before the run (a vocabulary cut to a fraction) that the metric must see.
@@ -251,9 +252,9 @@ def subword_quality(
     ``jobs``: trainings run at once, in threads. On a CPU, two single-worker trainings of
     different models use two cores far better than one training with two Hogwild workers,
     whose threads fight over the same rows (the small BPE tables most of all); each run is
-    deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``w2v``."""
+    deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``config``."""
     from chapter20.vocab.bpe import train_bpe
-    from chapter20.word2vec.trainer import train_word2vec
+    from chapter20.word2vec.skipgram_training import train_word2vec
     from chapter20.word2vec.vectors import evaluate_word_pairs
 
     if not len(seeds):
@@ -266,13 +267,16 @@ def subword_quality(
     table = word_similarity("wordsim353")
     pair_words = sorted(set(table["word1"]) | set(table["word2"]))
     bpes = {size: train_bpe(train_articles, size) for size in set(names.values())}
-    corpora = {"words": (sentences, min_count)}
+    config = Word2VecConfig() if config is None else config
+    corpora = {"words": (sentences, config.min_count)}
     corpora.update(
         {name: (bpes[size].tokenize_corpus(sentences), 1) for name, size in names.items()}
     )
     with ThreadPoolExecutor(jobs) as pool:
         runs = {
-            (seed, name): pool.submit(train_word2vec, text, min_count=count, seed=seed, **w2v)
+            (seed, name): pool.submit(
+                train_word2vec, text, replace(config, min_count=count, seed=seed)
+            )
             for seed in seeds
             for name, (text, count) in corpora.items()
         }
@@ -315,11 +319,9 @@ def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Notebook 10's subword study (C30): word2vec's settings, the BPE sizes, the control and the
-#: seeds, shared by the notebook and ``chapter20 bench subwords``.
-SUBWORD_SETTINGS: dict[str, Any] = dict(
-    objective="negative", dim=100, window=5, negative=5, sample=1e-3, epochs=10, workers=1,
-    progress=False,
-)
+#: seeds, shared by the notebook and ``chapter20 bench subwords`` (word2vec: gensim's defaults,
+#: negative sampling, but 10 epochs, one worker per training).
+SUBWORD_CONFIG = Word2VecConfig(epochs=10, workers=1, progress=False)
 SUBWORD_SIZES, SUBWORD_CONTROL, SUBWORD_SEEDS = (4_000, 8_000), 500, (1, 2, 3)
 #: The committed record of :func:`subword_benchmark`: the three seeds C30 is judged on when a
 #: notebook run trains fewer.
@@ -339,12 +341,12 @@ def subword_study(
     from chapter20.word2vec.corpus import corpus_sentences
 
     device = get_device() if device is None else torch.device(device)
-    settings = dict(SUBWORD_SETTINGS, device=device)
+    config = replace(SUBWORD_CONFIG, device=str(device))
     if epochs is not None:
-        settings["epochs"] = check_int("epochs", epochs, 1)
+        config = replace(config, epochs=check_int("epochs", epochs, 1))
     return subword_quality(
         train_articles, corpus_sentences("wiki"), SUBWORD_SIZES, seeds, control=SUBWORD_CONTROL,
-        jobs=2 if device.type == "cpu" else 1, **settings,
+        config=config, jobs=2 if device.type == "cpu" else 1,
     )  # fmt: skip
 
 

@@ -30,10 +30,13 @@ The modules, bottom up:
 - ``fused`` (+ ``kernels.c``): the same step, fused into one C loop per pair;
 - ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
   gensim's way);
-- ``trainer``: :func:`train_word2vec`, the training loop and its Hogwild workers;
+- ``skipgram_config``: :class:`Word2VecConfig`, every setting of a training run, and
+  :func:`gensim_settings`, the same settings as gensim's arguments;
+- ``skipgram_training``: :func:`train_word2vec`, the training loop and its Hogwild workers;
 - ``data_parallel``: :func:`train_word2vec_data_parallel`, ranks of a process group that each
   train a copy on their share of the corpus and combine the copies every part of an epoch;
-- ``gensim_reference``: gensim's trainer and tree, with the same settings, as the reference.
+- ``gensim_reference``: gensim's trainer and tree, with the same configuration, as the
+  reference.
 
 Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
 in the library, import from the module that defines it.
@@ -58,7 +61,6 @@ from chapter20.word2vec.fused import (
     load_kernels,
 )
 from chapter20.word2vec.gensim_reference import (
-    SETTINGS,
     gensim_huffman_tree,
     gensim_word2vec,
 )
@@ -85,7 +87,11 @@ from chapter20.word2vec.skipgram import (
     SkipGram,
     Workspace,
 )
-from chapter20.word2vec.trainer import (
+from chapter20.word2vec.skipgram_config import (
+    Word2VecConfig,
+    gensim_settings,
+)
+from chapter20.word2vec.skipgram_training import (
     FUSED_CHUNK,
     EpochSync,
     default_batch_size,
@@ -113,10 +119,10 @@ __all__ = [
     "ObjectiveGrads",
     "PairEvaluation",
     "RankSync",
-    "SETTINGS",
     "SkipGram",
     "TrainStats",
     "WordVectors",
+    "Word2VecConfig",
     "Workspace",
     "build_huffman_tree",
     "compiler_available",
@@ -126,6 +132,7 @@ __all__ = [
     "evaluate_word_pairs",
     "full_softmax_grads",
     "gensim_huffman_tree",
+    "gensim_settings",
     "gensim_word2vec",
     "hierarchical_softmax_grads",
     "hierarchical_softmax_log_probs",

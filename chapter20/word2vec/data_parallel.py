@@ -2,7 +2,7 @@
 copy of the tables on its share of the corpus, and the ranks combine their copies every few
 thousand pairs.
 
-Hogwild (``train_word2vec(workers=...)``) needs the threads to share one model's memory. Ranks
+Hogwild (``Word2VecConfig(workers=...)``) needs the threads to share one model's memory. Ranks
 on other processes, or other machines, share nothing: each keeps both tables (input vectors and
 output vectors), trains on every ``world_size``-th sentence, and after each
 ``1 / syncs_per_epoch`` of an epoch the ranks combine their tables with one all-reduce per
@@ -41,7 +41,8 @@ from chapter20.techniques.distributed import group_rank_and_size
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import _check_sentences
 from chapter20.word2vec.skipgram import SkipGram
-from chapter20.word2vec.trainer import train_word2vec
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.skipgram_training import train_word2vec
 from chapter20.word2vec.vectors import WordVectors
 
 __all__ = [
@@ -56,7 +57,7 @@ COMBINE = ("sum", "average")
 
 
 class RankSync:
-    """The :class:`~chapter20.word2vec.trainer.EpochSync` of data-parallel word2vec (note,
+    """The :class:`~chapter20.word2vec.skipgram_training.EpochSync` of data-parallel word2vec (note,
     topic 2): after each of ``segments`` parts of an epoch, one all-reduce per table of the
     :class:`SkipGram` combines the copies of every rank of ``group`` (``combine``: see the
     module). ``syncs == 0`` combines nothing during training (one part per epoch).
@@ -121,13 +122,11 @@ class DataParallelRun:
 
 def train_word2vec_data_parallel(
     sentences: Iterable[Sequence[str]],
-    objective: str = "negative",
+    config: Word2VecConfig | None = None,
     *,
     syncs_per_epoch: int = 8,
     combine: str = "sum",
     group: dist.ProcessGroup | None = None,
-    min_count: int = 5,
-    **options,
 ) -> DataParallelRun:
     """Train word2vec on every rank of ``group`` (default: the initialised process group)
     together (note, topic 2; see the module): the vocabulary of all ``sentences`` (the same on
@@ -135,17 +134,18 @@ def train_word2vec_data_parallel(
     initial weights, its pair and noise draws its own, combined ``syncs_per_epoch`` times per
     epoch (``combine``: ``"sum"`` or ``"average"``; 0: once, after the last epoch).
 
-    ``options``: :func:`~chapter20.word2vec.trainer.train_word2vec`'s (``dim``, ``window``,
-    ``negative``, ``epochs``, ``alpha``, ``seed``, ``workers``, ...; not ``vocab`` or ``sync``).
-    Call it on every rank with the same arguments: each sync is a collective.
+    ``config``: every rank's settings (a :class:`Word2VecConfig`; None: its defaults), as
+    :func:`~chapter20.word2vec.skipgram_training.train_word2vec` reads them. Call it on every
+    rank with the same arguments: each sync is a collective.
     """
-    if "vocab" in options or "sync" in options:
-        raise TypeError("train_word2vec_data_parallel sets vocab and sync itself")
+    config = Word2VecConfig() if config is None else config
+    if not isinstance(config, Word2VecConfig):
+        raise TypeError(f"config must be a Word2VecConfig, got {type(config).__name__}")
     sync = RankSync(syncs_per_epoch, combine, group)
     sentences = _check_sentences(sentences)
-    vocab = build_vocab(sentences, min_count=min_count)
+    vocab = build_vocab(sentences, min_count=config.min_count)
     shard = sentences[sync.rank :: sync.world_size]
-    vectors = train_word2vec(shard, objective, vocab=vocab, sync=sync, **options)
+    vectors = train_word2vec(shard, config, vocab=vocab, sync=sync)
     if sync.syncs == 0:  # combined once, at the end: the input vectors are what is returned
         sync.reduce(torch.from_numpy(vectors.vectors), "input")
     return DataParallelRun(

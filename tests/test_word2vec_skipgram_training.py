@@ -1,6 +1,8 @@
-"""Tests for chapter20.word2vec.trainer (note, topic 1): training is deterministic for a seed,
-lowers the loss, reports what it did, runs Hogwild workers, and rejects bad input; on a GPU it
-matches gensim's quality."""
+"""Tests for chapter20.word2vec.skipgram_training and its configuration,
+chapter20.word2vec.skipgram_config (note, topic 1): training is deterministic for a seed, lowers
+the loss, reports what it did, runs Hogwild workers, and rejects bad input; the configuration is
+gensim's, mapped to gensim's arguments, and derives a command line; on a GPU it matches gensim's
+quality."""
 
 from __future__ import annotations
 
@@ -9,26 +11,28 @@ import pytest
 
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences
-from chapter20.word2vec.trainer import train_word2vec
+from chapter20.word2vec.skipgram_config import Word2VecConfig, gensim_settings
+from chapter20.word2vec.skipgram_training import train_word2vec
 from chapter20.word2vec.vectors import evaluate_word_pairs
 
 
 def test_training_is_deterministic_for_a_seed_on_cpu(lee):
     options = dict(dim=16, epochs=1, progress=False, threads=2, fused=False)
-    first = train_word2vec(lee, "negative", seed=3, **options)
-    again = train_word2vec(lee, "negative", seed=3, **options)
-    other = train_word2vec(lee, "negative", seed=4, **options)
+    first = train_word2vec(lee, Word2VecConfig("negative", seed=3, **options))
+    again = train_word2vec(lee, Word2VecConfig("negative", seed=3, **options))
+    other = train_word2vec(lee, Word2VecConfig("negative", seed=4, **options))
     assert np.array_equal(first.vectors, again.vectors)  # bitwise
     assert not np.array_equal(first.vectors, other.vectors)
-    hs = train_word2vec(lee, "hierarchical", seed=3, **options)
+    hs = train_word2vec(lee, Word2VecConfig("hierarchical", seed=3, **options))
     assert np.array_equal(
-        hs.vectors, train_word2vec(lee, "hierarchical", seed=3, **options).vectors
+        hs.vectors, train_word2vec(lee, Word2VecConfig("hierarchical", seed=3, **options)).vectors
     )
 
 
 @pytest.mark.parametrize("objective", ["negative", "hierarchical", "softmax"])
 def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
-    wv = train_word2vec(lee, objective, dim=16, epochs=2, seed=1, progress=False, fused=False)
+    config = Word2VecConfig(objective, dim=16, epochs=2, seed=1, progress=False, fused=False)
+    wv = train_word2vec(lee, config)
     stats = wv.stats
     assert stats.epoch_loss[1] < stats.epoch_loss[0]
     assert np.isfinite(wv.vectors).all()
@@ -42,11 +46,11 @@ def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
 @pytest.mark.parametrize("share", [False, True])
 def test_hogwild_workers_train_as_well(lee, share):
     options = dict(dim=16, epochs=2, seed=1, progress=False, share_negatives=share, fused=False)
-    wv = train_word2vec(lee, "negative", workers=2, **options)
+    wv = train_word2vec(lee, Word2VecConfig("negative", workers=2, **options))
     assert wv.stats.workers == 2
     assert np.isfinite(wv.vectors).all()
     assert wv.stats.epoch_loss[1] < wv.stats.epoch_loss[0]
-    single = train_word2vec(lee, "negative", **options)
+    single = train_word2vec(lee, Word2VecConfig("negative", **options))
     assert single.stats.pairs == wv.stats.pairs  # the same draws, shared between the workers
 
 
@@ -62,11 +66,11 @@ class _Sync:
 
 def test_sync_is_called_at_the_start_and_after_each_part_of_every_epoch(lee):
     sync = _Sync(segments=3, stream=0)
-    options = dict(dim=8, epochs=2, seed=2, progress=False)
-    run = train_word2vec(lee, "negative", sync=sync, **options)
+    config = Word2VecConfig("negative", dim=8, epochs=2, seed=2, progress=False)
+    run = train_word2vec(lee, config, sync=sync)
     assert len(sync.calls) == 1 + 3 * 2 and len(set(sync.calls)) == len(sync.calls)  # it trains
-    assert np.array_equal(run.vectors, train_word2vec(lee, "negative", **options).vectors)
-    other = train_word2vec(lee, "negative", sync=_Sync(stream=1), **options)
+    assert np.array_equal(run.vectors, train_word2vec(lee, config).vectors)
+    other = train_word2vec(lee, config, sync=_Sync(stream=1))
     assert not np.array_equal(run.vectors, other.vectors)  # another stream draws other pairs
 
 
@@ -93,12 +97,54 @@ def test_sync_is_called_at_the_start_and_after_each_part_of_every_epoch(lee):
         ({"sync": object()}, TypeError, "sync"),
         ({"sync": _Sync(segments=0)}, ValueError, "sync.segments"),
         ({"sync": _Sync(stream=-1)}, ValueError, "sync.stream"),
+        ({"threads": 0}, ValueError, "threads"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"fused": "yes"}, TypeError, "fused"),
+        ({"progress": 1}, TypeError, "progress"),
+        ({"device": 0}, TypeError, "device"),
+        ({"config": {"dim": 8}}, TypeError, "config"),
     ],
 )
 def test_bad_input_raises_a_clear_error(lee, kwargs, exception, argument):
+    # The configuration refuses its own fields when it is made; the trainer, the rest.
     call = {"sentences": lee[:20], "progress": False, "epochs": 1, **kwargs}
+    outside = {k: call.pop(k) for k in ("sentences", "sync", "config") if k in call}
     with pytest.raises(exception, match=argument):
-        train_word2vec(**call)
+        train_word2vec(config=outside.pop("config", None) or Word2VecConfig(**call), **outside)
+
+
+def test_the_defaults_are_gensims_and_map_to_gensims_arguments():
+    from gensim.models import Word2Vec
+
+    config = Word2VecConfig()
+    settings = gensim_settings(config)
+    assert settings == {
+        "sg": 1, "vector_size": 100, "window": 5, "min_count": 5, "sample": 1e-3, "hs": 0,
+        "negative": 5, "epochs": 5, "alpha": 0.025, "min_alpha": 1e-4, "seed": 1, "workers": 1,
+    }  # fmt: skip
+    model = Word2Vec(**settings)  # gensim takes every argument, and keeps them
+    assert (model.vector_size, model.window, model.negative, model.epochs) == (100, 5, 5, 5)
+    hs = gensim_settings(Word2VecConfig("hierarchical", negative=7))
+    assert (hs["hs"], hs["negative"]) == (1, 0)
+    with pytest.raises(ValueError, match="objective"):
+        gensim_settings(Word2VecConfig("softmax"))
+
+
+def test_a_command_line_derives_its_options_from_the_configuration(capsys):
+    import argparse
+
+    from chapter20.core.options import add_options, parse_config
+
+    parser = argparse.ArgumentParser(prog="w2v")
+    add_options(parser, Word2VecConfig)
+    config, _ = parse_config(
+        parser, Word2VecConfig, ["--objective", "hierarchical", "--dim", "16", "--no-progress"]
+    )
+    assert config == Word2VecConfig("hierarchical", dim=16, progress=False)
+    with pytest.raises(SystemExit) as exit_:
+        parse_config(parser, Word2VecConfig, ["--min-alpha", "0.5"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "w2v: error: min_alpha must be in [0, alpha=0.025], got 0.5\n"
 
 
 @pytest.mark.cuda
@@ -108,13 +154,13 @@ def test_cuda_training_matches_gensim_quality():
 
     corpus = corpus_sentences("wiki+lee")
     settings = dict(window=5, min_count=5, negative=5, sample=1e-3, epochs=5)
-    ours = train_word2vec(
-        corpus, "negative", dim=100, seed=1, device="cuda", progress=False, **settings
-    )
+    config = Word2VecConfig("negative", dim=100, seed=1, device="cuda", progress=False, **settings)
+    ours = train_word2vec(corpus, config)
     assert ours.stats.device.startswith("cuda")
     assert np.isfinite(ours.vectors).all()
     model = Word2Vec(corpus, sg=1, vector_size=100, hs=0, workers=4, seed=1, **settings)
     theirs = evaluate_word_pairs(model.wv.index_to_key, model.wv.vectors, "wordsim353")
     assert abs(ours.evaluate_word_pairs("wordsim353").spearman - theirs.spearman) < 0.05
-    hs = train_word2vec(corpus, "hierarchical", seed=1, device="cuda", progress=False, **settings)
+    config = Word2VecConfig("hierarchical", seed=1, device="cuda", progress=False, **settings)
+    hs = train_word2vec(corpus, config)
     assert np.isfinite(hs.vectors).all() and hs.evaluate_word_pairs("wordsim353").spearman > 0.3

@@ -1,4 +1,5 @@
-"""Training skip-gram word vectors: :func:`train_word2vec` (note, topic 1).
+"""Training skip-gram word vectors: :func:`train_word2vec` (note, topic 1), with the settings
+of one :class:`~chapter20.word2vec.skipgram_config.Word2VecConfig`.
 
 One training loop for the three objectives: each epoch draws subsampled, dynamic-window pairs
 (``chapter20.word2vec.sampling``), the learning rate decays linearly from ``alpha`` to
@@ -24,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from chapter20.core.checks import check_int, check_real
+from chapter20.core.checks import check_int
 from chapter20.core.device import get_device, synchronize
 from chapter20.vocab.vocabulary import Vocabulary, build_vocab
 from chapter20.word2vec.corpus import EncodedCorpus, _check_sentences, encode_corpus
@@ -32,6 +33,7 @@ from chapter20.word2vec.huffman import HuffmanTree
 from chapter20.word2vec.objectives import _check_objective
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs, skipgram_windows
 from chapter20.word2vec.skipgram import SkipGram
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 from chapter20.word2vec.vectors import TrainStats, WordVectors
 
 __all__ = [
@@ -92,38 +94,25 @@ def default_batch_size(
 
 def train_word2vec(
     sentences: Iterable[Sequence[str]],
-    objective: str = "negative",
+    config: Word2VecConfig | None = None,
     *,
-    dim: int = 100,
-    window: int = 5,
-    min_count: int = 5,
-    negative: int = 5,
-    sample: float = 1e-3,
-    epochs: int = 5,
-    alpha: float = 0.025,
-    min_alpha: float = 1e-4,
-    batch_size: int | None = None,
-    seed: int = 1,
-    device: torch.device | str | None = None,
-    workers: int = 1,
-    threads: int | None = None,
     vocab: Vocabulary | None = None,
-    share_negatives: bool = False,
-    fused: bool | None = None,
     tree: HuffmanTree | None = None,
-    progress: bool = True,
     sync: EpochSync | None = None,
 ) -> WordVectors:
-    """Train skip-gram word vectors on ``sentences`` (note, topic 1).
+    """Train skip-gram word vectors on ``sentences`` with ``config``'s settings (note, topic 1;
+    a :class:`~chapter20.word2vec.skipgram_config.Word2VecConfig`; None: its defaults, which
+    are gensim's).
 
-    ``objective`` is ``"negative"`` (``negative`` noise words per pair from unigram^0.75),
-    ``"hierarchical"`` (Huffman-tree softmax) or ``"softmax"`` (the full softmax). The other
-    settings mean what gensim's ``Word2Vec(sg=1, ...)`` arguments of the same name mean; the
-    vocabulary is ``build_vocab(sentences, min_count=min_count)`` unless ``vocab`` is given
-    (then ``min_count`` is not used). Each epoch draws subsampled, dynamic-window pairs
-    (:func:`skipgram_pairs`) in corpus order, and the learning rate decays linearly from
-    ``alpha`` to ``min_alpha`` over the run. Unlike gensim, sentences longer than 10,000 words
-    are not truncated. ``tree``: the hierarchical softmax's tree (see :class:`SkipGram`).
+    ``config.objective`` is ``"negative"`` (``negative`` noise words per pair from
+    unigram^0.75), ``"hierarchical"`` (Huffman-tree softmax) or ``"softmax"`` (the full
+    softmax). The other settings mean what gensim's ``Word2Vec(sg=1, ...)`` arguments of the
+    same name mean; the vocabulary is ``build_vocab(sentences, min_count=config.min_count)``
+    unless ``vocab`` is given (then ``min_count`` is not used). Each epoch draws subsampled,
+    dynamic-window pairs (:func:`skipgram_pairs`) in corpus order, and the learning rate decays
+    linearly from ``alpha`` to ``min_alpha`` over the run. Unlike gensim, sentences longer than
+    10,000 words are not truncated. ``tree``: the hierarchical softmax's tree (see
+    :class:`SkipGram`).
 
     Two paths apply word2vec's updates (:class:`SkipGram`):
 
@@ -137,50 +126,53 @@ def train_word2vec(
       noise words once per window instead of once per pair (no longer gensim's sampling: off
       by default, and plain only).
 
-    ``fused``: ``None`` (default): the fused path where it can run (a CPU, a C compiler: else
-    the plain path, with a warning if the compiler is missing); ``False``: the plain path;
+    ``config.fused``: ``None`` (default): the fused path where it can run (a CPU, a C compiler:
+    else the plain path, with a warning if the compiler is missing); ``False``: the plain path;
     ``True``: the same as None, plus a warning if the fused path cannot run. The kernels
     compile in well under a second, once per process, before the clock starts.
     ``stats.fused`` says which path ran.
 
-    ``device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads during
-    training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python threads
-    on shared weights without locks, as gensim's workers do ("Hogwild"), each taking the
-    epoch's next batch from a shared queue when it is free; each then computes with one torch
-    thread unless ``threads`` says otherwise.
+    ``config.device``: CPU by default, or e.g. ``"cuda"``. ``threads``: torch's CPU threads
+    during training (restored afterwards). ``workers > 1`` (CPU only) runs that many Python
+    threads on shared weights without locks, as gensim's workers do ("Hogwild"), each taking
+    the epoch's next batch from a shared queue when it is free; each then computes with one
+    torch thread unless ``threads`` says otherwise.
 
     ``sync``: an :class:`EpochSync`, called before the first epoch and after each of its
     ``segments`` equal parts of every epoch (between them the workers stop); None: no call, one
     part per epoch.
 
     Guarantees: with ``workers=1`` the run is deterministic for ``seed`` (bitwise on CPU for a
-    fixed ``threads``); with more workers, like gensim's, it is not. Raises ``ValueError``
-    naming the argument for an empty corpus, a ``min_count`` that removes every word, a corpus
-    with no pair, ``negative``, ``window``, ``dim``, ``epochs``, ``batch_size`` or ``workers``
-    < 1, a ``sample`` < 0 or a learning rate out of range; ``TypeError`` for a string where
-    token lists are expected.
+    fixed ``threads``); with more workers, like gensim's, it is not. The configuration checks
+    its own fields; this raises ``ValueError`` naming the argument for an empty corpus, a
+    ``min_count`` that removes every word, a corpus with no pair, or ``workers > 1`` off the
+    CPU; ``TypeError`` for a string where token lists are expected or a ``config`` that is not
+    a ``Word2VecConfig``.
     """
-    settings = _check_settings(
-        objective, dim=dim, window=window, negative=negative, epochs=epochs, seed=seed,
-        workers=workers, alpha=alpha, min_alpha=min_alpha, threads=threads, fused=fused,
-        sample=sample, share_negatives=share_negatives, progress=progress,
-    )  # fmt: skip
+    config = _check_config(config)
     sync = _check_sync(sync)
     sentences = _check_sentences(sentences)
-    vocab = _vocabulary(sentences, vocab, min_count)
-    device = _training_device(device, settings.workers)
-    if batch_size is not None:
-        batch_size = check_int("batch_size", batch_size, 1)
-    corpus, keep = _encoded_corpus(sentences, vocab, sample, device)
-    seeds = _seeds(settings.seed, 0 if sync is None else sync.stream)
+    vocab = _vocabulary(sentences, vocab, config.min_count)
+    device = _training_device(config.device, config.workers)
+    corpus, keep = _encoded_corpus(sentences, vocab, config.sample, device)
+    seeds = _seeds(config.seed, 0 if sync is None else sync.stream)
     model = SkipGram(
-        settings.objective, vocab.counts, dim=settings.dim, negative=settings.negative,
+        config.objective, vocab.counts, dim=config.dim, negative=config.negative,
         device=device, seed=seeds[0], tree=tree,
     )  # fmt: skip
-    with _torch_threads(settings.torch_threads):
-        stats = _train(model, corpus, keep, settings, batch_size, seeds, sync)
+    with _torch_threads(config.torch_threads):
+        stats = _train(model, corpus, keep, config, seeds, sync)
     vectors = model.input_vectors.cpu().numpy().copy()
     return WordVectors(words=tuple(vocab.words), vectors=vectors, stats=stats)
+
+
+def _check_config(config: Word2VecConfig | None) -> Word2VecConfig:
+    """``config``, or the defaults for None; ``TypeError`` for anything else."""
+    if config is None:
+        return Word2VecConfig()
+    if not isinstance(config, Word2VecConfig):
+        raise TypeError(f"config must be a Word2VecConfig, got {type(config).__name__}")
+    return config
 
 
 def _seeds(seed: int, stream: int) -> list[int]:
@@ -203,68 +195,6 @@ def _check_sync(sync: EpochSync | None) -> EpochSync | None:
     return sync
 
 
-@dataclass(frozen=True)
-class _Settings:
-    """:func:`train_word2vec`'s arguments that the model and the loop read, checked."""
-
-    objective: str
-    dim: int
-    window: int
-    negative: int
-    epochs: int
-    seed: int
-    workers: int
-    alpha: float
-    min_alpha: float
-    threads: int | None
-    fused: bool | None
-    share_negatives: bool
-    progress: bool
-
-    @property
-    def torch_threads(self) -> int | None:
-        """torch's CPU threads for the run: ``threads``; else one for each Hogwild worker when
-        there are several; else None (as many as torch has)."""
-        if self.threads is None and self.workers > 1:
-            return 1
-        return self.threads
-
-    def learning_rate(self, epoch: int, done: float) -> float:
-        """The rate after ``epoch`` epochs and a share ``done`` of the next: linear decay from
-        ``alpha`` to ``min_alpha`` over the run."""
-        return self.alpha - (self.alpha - self.min_alpha) * (epoch + done) / self.epochs
-
-
-def _check_settings(
-    objective, *, dim, window, negative, epochs, seed, workers, alpha, min_alpha, threads, fused,
-    sample, share_negatives, progress,
-) -> _Settings:  # fmt: skip
-    """:func:`train_word2vec`'s settings checked before any work on the corpus (``sample``
-    too, which that work reads), each error naming its argument."""
-    objective = _check_objective(objective)
-    dim = check_int("dim", dim, 1)
-    window = check_int("window", window, 1)
-    negative = check_int("negative", negative, 1)
-    epochs = check_int("epochs", epochs, 1)
-    seed = check_int("seed", seed, 0)
-    workers = check_int("workers", workers, 1)
-    alpha = check_real("alpha", alpha, finite=True)
-    min_alpha = check_real("min_alpha", min_alpha, finite=True)
-    if not 0 < alpha <= 1:  # SGD on word vectors diverges long before a rate of 1
-        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-    if not 0 <= min_alpha <= alpha:
-        raise ValueError(f"min_alpha must be in [0, alpha={alpha}], got {min_alpha}")
-    if threads is not None:
-        threads = check_int("threads", threads, 1)
-    if fused is not None and not isinstance(fused, bool):
-        raise TypeError(f"fused must be None, True or False, got {fused!r}")
-    keep_probabilities(np.ones(1), sample)  # raises for a bad sample
-    return _Settings(
-        objective, dim, window, negative, epochs, seed, workers, alpha, min_alpha, threads,
-        fused, share_negatives, progress,
-    )  # fmt: skip
-
-
 def _vocabulary(
     sentences: Sequence[Sequence[str]], vocab: Vocabulary | None, min_count: int
 ) -> Vocabulary:
@@ -278,7 +208,7 @@ def _vocabulary(
     return vocab
 
 
-def _training_device(device: torch.device | str | None, workers: int) -> torch.device:
+def _training_device(device: str | None, workers: int) -> torch.device:
     """Where to train: the CPU by default; Hogwild workers only on the CPU."""
     device = torch.device("cpu") if device is None else get_device(str(device))
     if workers > 1 and device.type != "cpu":
@@ -313,18 +243,17 @@ def _train(
     model: SkipGram,
     corpus: EncodedCorpus,
     keep: torch.Tensor,
-    settings: _Settings,
-    batch_size: int | None,
+    config: Word2VecConfig,
     seeds: list[int],
     sync: EpochSync | None = None,
 ) -> TrainStats:
     """The epochs of :func:`train_word2vec`, timed: one thread draws the next epoch's pairs
-    while ``settings.workers`` threads share the batches of this one (``sync`` called after
+    while ``config.workers`` threads share the batches of this one (``sync`` called after
     each of its parts of an epoch)."""
-    device, workers, epochs = model.device, settings.workers, settings.epochs
+    device, workers, epochs = model.device, config.workers, config.epochs
     # Compiling the fused kernel (if any) happens here, before the clock starts.
-    kernel = _fused_kernel(model, settings.share_negatives, settings.fused)
-    run = _Run(model, corpus, keep, settings, kernel, batch_size, seeds)
+    kernel = _fused_kernel(model, config.share_negatives, config.fused)
+    run = _Run(model, corpus, keep, config, kernel, seeds)
     effective = pairs = 0
     losses = []
     if sync is not None:
@@ -384,42 +313,41 @@ class _Run:
         model: SkipGram,
         corpus: EncodedCorpus,
         keep: torch.Tensor,
-        settings: _Settings,
+        config: Word2VecConfig,
         kernel: Callable | None,
-        batch_size: int | None,
         seeds: list[int],
     ):
         device = model.device
-        self.model, self.corpus, self.keep, self.settings = model, corpus, keep, settings
+        self.model, self.corpus, self.keep, self.config = model, corpus, keep, config
         self.kernel = kernel
         # The plain path steps the hierarchical softmax (and shared noise) by whole windows.
         self.windows = kernel is None and (
-            model.objective == "hierarchical" or settings.share_negatives
+            model.objective == "hierarchical" or config.share_negatives
         )
-        self.batch = batch_size or default_batch_size(
-            model.objective, device, settings.share_negatives, fused=kernel is not None
+        self.batch = config.batch_size or default_batch_size(
+            model.objective, device, config.share_negatives, fused=kernel is not None
         )
         # Whole windows per step: about `batch` pairs (a window holds window + 1 pairs on
         # average).
         self.per_step = (
-            max(1, round(self.batch / (settings.window + 1))) if self.windows else self.batch
+            max(1, round(self.batch / (config.window + 1))) if self.windows else self.batch
         )
         self.pair_generator = torch.Generator(device=device)
         self.pair_generator.manual_seed(seeds[1])
         # Noise words are drawn batch by batch, each worker from its own generator: a batch's
         # draws stay in cache, and one worker's run is deterministic.
-        self.noise_generators = [torch.Generator(device=device) for _ in range(settings.workers)]
+        self.noise_generators = [torch.Generator(device=device) for _ in range(config.workers)]
         for w, generator in enumerate(self.noise_generators):
             generator.manual_seed(seeds[2] + w)
         # A workspace per worker, for the plain path only.
-        self.workspaces = [] if kernel else [model.new_workspace() for _ in range(settings.workers)]
+        self.workspaces = [] if kernel else [model.new_workspace() for _ in range(config.workers)]
         self.lock = threading.Lock()
-        self.bar = _progress_bar(corpus.raw_words * settings.epochs, model.objective,
-                                 settings.progress)  # fmt: skip
+        self.bar = _progress_bar(corpus.raw_words * config.epochs, model.objective,
+                                 config.progress)  # fmt: skip
 
     def draw(self) -> _Epoch:
         """The next epoch's draws: pairs, or windows where the plain path steps by window."""
-        corpus, window, keep = self.corpus, self.settings.window, self.keep
+        corpus, window, keep = self.corpus, self.config.window, self.keep
         if self.windows:
             outputs, contexts, n_pairs, kept = skipgram_windows(
                 corpus, window, keep, self.pair_generator, pad=self.model.input_pad
@@ -455,7 +383,7 @@ class _Run:
         total = torch.zeros((), dtype=torch.float64, device=self.model.device)
         while (i := _next_of(batch_ids, self.lock)) is not None:
             lo, hi = i * per_step, min((i + 1) * per_step, n)
-            lr = self.settings.learning_rate(epoch, lo / n)
+            lr = self.config.learning_rate(epoch, lo / n)
             total += self.step(data.outputs[lo:hi], data.inputs[lo:hi], lr, worker)
             with self.lock:
                 self.bar.update(self.corpus.raw_words * (hi - lo) / n)
