@@ -54,6 +54,13 @@ def _linear():
     return torch.nn.Linear(4, 2)
 
 
+def _pair_trainer():
+    from chapter20.core.models import BagOfEmbeddingsEncoder
+    from chapter20.training.trainer import Trainer
+
+    return Trainer(BagOfEmbeddingsEncoder(20, 4), TrainConfig())
+
+
 def _pair_data():
     from chapter20.core.corpora import PairData
 
@@ -304,11 +311,36 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "core.corpora.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
     "core.device.set_seed": lambda: {"seed": 0},
     "core.device.scaled": lambda: {"size": 10, "minimum": 1},
-    "techniques.distributed.ring_allreduce_seconds": lambda: {
+    "techniques.communication_model.ring_allreduce_seconds": lambda: {
         "nbytes": 1e6,
         "world_size": 4,
         "latency": 1e-5,
         "bandwidth": 1e9,
+    },
+    "techniques.communication_model.ring_allreduce_bytes": lambda: {
+        "tensor_bytes": 1024.0, "world_size": 4,
+    },
+    "techniques.communication_model.hierarchical_allreduce_seconds": lambda: {
+        "gradient_bytes": 1e6, "gpus_per_node": 8, "nodes": 2,
+        "gpu_link": (3e-6, 3e11), "network": (5e-6, 2.5e10),
+    },
+    "techniques.communication_model.scaling_efficiency": lambda: {
+        "compute_seconds": 0.3, "comm_seconds": 0.1, "overlap": 0.0,
+    },
+    "techniques.communication_model.scaling_model": lambda: {
+        "gradient_bytes": 440e6, "compute_seconds": 0.3, "world_sizes": (8, 16),
+        "gpus_per_node": 8, "overlap": 0.0,
+    },
+    "core.seed_statistics.median_and_range": lambda: {"values": (1.0, 2.0)},
+    "core.seed_statistics.timing_spread_ms": lambda: {"seconds": (0.001, 0.002)},
+    "core.seed_statistics.range_text": lambda: {"lows": (1.0,), "highs": (2.0,), "decimals": 1},
+    "training.pair_training.train_on_pairs": lambda: {
+        "trainer": _pair_trainer(), "anchors": _pair_data().train_anchors,
+        "positives": _pair_data().train_positives, "steps": 1, "batch": 2, "seed": 0,
+    },
+    "training.pair_training.heldout_run": lambda: {
+        "data": _pair_data(), "config": TrainConfig(), "steps": 1, "batch": 2, "seed": 0,
+        "dim": 4,
     },
     "techniques.distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
     "techniques.distributed.run_local_group": lambda: {
@@ -473,7 +505,6 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "embedding_dim": 4,
         "seed": 0,
     },
-    "techniques.sharding.ring_all_reduce_bytes": lambda: {"tensor_bytes": 1024.0, "world_size": 4},
     "techniques.sharding.all_to_all_bytes": lambda: {
         "ids": _ids(),
         "num_embeddings": 10,
@@ -720,7 +751,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "corpora": ("lee_background",), "methods": ("tfidf",), "seeds": (0,),
         "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]), "doc2vec_epochs": 1,
     },
-    "capstone.evaluation.versus_reference": lambda: {
+    "core.seed_statistics.versus_reference": lambda: {
         "frame": __import__("pandas").DataFrame({"m": ["a", "b"], "r": [0.1, 0.2]}), "by": "m",
         "reference": "a", "column": "r", "chance": 0.01,
     },
@@ -855,9 +886,18 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.sharding.ShardedEmbedding.seed",
             "techniques.sharding.all_to_all_bytes.rank",
             "techniques.sharding.all_to_all_bytes.row_bytes",
-            "techniques.sharding.ring_all_reduce_bytes.tensor_bytes",
-            "techniques.distributed.ring_allreduce_seconds.nbytes",
-            "techniques.distributed.ring_allreduce_seconds.latency",
+            "techniques.communication_model.ring_allreduce_bytes.tensor_bytes",
+            "techniques.communication_model.ring_allreduce_seconds.nbytes",
+            "techniques.communication_model.ring_allreduce_seconds.latency",
+            "techniques.communication_model.hierarchical_allreduce_seconds.gradient_bytes",
+            "techniques.communication_model.scaling_efficiency.comm_seconds",
+            "techniques.communication_model.scaling_efficiency.overlap",
+            "techniques.communication_model.scaling_model.gradient_bytes",
+            "techniques.communication_model.scaling_model.overlap",
+            "core.seed_statistics.range_text.decimals",
+            "training.pair_training.train_on_pairs.seed",
+            "training.pair_training.heldout_run.steps",
+            "training.pair_training.heldout_run.seed",
             "training.sampler.ResumableBatchSampler.seed",
             "training.state.capture_state.step",
             "cost.young_daly.expected_wall_time.work_seconds",
@@ -911,6 +951,11 @@ ACCEPTS: dict[str, set[str]] = {
     "core.findings.compare.spread": {"zero"},
     "core.findings.compare.tolerance": {"zero"},
     "core.findings.share.part": {"zero", "negative"},
+    # a rate over no time is infinite; a range may start below zero and end at infinity
+    "core.seed_statistics.median_and_range.values": {"zero", "inf"},
+    "core.seed_statistics.timing_spread_ms.seconds": {"zero", "inf"},
+    "core.seed_statistics.range_text.lows": {"zero", "negative"},
+    "core.seed_statistics.range_text.highs": {"inf"},
     "core.measure.format_difference.max_abs_diff": {"zero", "nan", "inf"},
 }
 

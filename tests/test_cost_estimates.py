@@ -26,7 +26,7 @@ from chapter20.cost.estimates import (
 )
 from chapter20.cost.selection import configuration
 from chapter20.cost.young_daly import young_daly_interval
-from chapter20.labs.nb06_distributed import scaling_model
+from chapter20.techniques.communication_model import scaling_model
 
 CATALOG = load_catalog()
 

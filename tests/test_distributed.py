@@ -223,31 +223,7 @@ def test_compression_rejects_bad_arguments():
         compress_gradients(torch.nn.Linear(2, 2), "fp16")
 
 
-# --- the alpha-beta model and the scaling model (notebook 06) ----------------------------------
-
-
-def test_alpha_beta_fit_recovers_known_parameters():
-    import pandas as pd
-
-    from chapter20.labs.nb06_distributed import fit_alpha_beta, ring_allreduce_seconds
-
-    sizes = [2**k for k in range(10, 24, 2)]
-    times = [ring_allreduce_seconds(n, 4, latency=50e-6, bandwidth=2e9) for n in sizes]
-    alpha, beta = fit_alpha_beta(pd.DataFrame({"bytes": sizes, "seconds": times, "world_size": 4}))
-    assert alpha == pytest.approx(50e-6, rel=1e-6)
-    assert 1 / beta == pytest.approx(2e9, rel=1e-6)
-    assert ring_allreduce_seconds(1e9, 1, 1.0, 1.0) == 0.0
-
-
-def test_scaling_model_loses_efficiency_with_slower_links_and_more_gpus():
-    from chapter20.labs.nb06_distributed import scaling_model
-
-    fast = scaling_model(440e6, 0.3, inter_node="InfiniBand HDR 200 Gb/s")
-    slow = scaling_model(440e6, 0.3, inter_node="Ethernet 100 Gb/s")
-    assert (fast["efficiency"] >= slow["efficiency"]).all()
-    assert fast["efficiency"].is_monotonic_decreasing
-    hidden = scaling_model(440e6, 0.3, overlap=1.0)
-    assert (hidden["efficiency"] == 1.0).all()  # all communication behind the backward
+# --- notebook 06: stragglers, the wire, practices -------------------------------------------
 
 
 def test_a_slow_input_pipeline_is_detected_and_rebalanced():

@@ -111,16 +111,6 @@ def test_evaluate_scores_reads_a_scorer_and_leaves_undefined_figures_nan():
     np.testing.assert_allclose(encoder(anchors, positives), np.eye(10))
 
 
-def test_summarize_seeds():
-    frame = evaluation.pd.DataFrame(
-        {"method": ["a", "a", "b", "b"], "pearson": [0.1, 0.3, 0.5, 0.5], "spearman": [0] * 4}
-    )
-    out = evaluation.summarize_seeds(frame)
-    assert list(out["method"]) == ["a", "b"]
-    assert out["pearson_mean"].tolist() == pytest.approx([0.2, 0.5])
-    assert out["pearson_std"].tolist() == pytest.approx([np.std([0.1, 0.3], ddof=1), 0.0])
-
-
 def test_correlations_match_scipy():
     from scipy.stats import pearsonr, spearmanr
 
@@ -130,24 +120,3 @@ def test_correlations_match_scipy():
     assert evaluation._pearson(x, y) == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
     rho = evaluation._pearson(evaluation._ranks(x), evaluation._ranks(y))
     assert rho == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
-
-
-def test_versus_reference_and_beyond_noise_compute_the_stated_rules():
-    import pandas as pd
-
-    frame = pd.DataFrame({"m": ["ref", "x", "y"] * 2, "r": [0.10, 0.095, 0.20, 0.12, 0.105, 0.22]})
-    table = evaluation.versus_reference(frame, by="m", reference="ref", column="r", chance=0.01)
-    rows = table.set_index("m")
-    assert list(table["m"]) == ["ref", "x", "y"] and (table["seeds"] == 2).all()
-    assert rows.loc["ref", "gap"] == 0.0
-    assert rows.loc["x", "gap"] == pytest.approx((0.10 - 0.11) / 0.11)
-    assert rows.loc["x", "weakest_vs_chance"] == pytest.approx(9.5)
-    assert rows.loc["y", "r_std"] == pytest.approx(np.std([0.20, 0.22], ddof=1))
-    assert evaluation.beyond_noise(table, "y", "ref", by="m", column="r")
-    assert not evaluation.beyond_noise(table, "ref", "x", by="m", column="r")  # within noise
-    with pytest.raises(ValueError, match="reference"):
-        evaluation.versus_reference(frame, by="m", reference="z", column="r", chance=0.01)
-    with pytest.raises(ValueError, match="chance"):
-        evaluation.versus_reference(frame, by="m", reference="ref", column="r", chance=0.0)
-    with pytest.raises(ValueError, match="worse"):
-        evaluation.beyond_noise(table, "y", "z", by="m", column="r")

@@ -25,7 +25,6 @@ from chapter20.techniques.sharding import (
     RowPartition,
     ShardedEmbedding,
     all_to_all_bytes,
-    ring_all_reduce_bytes,
     shard_load,
 )
 from chapter20.training.sharded_checkpoint import (
@@ -482,12 +481,6 @@ def test_from_full_weight_keeps_the_weight_and_its_dtype():
 # Communication bytes and load
 # --------------------------------------------------------------------------------------------
 
-
-def test_ring_all_reduce_formula():
-    assert ring_all_reduce_bytes(1000, 1) == 0
-    assert ring_all_reduce_bytes(1000, 2) == 1000
-    assert ring_all_reduce_bytes(1000, 4) == 1500
-    assert ring_all_reduce_bytes(1000, 64) < 2000  # per rank it never reaches 2x the tensor
 
 
 def test_all_to_all_formula_counts_ids_owned_elsewhere():

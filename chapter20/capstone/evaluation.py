@@ -30,7 +30,7 @@ import torch
 
 from chapter20.capstone.metrics import geometry, retrieval_metrics
 from chapter20.capstone.views import TEST_FRACTION, VALIDATION_FRACTION, article_splits
-from chapter20.core.checks import check_int, check_real
+from chapter20.core.checks import check_int
 from chapter20.core.corpora import (
     LEE_DOCUMENTS,
     LEE_PAIRS,
@@ -43,7 +43,6 @@ __all__ = [
     "LEE_INTER_RATER",
     "SPLITS",
     "LeeScore",
-    "beyond_noise",
     "cosine_matrix",
     "encoder_scorer",
     "evaluate_scores",
@@ -51,8 +50,6 @@ __all__ = [
     "lee_score",
     "retrieval_recall",
     "score_encoder_on_lee",
-    "summarize_seeds",
-    "versus_reference",
 ]
 
 #: Inter-rater agreement reported for the Lee set (Pearson of one rater against the others'
@@ -132,55 +129,6 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 def score_encoder_on_lee(encode: Encode) -> LeeScore:
     """Encode the 50 Lee documents (raw text) and score their cosine similarities (§20.7)."""
     return lee_score(cosine_matrix(encode(lee_documents())))
-
-
-# --- seeds and noise ----------------------------------------------------------------------
-
-
-def summarize_seeds(frame: pd.DataFrame, by: str = "method", columns=("pearson", "spearman")):
-    """Mean and (sample) standard deviation over seeds of each ``columns`` per ``by`` group, as
-    a frame with ``<column>_mean``, ``<column>_std`` and ``seeds``, groups in first-seen order."""
-    groups = frame.groupby(by, sort=False)
-    out = pd.DataFrame({"seeds": groups.size()})
-    for column in columns:
-        out[f"{column}_mean"] = groups[column].mean()
-        out[f"{column}_std"] = groups[column].std(ddof=1).fillna(0.0)
-    return out.reset_index()
-
-
-def versus_reference(
-    frame: pd.DataFrame, *, by: str, reference: str, column: str, chance: float
-) -> pd.DataFrame:
-    """A quality comparison over seeds, one row per ``by`` group (first-seen order): seeds,
-    mean and standard deviation of ``column``, its weakest run as a multiple of ``chance``
-    (``weakest_vs_chance``), and ``gap``, the relative difference of the group's mean from the
-    ``reference`` group's mean (0 for the reference). The criteria that judge it — "every run
-    at least 5× chance", "gap within 5%" — are stated by the notebook before the run."""
-    if column not in frame.columns or by not in frame.columns:
-        raise ValueError(
-            f"frame must have columns {by!r} and {column!r}, got {list(frame.columns)}"
-        )
-    chance = check_real("chance", chance, finite=True, minimum=0, exclusive=True)
-    out = summarize_seeds(frame, by=by, columns=(column,))
-    if reference not in set(out[by]):
-        raise ValueError(f"reference must be one of {list(out[by])}, got {reference!r}")
-    out["weakest_vs_chance"] = frame.groupby(by, sort=False)[column].min().values / chance
-    base = float(out.loc[out[by] == reference, f"{column}_mean"].iloc[0])
-    out["gap"] = (out[f"{column}_mean"] - base) / base
-    return out
-
-
-def beyond_noise(summary: pd.DataFrame, better: str, worse: str, *, by: str, column: str) -> bool:
-    """Whether group ``better``'s mean ``column`` exceeds group ``worse``'s by more than twice
-    the larger of their two standard deviations over seeds (``summary`` as returned by
-    :func:`summarize_seeds` or :func:`versus_reference`): the rule by which notebook 02 calls a
-    difference between two strategies real rather than seed noise."""
-    rows = summary.set_index(by)
-    for name, value in (("better", better), ("worse", worse)):
-        if value not in rows.index:
-            raise ValueError(f"{name} must be one of {list(rows.index)}, got {value!r}")
-    spread = max(rows.loc[better, f"{column}_std"], rows.loc[worse, f"{column}_std"])
-    return bool(rows.loc[better, f"{column}_mean"] - rows.loc[worse, f"{column}_mean"] > 2 * spread)
 
 
 # --- held-out retrieval ---------------------------------------------------------------------

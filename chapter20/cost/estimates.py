@@ -7,10 +7,11 @@ lost to preemptions. This module puts those pieces together for one configuratio
 (``chapter20.cost.selection.Config``):
 
 - §20.5 :func:`time_to_train` and :func:`cost_to_train`, with the scaling efficiency from the
-  alpha-beta all-reduce model of §20.4 (:func:`data_parallel_efficiency`, links from
-  ``chapter20.cost.hardware``) and the throughput of a fixed embedding workload
-  (:data:`EMBEDDING_WORKLOAD`, :func:`throughput_per_gpu`: one GPU measurement scaled by the
-  datasheet peaks in the workload's precision; ``chapter20.cost.throughput.measure_throughput``
+  alpha-beta all-reduce model of §20.4 (:func:`data_parallel_efficiency`:
+  ``chapter20.techniques.communication_model`` on the links of ``chapter20.cost.hardware``)
+  and the throughput of a fixed embedding workload (:data:`EMBEDDING_WORKLOAD`,
+  :func:`throughput_per_gpu`: one GPU measurement scaled by the datasheet peaks in the
+  workload's precision; ``chapter20.cost.throughput.measure_throughput``
   times it here).
 - §20.5.2 spot: the expected preemption overhead at the Young/Daly checkpoint interval, from
   :mod:`chapter20.cost.young_daly`; :func:`spot_savings` gross and net of that overhead.
@@ -34,7 +35,11 @@ from chapter20.cost.catalog import catalog_or_default
 from chapter20.cost.hardware import peak_tflops
 from chapter20.cost.selection import Config
 from chapter20.cost.young_daly import preemption_overhead, young_daly_interval
-from chapter20.techniques.distributed import ring_allreduce_seconds
+from chapter20.techniques.communication_model import (
+    LINKS,
+    hierarchical_allreduce_seconds,
+    scaling_efficiency,
+)
 
 __all__ = [
     "EGRESS_PER_GB",
@@ -234,10 +239,10 @@ def time_to_train(
     return work / (throughput * n_gpus * efficiency)
 
 
-#: Latencies of the alpha-beta model (seconds per ring step): NVLink's as in
-#: ``labs.nb06_distributed.LINKS``; 20 us for an instance network, as its Ethernet entry.
-GPU_LINK_LATENCY_S = 3e-6
-NETWORK_LATENCY_S = 20e-6
+#: Latencies of the alpha-beta model (seconds per ring step): NVLink's and, for an instance
+#: network, the Ethernet entry's of ``chapter20.techniques.communication_model.LINKS``.
+GPU_LINK_LATENCY_S = LINKS["NVLink (A100)"]["latency"]
+NETWORK_LATENCY_S = LINKS["Ethernet 100 Gb/s"]["latency"]
 
 
 def data_parallel_efficiency(
@@ -252,11 +257,12 @@ def data_parallel_efficiency(
     """Scaling efficiency of data parallelism on ``config`` (§20.4's alpha-beta model, §20.5).
 
     Each step computes for ``step_compute_seconds`` and all-reduces ``gradient_bytes``
-    hierarchically, as ``labs.nb06_distributed.scaling_model`` does: a ring over the instance's GPUs
-    on its GPU link (``gpu_link_gb_s`` per GPU), then a ring over the instances for each GPU's
-    1/g share, over its 1/g share of the instance's network. ``overlap`` of the communication
-    hides behind the backward pass. Efficiency = compute / (compute + exposed communication);
-    1.0 on a single GPU. Upper bound: no stragglers, no framework overhead. ValueError where a
+    hierarchically (``chapter20.techniques.communication_model``, the model of §20.4's
+    ``scaling_model`` on the catalog's links): a ring over the instance's GPUs on its GPU link
+    (``gpu_link_gb_s`` per GPU), then a ring over the instances for each GPU's 1/g share, over
+    its 1/g share of the instance's network. ``overlap`` of the communication hides behind the
+    backward pass. Efficiency = compute / (compute + exposed communication); 1.0 on a single
+    GPU. Upper bound: no stragglers, no framework overhead. ValueError where a
     link it needs has no cited figure (``chapter20.cost.hardware``).
     """
     gradient_bytes = check_positive("gradient_bytes", gradient_bytes)
@@ -277,16 +283,15 @@ def data_parallel_efficiency(
             f"no cited network bandwidth for {config.instance}: it is modelled as "
             "one instance only (data/instance_network.csv)"
         )
-    comm = 0.0
+    gpu_link = network = None
     if in_node > 1:
-        link = config.gpu_link_gb_s * 1e9
-        comm += ring_allreduce_seconds(gradient_bytes, in_node, gpu_link_latency_s, link)
+        gpu_link = (gpu_link_latency_s, config.gpu_link_gb_s * 1e9)
     if config.n_instances > 1:
-        network_per_gpu = config.network_gbps * 1e9 / 8 / in_node
-        comm += ring_allreduce_seconds(
-            gradient_bytes / in_node, config.n_instances, network_latency_s, network_per_gpu
-        )
-    return compute / (compute + comm * (1 - overlap))
+        network = (network_latency_s, config.network_gbps * 1e9 / 8 / in_node)
+    comm = hierarchical_allreduce_seconds(
+        gradient_bytes, in_node, config.n_instances, gpu_link=gpu_link, network=network
+    )
+    return scaling_efficiency(compute, comm, overlap)
 
 
 # --------------------------------------------------------------------------------------------

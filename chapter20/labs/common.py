@@ -4,8 +4,8 @@ timing table, the committed records of heavy studies.
 
 :func:`gain_over_untrained` reads a quality comparison against the untrained encoder.
 :func:`timing_columns` and :func:`compare_times` put a timed variant's median with its
-repeats' spread in a table and print how it compares with a reference, from that run's numbers
-(``chapter20.core.findings``).
+repeats' spread (min–max, the one convention of ``chapter20.core.seed_statistics``) in a table
+and print how it compares with a reference, from that run's numbers (``chapter20.core.findings``).
 
 A study too heavy for a notebook's minute runs behind ``chapter20 bench``; with ``--out`` (or
 ``CHAPTER20_STUDY_OUT``) it is written by :func:`write_study` as a CSV under ``data/`` with when,
@@ -17,9 +17,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -31,10 +29,8 @@ __all__ = [
     "compare_times",
     "gain_over_untrained",
     "LOCAL_GROUP_TIMEOUT_S",
-    "min_max_ms",
     "PROVENANCE",
     "provenance_line",
-    "quartiles_ms",
     "read_study",
     "run_or_record",
     "study_output",
@@ -63,15 +59,6 @@ def timing_columns(timing: Timing) -> dict[str, float]:
     """A :class:`~chapter20.core.measure.Timing` as table columns: ``seconds`` (the median, the
     figure to read), ``seconds_min`` and ``seconds_max`` (its repeats' spread)."""
     return {"seconds": timing.median, "seconds_min": timing.min, "seconds_max": timing.max}
-
-
-def min_max_ms(frame: pd.DataFrame, decimals: int = 1) -> list[str]:
-    """The repeats' spread of each row with :func:`timing_columns`' fields, as "low–high" in ms
-    with ``decimals`` places: the column a timing table prints next to its median."""
-    return [
-        f"{low * 1e3:.{decimals}f}–{high * 1e3:.{decimals}f}"
-        for low, high in zip(frame["seconds_min"], frame["seconds_max"])
-    ]
 
 
 def compare_times(name: str, row, reference_name: str, reference) -> str:
@@ -150,16 +137,3 @@ def provenance_line(frame: pd.DataFrame) -> str:
         f"(load average {loads.min():g}–{loads.max():g}, {frame['torch_threads'].iloc[0]} torch "
         f"threads) by: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
     )
-
-
-def quartiles_ms(seconds: Sequence[float]) -> dict[str, float]:
-    """The median and the interquartile range (25th–75th percentile) of repeated timings, in
-    milliseconds: ``{"ms", "q25_ms", "q75_ms", "iqr_ms"}``. The median is the figure a table
-    reports; the IQR is its spread, and the threshold under which two medians are reported as
-    indistinguishable (``chapter20.core.findings.compare(spread=...)``)."""
-    values = 1e3 * np.asarray(list(seconds), dtype=float)
-    if values.size == 0:
-        raise ValueError("seconds must hold at least one timing")
-    q25, median, q75 = np.percentile(values, [25, 50, 75])
-    return {"ms": float(median), "q25_ms": float(q25), "q75_ms": float(q75),
-            "iqr_ms": float(q75 - q25)}  # fmt: skip

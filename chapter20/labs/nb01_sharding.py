@@ -20,7 +20,8 @@ from torch import nn
 from chapter20.core.corpora import uniform_ids, zipf_ids
 from chapter20.core.measure import format_bytes, time_fn, time_interleaved
 from chapter20.core.plotting import new_figure, new_panels
-from chapter20.labs.common import quartiles_ms
+from chapter20.core.seed_statistics import timing_spread_ms
+from chapter20.techniques.communication_model import ring_allreduce_bytes
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.memory_model import training_state_bytes
 from chapter20.techniques.sharding import (
@@ -29,7 +30,6 @@ from chapter20.techniques.sharding import (
     RowPartition,
     ShardedEmbedding,
     all_to_all_bytes,
-    ring_all_reduce_bytes,
     shard_load,
 )
 
@@ -233,7 +233,7 @@ def comm_bytes_on_rank(global_batch: int, dim: int, num_embeddings: int, seed: i
         row_bytes = dim * table.weight.element_size()
         for record in table.comm_log:
             if record.op == "all_reduce":
-                formula = ring_all_reduce_bytes(ids.numel() * row_bytes, world)
+                formula = ring_allreduce_bytes(ids.numel() * row_bytes, world)
             elif record.payload == "bucket sizes":
                 formula = (world - 1) * 3 * 8
             elif record.payload == "ids":
@@ -324,7 +324,7 @@ def run_survey(
     """Run :func:`survey_on_rank` at each world size (a real gloo group of that many local
     processes for W > 1, this process for W = 1) and collect the frames: ``equivalence``
     (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput``
-    (median milliseconds and quartiles, lookups per second next to ``nn.Embedding`` timed here
+    (median milliseconds and min–max, lookups per second next to ``nn.Embedding`` timed here
     for the same ids; a group's step takes as long as its slowest rank). ``extra`` maps a world
     size to ``(function, args)`` run in that group; the results (rank 0's) come back under
     ``"extra"``, keyed by world size."""
@@ -353,7 +353,7 @@ def run_survey(
             timings.append({"table": "ShardedEmbedding", "W": world, "times": slowest})
     result: dict = {key: pd.DataFrame(records) for key, records in frames.items()}
     speed = pd.DataFrame(
-        [{"table": t["table"], "W": t["W"], **quartiles_ms(t["times"])} for t in timings]
+        [{"table": t["table"], "W": t["W"], **timing_spread_ms(t["times"])} for t in timings]
     )
     speed["lookups_per_s"] = throughput[0] / (speed["ms"] / 1e3)
     speed["vs_nn_embedding"] = speed["ms"].iloc[0] / speed["ms"]
@@ -472,8 +472,8 @@ def plot_load(frame: pd.DataFrame, world_size: int = 8):
 
 
 def plot_throughput(frame: pd.DataFrame):
-    """Lookup + backward throughput of each table, same ids: the median, with the rates at the
-    step time's quartiles as error bars."""
+    """Lookup + backward throughput of each table, same ids: the median, with the rates of the
+    slowest and fastest step as error bars."""
     fig, ax = new_figure(
         "Throughput on this machine", "", "million lookups / s (forward + backward)"
     )
@@ -481,7 +481,7 @@ def plot_throughput(frame: pd.DataFrame):
     colors = ["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1)
     rate = frame["lookups_per_s"] / 1e6
     batch = frame["lookups_per_s"] * frame["ms"] / 1e3  # lookups per step
-    low, high = batch / frame["q75_ms"] * 1e3 / 1e6, batch / frame["q25_ms"] * 1e3 / 1e6
+    low, high = batch / frame["max_ms"] * 1e3 / 1e6, batch / frame["min_ms"] * 1e3 / 1e6
     ax.bar(labels, rate, color=colors, yerr=[rate - low, high - rate], capsize=4)
     return fig
 

@@ -23,7 +23,8 @@ from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
-from chapter20.labs.common import UNTRAINED, compare_times, min_max_ms, timing_columns
+from chapter20.core.seed_statistics import range_text
+from chapter20.labs.common import UNTRAINED, compare_times, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
@@ -210,7 +211,7 @@ def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
         {
             "precision": frame["precision"],
             "median ms": (frame["seconds"] * 1e3).round(3),
-            "min–max ms": min_max_ms(frame, 3),
+            "min–max ms": range_text(frame.seconds_min * 1e3, frame.seconds_max * 1e3, 3),
             "TFLOP/s": frame["tflops"].round(3),
             "speedup": frame["speedup"].round(3),
         }

@@ -20,7 +20,8 @@ from chapter20.core.device import get_device, set_seed
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure, stacked_memory_bars
-from chapter20.labs.common import compare_times, min_max_ms, timing_columns
+from chapter20.core.seed_statistics import range_text
+from chapter20.labs.common import compare_times, timing_columns
 from chapter20.techniques.activation_checkpointing import (
     CheckpointedTransformerLayer,
     apply_checkpointing,
@@ -216,7 +217,7 @@ def timing_table(frame: pd.DataFrame) -> pd.DataFrame:
         {
             "policy": frame["policy"],
             "median ms": (frame["seconds"] * 1e3).round(1),
-            "min–max ms": min_max_ms(frame, 1),
+            "min–max ms": range_text(frame.seconds_min * 1e3, frame.seconds_max * 1e3, 1),
             "time_vs_none": frame["time_vs_none"].round(2),
         }
     )

@@ -6,8 +6,10 @@ takes, for growing messages on 2 and 3 ranks (claims C02, C03); the step time of
 encoder on 1 and 2 processes; §20.4.1's practices (``find_unused_parameters``, a barrier per
 step, the error DDP raises for a parameter the loss does not use); a rank whose input pipeline
 is slow is in ``chapter20.labs.nb06_stragglers`` (monitored per rank, detected, and given a
-smaller share of the global batch). Modelled from stated link speeds (``LINKS``): scaling
-efficiency from 8 to 512 GPUs.
+smaller share of the global batch). The alpha-beta model these measurements are fitted to, and
+the scaling efficiency it predicts from 8 to 512 GPUs, are
+``chapter20.techniques.communication_model``. Timings are medians with their min–max range
+(``chapter20.core.seed_statistics``).
 """
 
 from __future__ import annotations
@@ -24,43 +26,30 @@ from torch import nn
 from chapter20.core.device import set_seed
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
-from chapter20.core.plotting import new_figure, new_panels
+from chapter20.core.plotting import new_panels
+from chapter20.core.seed_statistics import median_and_range, range_text, timing_spread_ms
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
-from chapter20.labs.common import quartiles_ms
+from chapter20.techniques.communication_model import fit_alpha_beta, ring_allreduce_seconds
 from chapter20.techniques.contrastive import distributed_info_nce
 from chapter20.techniques.distributed import (
+    allreduce_times_on_rank,
     group_rank_and_size,
-    ring_allreduce_seconds,
     run_local_group,
 )
 from chapter20.techniques.parallelism import deep_encoder
 
 __all__ = [
-    "LINKS",
     "loopback_bytes",
     "allreduce_sweep_on_rank",
     "measure_allreduce_sweep",
-    "fit_alpha_beta",
-    "fit_residuals",
     "wire_growth",
-    "ring_allreduce_seconds",
-    "scaling_model",
     "step_times_on_rank",
     "measure_scaling",
     "practices_on_rank",
     "measure_practices",
     "plot_allreduce_sweep",
-    "plot_scaling_model",
     "benchmark",
 ]
-
-#: Stated link speeds (bytes/s per GPU, one direction) and latencies (s) for the model: NVLink 3
-#: of an A100 (600 GB/s bidirectional), InfiniBand HDR (200 Gb/s) and 100 Gb Ethernet per node.
-LINKS = {
-    "NVLink (A100)": {"bandwidth": 300e9, "latency": 3e-6},
-    "InfiniBand HDR 200 Gb/s": {"bandwidth": 25e9, "latency": 5e-6},
-    "Ethernet 100 Gb/s": {"bandwidth": 12.5e9, "latency": 20e-6},
-}
 
 #: Message sizes of the all-reduce sweep: 4 KiB to 16 MiB, ×4 apart.
 SWEEP_SIZES = tuple(4**k * 4096 for k in range(7))
@@ -110,37 +99,31 @@ def allreduce_sweep_on_rank(
     fp16_min_bytes: int = 64 * 1024,
 ) -> list[dict]:
     """On every rank of a group (§20.1.1, §20.4): for each dtype and message of ``sizes`` bytes,
-    the all-reduce's median and quartile seconds over ``repeat`` calls (each after a barrier)
+    the all-reduce's median, fastest and slowest seconds over ``repeat`` calls
+    (``chapter20.techniques.distributed.allreduce_times_on_rank``)
     and the loopback bytes per call, all ranks together (:func:`loopback_bytes`; NaN where the
     counter is missing). float16 is measured from ``fp16_min_bytes`` up (what C03 compares).
     Rank 0's records are the ones to read."""
     _, world = group_rank_and_size()
     records = []
     for dtype in dtypes:
-        for size in sizes:
-            if dtype == "float16" and size < fp16_min_bytes:
-                continue
-            kind = getattr(torch, dtype)
-            itemsize = torch.empty((), dtype=kind).element_size()
+        chosen = [size for size in sizes if dtype != "float16" or size >= fp16_min_bytes]
+        timings = allreduce_times_on_rank(tuple(chosen), repeat, dtype=dtype)
+        kind = getattr(torch, dtype)
+        itemsize = torch.empty((), dtype=kind).element_size()
+        for size, times in zip(chosen, timings):
             tensor = torch.ones(max(1, size // itemsize), dtype=kind)
-            for _ in range(2):
-                dist.all_reduce(tensor)
-            times = []
-            for _ in range(repeat):
-                dist.barrier()
-                start = time.perf_counter()
-                dist.all_reduce(tensor)
-                times.append(time.perf_counter() - start)
             calls = max(1, min(8, (4 << 20) // size))
             wire = _wire_per_call(tensor, calls, wire_repeat) if loopback_bytes() else np.nan
+            median, low, high = median_and_range(times)
             records.append(
                 {
                     "W": world,
                     "dtype": dtype,
                     "bytes": tensor.numel() * tensor.element_size(),
-                    "seconds": float(np.median(times)),
-                    "seconds_q25": float(np.percentile(times, 25)),
-                    "seconds_q75": float(np.percentile(times, 75)),
+                    "seconds": median,
+                    "seconds_min": low,
+                    "seconds_max": high,
                     "wire_bytes": wire,
                     "wire_per_rank": wire / world,
                 }
@@ -183,30 +166,6 @@ def wire_growth(frame: pd.DataFrame, *, min_bytes: int = 64 * 1024) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def fit_alpha_beta(frame: pd.DataFrame) -> tuple[float, float]:
-    """Fit the ring all-reduce model t = 2(W-1)·alpha + 2(W-1)/W · bytes · beta to measured
-    times: alpha is the per-step latency (s), beta the seconds per byte (1 / bandwidth).
-    Least squares on *relative* residuals (weights 1/t): the sizes span decades, and an
-    unweighted fit would let the largest messages decide alone (:func:`fit_residuals`)."""
-    world = int(frame["W" if "W" in frame else "world_size"].iloc[0])
-    steps = 2 * (world - 1)
-    x = np.asarray(frame["bytes"], dtype=float) * steps / world
-    seconds = np.asarray(frame["seconds"], dtype=float)
-    slope, intercept = np.polyfit(x, seconds, 1, w=1 / seconds)
-    return max(intercept / steps, 0.0), max(slope, 0.0)
-
-
-def fit_residuals(frame: pd.DataFrame, alpha: float, beta: float) -> pd.Series:
-    """(measured − fitted) / fitted for each message size of ``frame``, indexed by bytes."""
-    world = int(frame["W" if "W" in frame else "world_size"].iloc[0])
-    sizes = np.asarray(frame["bytes"], dtype=float)
-    fitted = np.array(
-        [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf) for n in sizes]
-    )
-    relative = (np.asarray(frame["seconds"], dtype=float) - fitted) / fitted
-    return pd.Series(relative, index=frame["bytes"].to_numpy(), name="relative residual")
-
-
 def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame):
     """Bytes on the wire per rank (left) and time (right) of gloo's all-reduce against the
     message size, 2 and 3 ranks, float32, with the fitted lines."""
@@ -219,9 +178,9 @@ def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame):
         wire.loglog(sizes, fit["fixed"] + fit["per_byte"] * sizes, "-", color=color,
                     label=f"W={world}, fit: {fit['per_byte']:.3f} B per byte")  # fmt: skip
         alpha, beta = fit_alpha_beta(part)
-        clock.errorbar(sizes, part["seconds"], yerr=[part["seconds"] - part["seconds_q25"],
-                       part["seconds_q75"] - part["seconds"]], fmt="o", ms=3,
-                       label=f"W={world}, median (IQR)")  # fmt: skip
+        clock.errorbar(sizes, part["seconds"], yerr=[part["seconds"] - part["seconds_min"],
+                       part["seconds_max"] - part["seconds"]], fmt="o", ms=3,
+                       label=f"W={world}, median (min–max)")  # fmt: skip
         fitted = [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf)
                   for n in sizes]  # fmt: skip
         clock.loglog(sizes, fitted, "-", label=f"W={world}, alpha-beta fit")
@@ -233,46 +192,8 @@ def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame):
 
 
 # --------------------------------------------------------------------------------------------
-# Scaling: the model, and 1 vs 2 processes measured
+# Scaling: 1 vs 2 processes measured
 # --------------------------------------------------------------------------------------------
-
-
-def scaling_model(
-    gradient_bytes: float,
-    compute_seconds: float,
-    world_sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512),
-    *,
-    gpus_per_node: int = 8,
-    inter_node: str = "InfiniBand HDR 200 Gb/s",
-    overlap: float = 0.0,
-) -> pd.DataFrame:
-    """Scaling efficiency of data parallelism, modelled (§20.4, claim C16): each step computes
-    for ``compute_seconds`` and all-reduces ``gradient_bytes`` hierarchically — a ring over the
-    node's GPUs on NVLink, then a ring over the nodes on ``inter_node`` for the node's share —
-    with ``overlap`` of the communication hidden behind the backward pass."""
-    nvlink, network = LINKS["NVLink (A100)"], LINKS[inter_node]
-    records = []
-    for world in world_sizes:
-        in_node = min(world, gpus_per_node)
-        nodes = max(1, world // gpus_per_node)
-        comm = ring_allreduce_seconds(
-            gradient_bytes, in_node, nvlink["latency"], nvlink["bandwidth"]
-        )
-        # across nodes, each GPU carries 1/in_node of the gradient over its own link
-        comm += ring_allreduce_seconds(
-            gradient_bytes / in_node, nodes, network["latency"], network["bandwidth"]
-        )
-        exposed = comm * (1 - overlap)
-        efficiency = compute_seconds / (compute_seconds + exposed)
-        records.append(
-            {
-                "gpus": world,
-                "comm_seconds": comm,
-                "efficiency": efficiency,
-                "speedup": world * efficiency,
-            }
-        )
-    return pd.DataFrame(records)
 
 
 def _encoder_and_batch(vocab: int, dim: int, batch: int, seed: int = 0):
@@ -311,7 +232,7 @@ def measure_scaling(
     global_batch: int = 512, vocab: int = 20_000, dim: int = 128, steps: int = 8
 ) -> pd.DataFrame:
     """Step time for the same global batch on 1 process and on a 2-process gloo group, each
-    process with half of this machine's cores: median and quartiles over ``steps`` (the group's
+    process with half of this machine's cores: median and min–max over ``steps`` (the group's
     step: its slowest rank), the speed-up and the efficiency (speed-up / 2)."""
     # Each rank of the pair gets half the cores (run_local_group); the single process gets the
     # same share, so the ratio measures the parallel scaling, not OpenMP's thread scaling.
@@ -328,7 +249,7 @@ def measure_scaling(
     rows = []
     for processes, result in ((1, single), (2, slowest)):
         speedup = single["seconds"] / result["seconds"]
-        rows.append({"processes": processes, **quartiles_ms(result["times"]),
+        rows.append({"processes": processes, **timing_spread_ms(result["times"]),
                      "speedup": speedup, "efficiency": speedup / processes})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -419,12 +340,12 @@ def practices_on_rank(batch: int = 64, repeat: int = 15, model: dict = PRACTICE_
 
 def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, dict]:
     """:func:`practices_on_rank` on 2 gloo ranks: per variant the step's median milliseconds
-    and quartiles (of the rank with the larger median), and rank 0's error text."""
+    and min–max (of the rank with the larger median), and rank 0's error text."""
     results = run_local_group(practices_on_rank, 2, (batch, repeat), timeout_s=TIMEOUT_S)
     rows = []
     for name in results[0]["timing"]:
         times = max((r["timing"][name] for r in results), key=lambda t: float(np.median(t)))
-        rows.append({"variant": name, **quartiles_ms(times)})
+        rows.append({"variant": name, **timing_spread_ms(times)})
     extra = {
         "error": results[0]["error"],
         "trained_with_flag": True,  # two steps ran: the second would have raised without it
@@ -438,28 +359,16 @@ def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, 
 # --------------------------------------------------------------------------------------------
 
 
-def plot_scaling_model(frames: dict[str, pd.DataFrame]):
-    """Modelled speed-up vs GPUs for each inter-node link, with the ideal line."""
-    fig, ax = new_figure("Data-parallel scaling, modelled", "GPUs", "speed-up over one GPU")
-    first = next(iter(frames.values()))
-    ax.plot(first["gpus"], first["gpus"], ":", color="#8C8C8C", label="ideal")
-    for label, frame in frames.items():
-        ax.plot(frame["gpus"], frame["speedup"], "o-", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.legend(fontsize=8)
-    return fig
-
-
 def benchmark() -> None:
     """``python -m chapter20 bench ddp``: measured 2-process scaling efficiency here, and gloo's
     all-reduce on 2 and 3 ranks: bytes on the wire per rank and the fitted alpha and beta."""
     scaling = measure_scaling()
     one, two = scaling.iloc[0], scaling.iloc[1]
+    spread = range_text(scaling.min_ms, scaling.max_ms)
     print(
         f"contrastive step, global batch 512, 1 vs 2 gloo processes: {one.ms:.1f} ms "
-        f"(IQR {one.q25_ms:.1f}–{one.q75_ms:.1f}) vs {two.ms:.1f} ms (IQR {two.q25_ms:.1f}–"
-        f"{two.q75_ms:.1f}) = speed-up {two.speedup:.2f}x, efficiency {two.efficiency:.0%}"
+        f"(range {spread[0]}) vs {two.ms:.1f} ms (range {spread[1]}) = speed-up "
+        f"{two.speedup:.2f}x, efficiency {two.efficiency:.0%}"
     )
     frame = measure_allreduce_sweep()
     growth = wire_growth(frame)

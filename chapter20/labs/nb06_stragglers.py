@@ -22,8 +22,8 @@ from chapter20.core.corpora import uniform_ids
 from chapter20.core.device import set_seed
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.plotting import new_panels
+from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
-from chapter20.labs.common import quartiles_ms
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.parallelism import RankMonitor, balanced_split, own_seconds
 from chapter20.training.config import TrainConfig
@@ -147,22 +147,23 @@ def measure_straggler(**overrides) -> tuple[pd.DataFrame, dict]:
 
 
 def phase_table(frame: pd.DataFrame, warmup: int = 2) -> pd.DataFrame:
-    """Per phase and rank: the share, the median and IQR of data wait, step and iteration
-    milliseconds, and the median CPU share (the first ``warmup`` steps of a phase left out)."""
+    """Per phase and rank: the share, the median of data wait, step and iteration
+    milliseconds, the iteration's min–max range (``chapter20.core.seed_statistics``), and the
+    median CPU share (the first ``warmup`` steps of a phase left out)."""
     first = frame.groupby("phase")["step"].transform("min")
     kept = frame[frame["step"] >= first + warmup]
     rows = []
     for (phase, rank), part in kept.groupby(["phase", "rank"], sort=False):
-        iteration = quartiles_ms(part["iteration_seconds"])
+        iteration = timing_spread_ms(part["iteration_seconds"])
         rows.append(
             {
                 "phase": phase,
                 "rank": rank,
                 "share": int(part["batch"].iloc[0]),
-                "data_ms": quartiles_ms(part["data_seconds"])["ms"],
-                "step_ms": quartiles_ms(part["step_seconds"])["ms"],
+                "data_ms": timing_spread_ms(part["data_seconds"])["ms"],
+                "step_ms": timing_spread_ms(part["step_seconds"])["ms"],
                 "iteration_ms": iteration["ms"],
-                "iteration_iqr_ms": iteration["iqr_ms"],
+                "iteration_range_ms": iteration["range_ms"],
                 "cpu_share": float(np.median(part["cpu_share"])),
             }
         )

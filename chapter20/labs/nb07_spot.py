@@ -17,6 +17,7 @@ import torch
 
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
+from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
 from chapter20.demos.spot_run import (
     SpotConfig,
@@ -25,7 +26,6 @@ from chapter20.demos.spot_run import (
     start_spot_demo,
     wait_for_spot_demos,
 )
-from chapter20.labs.common import quartiles_ms
 from chapter20.training.checkpoints import (
     CheckpointManager,
 )
@@ -116,7 +116,7 @@ def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None
 
 def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
     """Seconds to save (atomic, fsync, checksum) and to load a state of each size on this
-    machine's temporary disk: the median of ``repeat`` and the save's interquartile range; and
+    machine's temporary disk: the median of ``repeat`` and the save's min–max range; and
     the implied MB/s at the median."""
     records = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,9 +132,9 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
                 start = time.perf_counter()
                 manager.load_latest()
                 loads.append(time.perf_counter() - start)
-            save, load = quartiles_ms(saves), float(np.median(loads))
+            save, load = timing_spread_ms(saves), float(np.median(loads))
             records.append({"MB": mb, "save s": save["ms"] / 1e3,
-                            "save IQR s": save["iqr_ms"] / 1e3, "load s": load,
+                            "save range s": save["range_ms"] / 1e3, "load s": load,
                             "save MB/s": mb / (save["ms"] / 1e3)})  # fmt: skip
         manager.close()
     return pd.DataFrame(records)
@@ -143,7 +143,7 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
 def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
     """What :func:`chapter20.core.device.deterministic_mode` costs (§20.5.2): milliseconds per step
     of the spot run (``run``: SpotConfig fields) with it and without it (this process's thread
-    count, default algorithms), interleaved: the median of ``repeats`` runs and its interquartile
+    count, default algorithms), interleaved: the median of ``repeats`` runs and its min–max
     range; with each run's fingerprint and the 1-minute load average at the end. MKL's CNR
     mode is fixed per process, so both variants share whichever mode this process has."""
     steps = run["steps"]
@@ -163,8 +163,8 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
         [
             {
                 "mode": "deterministic_mode (1 thread)" if det else f"default ({threads} threads)",
-                "ms/step": quartiles_ms(times[det])["ms"] / steps,
-                "IQR ms/step": quartiles_ms(times[det])["iqr_ms"] / steps,
+                "ms/step": timing_spread_ms(times[det])["ms"] / steps,
+                "range ms/step": timing_spread_ms(times[det])["range_ms"] / steps,
                 "fingerprint": prints[det],
                 "load average": load,
             }

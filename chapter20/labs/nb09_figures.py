@@ -49,8 +49,8 @@ def plot_step_time(frame: pd.DataFrame, negative: int = 5):
         group = group.sort_values("vocab")
         color = _COLORS[objective]
         ax.plot(group.vocab, group.us_per_pair, "o-", color=color, label=_LABELS[objective])
-        if "us_q1" in group:  # the repeats' interquartile range
-            ax.fill_between(group.vocab, group.us_q1, group.us_q3, color=color, alpha=0.2)
+        if "us_min" in group:  # the repeats' min–max range
+            ax.fill_between(group.vocab, group.us_min, group.us_max, color=color, alpha=0.2)
         first, last = group.iloc[0], group.iloc[-1]
         if objective == "softmax":
             ax.plot(n, last.us_per_pair * n / last.vocab, ":", color=color, label="O(n)")

@@ -21,6 +21,7 @@ import torch
 from chapter20.core.corpora import zipf_ids, zipf_probabilities
 from chapter20.core.device import get_device
 from chapter20.core.measure import time_fn
+from chapter20.core.seed_statistics import range_text
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.fused import load_kernels
@@ -206,8 +207,8 @@ def step_time_vs_vocab(
     from the same law, ``batch`` pairs for the sampled objectives and at most
     ``softmax_cells / n`` for the full softmax (whose ``[B, n]`` scores would not fit
     otherwise), so compare ``us_per_pair``. Negative sampling draws its noise words inside the
-    step. ``us_per_pair`` is the median over the repeats, ``us_q1`` and ``us_q3`` their
-    interquartile range (robust to a repeat that another program slowed down);
+    step. ``us_per_pair`` is the median over the repeats, ``us_min`` and ``us_max`` their
+    fastest and slowest (the project's one spread, ``chapter20.core.seed_statistics``);
     ``mean_code_bits``: the hierarchical softmax's average path length for these pairs.
     ``threads``: torch CPU threads while timing (1 by default: a second thread shared with
     other work blurs sub-millisecond steps more than it speeds them up).
@@ -255,8 +256,8 @@ def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repea
                     "batch": b,
                     "seconds": timing.median,
                     "us_per_pair": timing.median / b * 1e6,
-                    "us_q1": float(np.percentile(timing.times, 25)) / b * 1e6,
-                    "us_q3": float(np.percentile(timing.times, 75)) / b * 1e6,
+                    "us_min": timing.min / b * 1e6,
+                    "us_max": timing.max / b * 1e6,
                     "mean_code_bits": code_bits,
                 }
             )
@@ -266,11 +267,9 @@ def _step_times(sizes, objectives, batch, softmax_cells, dim, negative, s, repea
 
 def step_time_table(frame: pd.DataFrame) -> pd.DataFrame:
     """:func:`step_time_vs_vocab`'s times per pair as a table to read: one row per vocabulary
-    size, one column per objective, ``"median (q1–q3)"`` in µs over the repeats."""
-    text = frame.assign(
-        shown=[f"{m:.2f} ({lo:.2f}–{hi:.2f})" for m, lo, hi in
-               zip(frame.us_per_pair, frame.us_q1, frame.us_q3)]
-    )  # fmt: skip
+    size, one column per objective, ``"median (min–max)"`` in µs over the repeats."""
+    spread = range_text(frame.us_min, frame.us_max, 2)
+    text = frame.assign(shown=[f"{m:.2f} ({r})" for m, r in zip(frame.us_per_pair, spread)])
     return text.pivot(index="vocab", columns="objective", values="shown")
 
 

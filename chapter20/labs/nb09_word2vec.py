@@ -24,11 +24,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.capstone.evaluation import summarize_seeds
 from chapter20.core.device import get_device
 from chapter20.core.findings import compare
 from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import time_fn
+from chapter20.core.seed_statistics import summarize_seeds
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.fused import load_kernels

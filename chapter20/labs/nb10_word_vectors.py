@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.capstone.evaluation import summarize_seeds
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import word_similarity
 from chapter20.core.plotting import new_panels
+from chapter20.core.seed_statistics import summarize_seeds
 from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
 from chapter20.vocab.pca import pca_compress
 from chapter20.word2vec.skipgram_config import Word2VecConfig

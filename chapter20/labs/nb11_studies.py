@@ -26,10 +26,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from chapter20.capstone.evaluation import beyond_noise, heldout_sentence_pairs, summarize_seeds
+from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderRecipe, build_encoder, recipe_config, train_encoder
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.plotting import new_panels
+from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
 from chapter20.labs.common import study_output, write_study
 
 __all__ = [
@@ -255,7 +256,7 @@ def batch_study(
 def saturation_batch(frame: pd.DataFrame, mode: str, column: str = "recall@1") -> int:
     """Where gains stop: the smallest batch of ``mode``'s runs that no larger batch beats by
     more than twice the larger of the two standard deviations over seeds
-    (``chapter20.capstone.evaluation.beyond_noise``). The largest batch if every step up
+    (``chapter20.core.seed_statistics.beyond_noise``). The largest batch if every step up
     helps."""
     runs = frame[frame["mode"] == mode]
     if runs.empty:

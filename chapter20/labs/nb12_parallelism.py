@@ -24,9 +24,10 @@ from chapter20.core.findings import compare, share
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure
+from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
-from chapter20.labs.common import quartiles_ms
 from chapter20.techniques import parallelism
+from chapter20.techniques.communication_model import fit_alpha_beta
 from chapter20.techniques.distributed import (
     allreduce_times_on_rank,
     group_rank_and_size,
@@ -176,11 +177,11 @@ def measure_pipeline(
     stages: int = 2,
 ) -> tuple[pd.DataFrame, dict]:
     """The deep encoder in ``stages`` stages on as many gloo ranks: per schedule and micro-batch
-    count, the step's median milliseconds (the slower stage) and quartiles, the measured bubble
-    (1 − compute / step time, mean over the stages) next to
-    (S−1)/(M+S−1), and the bytes sent point to point per step next to the formula. Also
-    returns, per schedule, the proof: the micro-batch losses and every stage's gradients of
-    the first step at the largest micro-batch count."""
+    count, the step's median milliseconds (the slower stage) and its min–max range, the
+    measured bubble (1 − compute / step time, mean over the stages) next to (S−1)/(M+S−1), and
+    the bytes sent point to point per step next to the formula. Also returns, per schedule, the
+    proof: the micro-batch losses and every stage's gradients of the first step at the largest
+    micro-batch count."""
     results = run_local_group(
         pipeline_on_rank, stages, (kinds, micro_batches, batch, steps, model), timeout_s=TIMEOUT_S
     )
@@ -201,9 +202,9 @@ def pipeline_results(results: list[dict], batch: int, model: dict = PIPELINE_MOD
     table = table.reset_index()
     slowest = frame.loc[frame.groupby(["schedule", "micro_batches"], sort=False)["step_seconds"]
                         .idxmax(), "walls"]  # fmt: skip
-    spread = [quartiles_ms(walls) for walls in slowest]
-    table.insert(3, "step_q25_ms", [q["q25_ms"] for q in spread])
-    table.insert(4, "step_q75_ms", [q["q75_ms"] for q in spread])
+    spread = [timing_spread_ms(walls) for walls in slowest]
+    table.insert(3, "step_min_ms", [q["min_ms"] for q in spread])
+    table.insert(4, "step_max_ms", [q["max_ms"] for q in spread])
     table["bubble_formula"] = [bubble_fraction(stages, m) for m in table["micro_batches"]]
     table["bytes_formula"] = pipeline_p2p_bytes(batch, model["width"], stages)
     proofs = {
@@ -307,7 +308,8 @@ def overlap_on_rank(
     """Forward + backward of the deep encoder under DDP on this rank, timed in alternation for:
     each bucket size (overlapped), default buckets with a blocking hook (communication forced
     in line, nothing overlaps), no_sync (no communication), and the forward alone. Also fits
-    alpha and beta of the all-reduce from two message sizes, and records each variant's
+    alpha and beta of the all-reduce to the median times of two message sizes
+    (``chapter20.techniques.communication_model.fit_alpha_beta``), and records each variant's
     buckets."""
     rank, world = group_rank_and_size()
     ids, labels = pipeline_batch(batch, model, seed + rank)
@@ -343,10 +345,10 @@ def overlap_on_rank(
     variants["forward only"] = forward_only
     timing = time_interleaved(variants, warmup=2, repeat=repeat, device="cpu")
     gradient_bytes = 4 * sum(p.numel() for p in quiet.parameters())
-    small, large = allreduce_times_on_rank((4096, gradient_bytes), repeat=5)
-    steps_ = 2 * (world - 1)
-    beta = max((large - small) / ((gradient_bytes - 4096) * steps_ / world), 1e-15)
-    alpha = max((small - 4096 * steps_ / world * beta) / steps_, 0.0)
+    sizes = (4096, gradient_bytes)
+    medians = [median_and_range(t)[0] for t in allreduce_times_on_rank(sizes, repeat=5)]
+    alpha, beta = fit_alpha_beta(pd.DataFrame({"bytes": sizes, "seconds": medians, "W": world}))
+    beta = max(beta, 1e-15)  # a bandwidth too high to measure stays finite
     buckets = {}
     for name, log in logs.items():  # one more step of each, logged alone
         log.reset()
@@ -368,7 +370,7 @@ def measure_overlap(
     bucket_caps_mb: tuple[float, ...] = (1.0, 4.0, 1000.0), batch: int = 32, repeat: int = 5
 ) -> tuple[pd.DataFrame, dict]:
     """DDP's overlap on 2 gloo ranks: per variant the median step time (slowest rank) and its
-    interquartile range, its buckets, the share of the communication hidden behind the
+    min–max range, its buckets, the share of the communication hidden behind the
     backward, measured against the step whose communication all comes after the backward (one
     bucket, the largest cap) as
     1 − (t − t_no_sync) / (t_one_bucket − t_no_sync), and the alpha-beta model's prediction
@@ -386,8 +388,8 @@ def measure_overlap(
     backward = quiet - seconds["forward only"]
     records = []
     for name, t in seconds.items():
-        spread = quartiles_ms(slowest[name])
-        row = {"variant": name, "step_ms": 1e3 * t, "iqr_ms": spread["iqr_ms"]}
+        spread = timing_spread_ms(slowest[name])
+        row = {"variant": name, "step_ms": 1e3 * t, "range_ms": spread["range_ms"]}
         if name in first["buckets"]:
             buckets = first["buckets"][name]
             model = predicted_overlap(buckets, backward, 2, first["alpha"], first["bandwidth"])
@@ -413,7 +415,7 @@ def overlap_findings(frame: pd.DataFrame) -> list[str]:
     """The reading of :func:`measure_overlap`'s table, computed (``chapter20.core.findings``):
     for each bucket size but the one-bucket reference, the share of the one-bucket step's
     communication it hid (negative when its step took longer), and its step time against the
-    reference's, indistinguishable within the larger IQR."""
+    reference's, indistinguishable within the wider min–max range."""
     steps = frame.set_index("variant")
     buckets = [n for n in steps.index if n.startswith("buckets of")]
     reference = max(buckets, key=lambda n: float(n.split()[2]))
@@ -426,7 +428,7 @@ def overlap_findings(frame: pd.DataFrame) -> list[str]:
         t = steps.loc[name, "step_ms"]
         lines.append(share(f"{name}: communication hidden behind the backward", after - t,
                            after - quiet, of=f"the {reference} step's communication"))  # fmt: skip
-        spread = max(steps.loc[name, "iqr_ms"], steps.loc[reference, "iqr_ms"])
+        spread = max(steps.loc[name, "range_ms"], steps.loc[reference, "range_ms"])
         lines.append(compare(name, t, reference, after, quantity="time", unit="ms", spread=spread))
     return lines
 

@@ -21,8 +21,8 @@ from chapter20.core.corpora import next_sentence_pairs, uniform_ids, wiki_senten
 from chapter20.core.device import set_seed
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
-from chapter20.labs.common import quartiles_ms
 from chapter20.techniques.distributed import (
     free_port,
     group_rank_and_size,
@@ -97,8 +97,8 @@ def optimizer_step_times(
 ) -> pd.DataFrame:
     """Step time of AdamW as a for-loop, foreach (one kernel per operation over all tensors),
     fused (one kernel per step) and 8-bit, each built by ``make_optimizer``, on ``tensors``
-    parameter tensors of ``size`` elements in all, timed in alternation (median and quartiles,
-    ``step_ms``, ``step_q25_ms``, ...); the state bytes per parameter beside it, and how far each
+    parameter tensors of ``size`` elements in all, timed in alternation (median and min–max,
+    ``step_ms``, ``step_min_ms``, ...); the state bytes per parameter beside it, and how far each
     is from the for-loop after the timed steps."""
     records = []
     for size in sizes:
@@ -126,7 +126,7 @@ def optimizer_step_times(
                     "variant": label,
                     "class": type(optimizer).__name__ + (" (fused)" if getattr(
                         optimizer, "defaults", {}).get("fused") else ""),
-                    **{f"step_{k}": v for k, v in quartiles_ms(timing[label].times).items()},
+                    **{f"step_{k}": v for k, v in timing_spread_ms(timing[label].times).items()},
                     "state_bytes_per_param": state / size,
                     "max_diff_vs_loop": gap,
                 }
@@ -154,8 +154,8 @@ def loader_throughput(
     """Pairs per second of a ``DataLoader`` over real Wikipedia sentence pairs encoded as they
     are read (:class:`chapter20.techniques.parallelism.TokenizingPairs`), for each ``num_workers``
     and ``pin_memory``: the start (until the first batch) and the steady rate after it, one pass
-    each — the median over its batches and their interquartile range. Pinned memory only helps
-    copies to a GPU; without one PyTorch ignores it (warning silenced here)."""
+    each — the median over its batches and their min–max range (``low``, ``high``). Pinned
+    memory only helps copies to a GPU; without one PyTorch ignores it (warning silenced here)."""
     text, vocabulary = _text_pairs(pairs)
     dataset = TokenizingPairs(text, vocabulary, max_len)
     records = []
@@ -175,15 +175,15 @@ def loader_throughput(
                 for _ in iterator:
                     arrivals.append(time.perf_counter())
             rates = batch / np.diff(arrivals)
-            q25, median, q75 = np.percentile(rates, [25, 50, 75])
+            median, low, high = median_and_range(rates)
             records.append(
                 {
                     "num_workers": count,
                     "pin_memory": pinned,
                     "start_ms": 1e3 * first,
-                    "pairs_per_s": float(median),
-                    "q25": float(q25),
-                    "q75": float(q75),
+                    "pairs_per_s": median,
+                    "low": low,
+                    "high": high,
                 }
             )
     return pd.DataFrame(records)
@@ -192,17 +192,17 @@ def loader_throughput(
 def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 5):
     """Pairs per second of the DDP demo's training step on one process (its default encoder,
     the composed Trainer, InfoNCE, AdamW) on random ids: what the input pipeline must keep up
-    with. Returns the median and the rates at the step time's quartiles (slow, fast)."""
+    with. Returns the median and the rates of the slowest and fastest step (``low``, ``high``)."""
     set_seed(0)
     trainer = Trainer(BagOfEmbeddingsEncoder(vocab, dim), TrainConfig(lr=1e-3))
     ids = uniform_ids((2, batch, 32), vocab, seed=0)
     timing = time_interleaved({"step": lambda: trainer.step((ids[0], ids[1]))}, warmup=1,
                               repeat=repeat, device="cpu")  # fmt: skip
-    quartiles = quartiles_ms(timing["step"].times)
+    spread = timing_spread_ms(timing["step"].times)
     return {
-        "pairs_per_s": 1e3 * batch / quartiles["ms"],
-        "q25": 1e3 * batch / quartiles["q75_ms"],
-        "q75": 1e3 * batch / quartiles["q25_ms"],
+        "pairs_per_s": 1e3 * batch / spread["ms"],
+        "low": 1e3 * batch / spread["max_ms"],
+        "high": 1e3 * batch / spread["min_ms"],
     }
 
 

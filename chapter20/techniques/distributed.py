@@ -3,15 +3,16 @@
 - :func:`init_distributed` / :func:`distributed` set up the process group from torchrun's
   environment (listing L10 done right: gloo on CPU, nccl on CUDA, a world of one without
   torchrun, a clear error for a misconfigured launch) and tear it down.
-- :func:`is_main_process`, :func:`main_print`, :func:`save_on_main`: rank 0 logs and saves,
-  every rank waits for the file (§20.4 best practices).
+- :func:`is_main_process`, :func:`main_print`: rank 0 logs (§20.4 best practices).
 - :func:`distributed_loader` / :func:`set_epoch`: listing L9 done right — a DistributedSampler
   that covers the data set exactly once per epoch and reshuffles each epoch.
 - :func:`scale_lr` and :func:`warmup_schedule`: the linear scaling rule with warm-up (C14).
 - :func:`compress_gradients`: fp16 / bf16 gradient compression through DDP's communication
   hooks, with the bytes each all-reduce carries counted (C03).
 - :func:`run_local_group` runs a function on N local processes in one real group, so tests and
-  notebooks exercise all of this on a laptop CPU; the same code runs under ``torchrun``.
+  notebooks exercise all of this on a laptop CPU; the same code runs under ``torchrun``;
+  :func:`allreduce_times_on_rank` times all-reduces in it (the model they are fitted to is
+  ``chapter20.techniques.communication_model``).
 - :func:`collective_device` / :func:`any_rank`: small agreement collectives (a flag, a count)
   on the device the group's backend reduces, so the same call works under gloo and nccl.
 """
@@ -25,14 +26,12 @@ import os
 import pickle
 import queue as queue_module
 import socket
-import statistics
 import time
 import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,13 +39,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from chapter20.core.checks import check_int, check_positive, check_real
+from chapter20.core.checks import check_int, check_real
 from chapter20.core.device import dist_backend, get_device
-from chapter20.core.paths import atomic_torch_save
 
 __all__ = [
     "COMPRESSIONS",
-    "ring_allreduce_seconds",
     "allreduce_times_on_rank",
     "group_rank_and_size",
     "collective_device",
@@ -58,7 +55,6 @@ __all__ = [
     "distributed",
     "is_main_process",
     "main_print",
-    "save_on_main",
     "distributed_loader",
     "set_epoch",
     "scale_lr",
@@ -241,6 +237,40 @@ def run_local_group(
 
 
 # --------------------------------------------------------------------------------------------
+# Timing an all-reduce
+# --------------------------------------------------------------------------------------------
+
+
+def allreduce_times_on_rank(
+    sizes: tuple[int, ...], repeat: int = 9, *, dtype: str = "float32"
+) -> list[list[float]]:
+    """Seconds of every timed SUM all-reduce of a ``dtype`` tensor of each byte size in
+    ``sizes`` on this rank of the current group (§20.4): two untimed calls, then ``repeat``
+    timed ones, each after a barrier; one list of ``repeat`` times per size. Every rank calls it
+    with the same arguments. The measurements the alpha-beta model
+    (``chapter20.techniques.communication_model.fit_alpha_beta``) is fitted to."""
+    sizes = [check_int("sizes", size, 1) for size in sizes]
+    repeat = check_int("repeat", repeat, 1)
+    if dtype not in ("float32", "float16", "bfloat16", "float64"):
+        raise ValueError(f"dtype must be float32, float16, bfloat16 or float64, got {dtype!r}")
+    kind = getattr(torch, dtype)
+    itemsize = torch.empty((), dtype=kind).element_size()
+    times = []
+    for size in sizes:
+        tensor = torch.ones(max(1, size // itemsize), dtype=kind)
+        for _ in range(2):
+            dist.all_reduce(tensor)
+        runs = []
+        for _ in range(repeat):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            runs.append(time.perf_counter() - start)
+        times.append(runs)
+    return times
+
+
+# --------------------------------------------------------------------------------------------
 # Launch: torchrun's environment → a process group
 # --------------------------------------------------------------------------------------------
 
@@ -414,15 +444,6 @@ def main_print(*args, **kwargs) -> None:
         print(*args, **kwargs)
 
 
-def save_on_main(obj: Any, path: str | os.PathLike) -> Path | None:
-    """Rank 0 saves ``obj`` atomically; every rank then waits at a barrier, so no rank reads a
-    checkpoint that is not complete (§20.4 best practices). Returns the path on rank 0."""
-    written = atomic_torch_save(obj, path) if is_main_process() else None
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-    return written
-
-
 # --------------------------------------------------------------------------------------------
 # Data: each rank its share, every example once per epoch
 # --------------------------------------------------------------------------------------------
@@ -477,42 +498,6 @@ def set_epoch(loader: torch.utils.data.DataLoader, epoch: int) -> None:
 # --------------------------------------------------------------------------------------------
 # Learning rate
 # --------------------------------------------------------------------------------------------
-
-
-def ring_allreduce_seconds(nbytes: float, world_size: int, latency: float, bandwidth: float):
-    """Seconds of a ring all-reduce of ``nbytes`` over ``world_size`` ranks (§20.1.1, §20.4):
-    2(W−1) messages of latency ``latency`` (alpha) each carrying ``nbytes``/W at ``bandwidth``
-    bytes/s (1/beta). The alpha-beta model that §20.5's cost model scales with."""
-    nbytes = check_positive("nbytes", nbytes, zero=True)
-    world_size = check_int("world_size", world_size, 1)
-    latency = check_positive("latency", latency, zero=True)
-    bandwidth = check_positive("bandwidth", bandwidth)
-    if world_size == 1:
-        return 0.0
-    steps = 2 * (world_size - 1)
-    return steps * latency + steps / world_size * nbytes / bandwidth
-
-
-def allreduce_times_on_rank(sizes: tuple[int, ...], repeat: int = 9) -> list[float]:
-    """Median seconds of a float32 SUM all-reduce of each byte size in ``sizes`` on this rank of
-    the current group (§20.4): two untimed calls, then ``repeat`` timed ones, each after a
-    barrier. Every rank calls it with the same arguments. The measurements the alpha-beta
-    model (:func:`ring_allreduce_seconds`) is fitted to."""
-    sizes = [check_int("sizes", size, 1) for size in sizes]
-    repeat = check_int("repeat", repeat, 1)
-    times = []
-    for size in sizes:
-        tensor = torch.ones(max(1, size // 4))
-        for _ in range(2):
-            dist.all_reduce(tensor)
-        runs = []
-        for _ in range(repeat):
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(tensor)
-            runs.append(time.perf_counter() - start)
-        times.append(statistics.median(runs))
-    return times
 
 
 def scale_lr(base_lr: float, base_batch: int, batch: int) -> float:

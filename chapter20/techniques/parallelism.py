@@ -42,7 +42,7 @@ import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.checks import check_int, check_positive
-from chapter20.techniques.distributed import ring_allreduce_seconds
+from chapter20.techniques.communication_model import ring_allreduce_seconds
 
 __all__ = [
     "SCHEDULES",

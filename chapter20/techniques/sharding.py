@@ -36,7 +36,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from chapter20.core.checks import check_int, check_positive
+from chapter20.core.checks import check_int
+from chapter20.techniques.communication_model import ring_allreduce_bytes
 from chapter20.techniques.distributed import group_rank_and_size
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "ShardedEmbedding",
     "ShardedBagEncoder",
     "data_parallel_ignored_names",
-    "ring_all_reduce_bytes",
     "all_to_all_bytes",
     "shard_load",
 ]
@@ -206,15 +206,6 @@ class CommRecord:
     tensor_bytes: int
     bytes_sent: float
     world_size: int
-
-
-def ring_all_reduce_bytes(tensor_bytes: float, world_size: int) -> float:
-    """Bytes one rank sends in a ring all-reduce of ``tensor_bytes`` (§20.1.1): reduce-scatter
-    then all-gather, each W-1 steps of 1/W of the tensor, so 2(W-1)/W × ``tensor_bytes``. It
-    stays below twice the tensor at any W; the traffic summed over ranks grows as W."""
-    tensor_bytes = check_positive("tensor_bytes", tensor_bytes, zero=True)
-    world_size = check_int("world_size", world_size, 1)
-    return 2 * (world_size - 1) / world_size * tensor_bytes
 
 
 def all_to_all_bytes(
@@ -405,7 +396,7 @@ class ShardedEmbedding(nn.Module):
     def _record(self, op: str, payload: str, tensor: torch.Tensor, splits=None) -> None:
         tensor_bytes = tensor.numel() * tensor.element_size()
         if op == "all_reduce":
-            sent = ring_all_reduce_bytes(tensor_bytes, self.world_size)
+            sent = ring_allreduce_bytes(tensor_bytes, self.world_size)
         else:
             row_bytes = math.prod(tensor.shape[1:]) * tensor.element_size()
             sent = (sum(splits) - splits[self.rank]) * row_bytes

@@ -98,6 +98,9 @@ def heldout_run(
     weights are not finite scores 0. (Scored under 16-bit autocast, the coarser similarities tie
     more often, and a tie with the true positive counts as a hit.)"""
     steps, batch = check_int("steps", steps, 0), check_int("batch", batch, 1)
+    for name, given in (("loss", loss), ("encoder", encoder), ("optimizer", optimizer)):
+        if given is not None and not callable(given):
+            raise TypeError(f"{name} must be callable or None, got {type(given).__name__}")
     set_seed(check_int("seed", seed, 0))
     build = BagOfEmbeddingsEncoder if encoder is None else encoder
     model = build(data.vocab_size, check_int("dim", dim, 1))
