@@ -38,6 +38,7 @@ from chapter20.core.measure import (
     time_interleaved,
 )
 from chapter20.core.plotting import new_figure, new_panels
+from chapter20.techniques.optimizers import sparse_optimizers
 from chapter20.vocab.autoencoder import train_autoencoder
 from chapter20.vocab.pca import PCAResult, pca_compress
 from chapter20.vocab.sparse_input import VARIANTS, BagOfWordsBatches, ProjectionModel
@@ -192,14 +193,13 @@ def _model(kind, data: BagOfWordsData, compressed, out_dim, seed, device) -> Pro
     return model.to(device)
 
 
-def _optimizers(model: ProjectionModel, lr: float) -> list[torch.optim.Optimizer]:
-    """Adam for every parameter; SparseAdam for a sparse-gradient EmbeddingBag."""
+def _optimizer(model: ProjectionModel, lr: float) -> torch.optim.Optimizer:
+    """Adam for every parameter; for a sparse-gradient EmbeddingBag, SparseAdam for its table
+    and AdamW without weight decay (Adam's update) for the rest
+    (``chapter20.techniques.optimizers.sparse_optimizers``)."""
     if model.kind == "embedding_bag_sparse":
-        return [
-            torch.optim.SparseAdam(list(model.layer.parameters()), lr=lr),
-            torch.optim.Adam(model.head.parameters(), lr=lr),
-        ]
-    return [torch.optim.Adam(model.parameters(), lr=lr)]
+        return sparse_optimizers(model, lr)
+    return torch.optim.Adam(model.parameters(), lr=lr)
 
 
 def _check_variants(variants: Sequence[str], compressed) -> list[str]:
@@ -318,7 +318,7 @@ def sparse_projection_benchmark(
     steps, models, optimizers = {}, {}, {}
     for kind in variants:
         model = _model(kind, data, compressed, out_dim, seed, dev)
-        optimizer = _optimizers(model, lr)
+        optimizer = _optimizer(model, lr)
         inputs = [batches.make(kind, s) for s in selections]
         counter = iter(range(10**9))
 
@@ -326,8 +326,7 @@ def sparse_projection_benchmark(
             i = next(counter) % n_batches
             model.zero_grad(set_to_none=True)
             F.cross_entropy(model(*inputs[i]), labels[i]).backward()
-            for opt in optimizer:
-                opt.step()
+            optimizer.step()
 
         step()
         models[kind], optimizers[kind], steps[kind] = model, optimizer, step
@@ -421,7 +420,7 @@ def projection_accuracy(
     records = []
     for kind in variants:
         model = _model(kind, data, compressed, out_dim, seed, dev)
-        optimizer = _optimizers(model, lr)
+        optimizer = _optimizer(model, lr)
         for order in orders:
             losses = []
             for start in range(0, train.n, batch_size):
@@ -432,8 +431,7 @@ def projection_accuracy(
                     data.train_labels[torch.from_numpy(sel)].to(dev),
                 )
                 loss.backward()
-                for opt in optimizer:
-                    opt.step()
+                optimizer.step()
                 losses.append(float(loss.detach()))
         correct = 0
         with torch.no_grad():
