@@ -5,6 +5,10 @@
 #   make test-all    the same plus the tests marked slow (end-to-end repeats of proofs made elsewhere)
 #   make test-slurm  install and start a one-node SLURM (Debian packages, root), run the sbatch test
 #   make lab         JupyterLab on notebooks/
+#   make book        the committed notebooks as a static site in build/book/ (nothing executed;
+#                    open build/book/index.html); make book-check also checks its links and anchors
+#   make test-book   make book, then open every page in headless Chromium (installs Debian's
+#                    chromium if missing: root) and save screenshots in build/book-screenshots/
 #   make notebooks   re-execute the committed notebooks in place, in order
 #   make lock        re-resolve the newest allowed versions into constraints.txt (then: make test)
 #   make prices MIRROR=DIR  rebuild data/instance_prices*.csv and data/instance_price_history.csv
@@ -134,6 +138,45 @@ prices: $(STAMP)
 gpu-check: $(STAMP)
 	$(NB_ENV) $(BIN)/python chapter20/scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
+# ---- the book (README, "Read it") -------------------------------------------------------------
+# Sphinx + MyST-NB render the committed notebooks (nb_execution_mode = "off": their recorded
+# outputs) with book/conf.py; chapter20.scripts.book_pages assembles the sources in build/book-src
+# (book/'s pages, the notebooks, the claims audit and data/README.md). Warnings are errors.
+BOOK_STAMP := $(VENV)/.chapter20-book-installed
+BROWSER_STAMP := $(VENV)/.chapter20-browser-installed
+BOOK_SRC := $(BUILD)/book-src
+
+.PHONY: book book-check test-book
+
+$(BOOK_STAMP): $(STAMP)
+	@echo "== installing the book extra (Sphinx, MyST-NB, sphinx-book-theme) into $(VENV)"
+	@$(PIP) $(PIP_CONSTRAINTS) -e ".[book]"
+	@$(BIN)/python -m pip check >>$(PIP_LOG) 2>&1 || { $(BIN)/python -m pip check; exit 1; }
+	@touch $@
+
+book: $(BOOK_STAMP)
+	@rm -rf $(BUILD)/book $(BUILD)/book-doctrees
+	@$(BIN)/python -m chapter20.scripts.book_pages --out $(BOOK_SRC)
+	@$(TIMED) "book" $(BIN)/sphinx-build -W --keep-going -q -b html -c book \
+		-d $(BUILD)/book-doctrees $(BOOK_SRC) $(BUILD)/book
+	@echo "== open $(BUILD)/book/index.html"
+
+# Every internal link and anchor of the built book (tests/test_book.py; skipped by make test).
+book-check: book
+	@CHAPTER20_BOOK=1 $(BIN)/python -m pytest tests/test_book.py -q -n 0 -p no:cacheprovider
+
+$(BROWSER_STAMP): $(BOOK_STAMP)
+	@$(PIP) $(PIP_CONSTRAINTS) -e ".[book,browser]"
+	@$(BIN)/python -m pip check >>$(PIP_LOG) 2>&1 || { $(BIN)/python -m pip check; exit 1; }
+	@touch $@
+
+# Debian's chromium, driven by Playwright's Python package (never `playwright install`).
+test-book: book $(BROWSER_STAMP)
+	@test -x /usr/bin/chromium || { echo "== installing Debian's chromium (apt-get, root)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@CHAPTER20_BOOK=1 $(BIN)/python -m pytest tests/test_book_browser.py -q -n 0 -m browser \
+		-p no:cacheprovider -rs
+
 env: $(STAMP)
 	$(BIN)/chapter20 env
 
@@ -149,6 +192,9 @@ lock:
 	@echo "== resolving into $(LOCK_VENV) (log: $(LOCK_VENV)/pip-install.log)"
 	@$(MAKE) --no-print-directory VENV=$(LOCK_VENV) PIP_LOG=$(LOCK_VENV)/pip-install.log \
 		CONSTRAINTS= $(LOCK_VENV)/.chapter20-installed
+# The book's and the browser test's packages are pinned too (make book, make test-book).
+	@$(LOCK_VENV)/bin/python -m pip install --disable-pip-version-check -q -e ".[book,browser]" \
+		>>$(LOCK_VENV)/pip-install.log 2>&1
 	@{ echo "# Exact versions the tests pass with (make lock; python $$($(LOCK_VENV)/bin/python -c \
 		'import platform; print(platform.python_version())'), torch==$(TORCH_VERSION))."; \
 	   echo "# The Makefile installs with them; pyproject.toml keeps lower bounds."; \
