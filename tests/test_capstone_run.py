@@ -18,12 +18,13 @@ import torch
 
 from chapter20.capstone.config import CAPSTONE_TRAINING, RunConfig
 from chapter20.capstone.report import cost_projection, memory_plan
-from chapter20.capstone.run import run_capstone
+from chapter20.capstone.run import SUMMARY_FILE, FinishedRun, run_capstone
+from chapter20.cli.main import main as chapter20_main
 from chapter20.cli.train import parse_args
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.core.paths import repo_root
 from chapter20.training.encoder_file import load_encoder
-from chapter20.training.loop import LoopConfig, read_progress
+from chapter20.training.loop import LoopConfig, StoppedLaunch, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED
 
 # Small enough for seconds: 8 steps of 32 documents, a 32-wide table, checkpoints every 2 steps.
@@ -37,15 +38,17 @@ TINY_ARGS = ["--dim", "32", "--steps", "8", "--batch", "32", "--eval-every", "4"
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
-    """One uninterrupted tiny run, in this process: its summary and what it printed."""
+    """One uninterrupted tiny run, in this process: its result and what it printed."""
     lines: list[str] = []
     out = tmp_path_factory.mktemp("clean")
-    summary = run_capstone(RunConfig(output_dir=str(out), **TINY), log=lines.append)
-    return summary, "\n".join(lines)
+    result = run_capstone(RunConfig(output_dir=str(out), **TINY), log=lines.append)
+    assert isinstance(result, FinishedRun)
+    return result, "\n".join(lines)
 
 
 def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean):
-    summary, printed = clean
+    result, printed = clean
+    summary = result.summary
     assert "memory plan of one step" in printed and "fits on a 80 GB GPU" in printed
     assert "advice:" in printed
     assert "on demand:" in printed and "spot (median zone, preemptions):" in printed
@@ -58,15 +61,16 @@ def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean)
     # the plan is calibrated on this measurement (chapter20.techniques.memory_planner, the bag's
     # plan)
     assert 0.5 < summary["measured_peak_bytes"] / summary["planned_peak_bytes"] < 2
-    on_file = json.loads(Path(summary["summary_file"]).read_text())
-    assert on_file["fingerprint"] == summary["fingerprint"]
+    on_file = json.loads(Path(result.summary_file).read_text())
+    assert on_file == json.loads(json.dumps(summary, default=str))  # the file is the summary
+    assert on_file["fingerprint"] == summary["fingerprint"] and "baselines" not in on_file
     assert on_file["config"]["steps"] == 8
 
 
 def test_the_final_lines_say_what_the_start_provides_and_what_training_adds(clean):
     from chapter20.capstone.report import summary_lines
 
-    summary, _ = clean
+    summary = clean[0].summary
     start, final = summary["start"], summary["final"]
     assert set(start) >= {"lee_pearson", "mrr", "val_mrr", "alignment"}
     text = "\n".join(summary_lines(summary))
@@ -76,8 +80,7 @@ def test_the_final_lines_say_what_the_start_provides_and_what_training_adds(clea
 
 
 def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(clean):
-    summary, _ = clean
-    encoder = load_encoder(summary["encoder_file"])
+    encoder = load_encoder(clean[0].summary["encoder_file"])
     assert isinstance(encoder.model, WeightedBagEncoder)
     vectors = encoder.encode(["Bushfires are burning near Sydney.", "The Democrats met."])
     assert vectors.dtype == torch.float32 and vectors.shape == (2, 32)
@@ -91,10 +94,12 @@ def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(cle
 def test_a_stopped_launch_resumes_to_the_clean_fingerprint(clean, tmp_path):
     config = RunConfig(output_dir=str(tmp_path), **TINY)
     stopped = replace(config, loop=replace(config.loop, stop_after=3))
-    assert run_capstone(stopped, log=lambda *_: None) == {"stopped_at": 3, "resumed_from": 0}
-    resumed = run_capstone(config, log=lambda *_: None)
+    launch = run_capstone(stopped, log=lambda *_: None)
+    assert launch == StoppedLaunch(3, None, config.checkpoint_dir)
+    assert not (tmp_path / SUMMARY_FILE).exists()  # a stopped launch writes no summary
+    resumed = run_capstone(config, log=lambda *_: None).summary
     assert resumed["resumed_from"] == 2
-    assert resumed["fingerprint"] == clean[0]["fingerprint"]
+    assert resumed["fingerprint"] == clean[0].summary["fingerprint"]
     assert [e["step"] for e in resumed["evaluations"]] == [4, 8]
 
 
@@ -107,7 +112,8 @@ def test_the_plan_follows_the_techniques(tmp_path):
     recomputed = memory_plan(replace(base, training=policy), model)
     assert cached.components["activations"] < plain.components["activations"]
     assert recomputed.components["activations"] < plain.components["activations"]
-    sharded = memory_plan(replace(base, sharded_table=True), model, world_size=2)
+    shard = replace(base.training, sharded_table=True)
+    sharded = memory_plan(replace(base, training=shard), model, world_size=2)
     assert sharded.components["parameters"] < plain.components["parameters"]
 
 
@@ -128,14 +134,14 @@ def test_the_cost_projection_fits_the_planned_step_and_spot_is_cheaper_on_its_ty
     "field, value, message",
     [
         ("model", "lstm", "model"),
-        ("sharded_table", True, "sharded_table"),  # with the Transformer
+        ("training", replace(CAPSTONE_TRAINING, sharded_table=True), "sharded_table"),
         ("lr_scaling", "sqrt", "lr_scaling"),
         ("training", {"optimizer": "adam9"}, "training"),
         ("loop", None, "loop"),
     ],
 )
 def test_bad_run_settings_are_refused(tmp_path, field, value, message):
-    extra = {"model": "transformer"} if field == "sharded_table" else {}
+    extra = {"model": "transformer"} if message == "sharded_table" else {}  # the bag's table
     with pytest.raises((ValueError, TypeError), match=message):
         RunConfig(output_dir=str(tmp_path), **{**extra, field: value})
 
@@ -176,9 +182,9 @@ def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, t
     output = second.communicate(timeout=120)[0]
     assert second.returncode == EXIT_PREEMPTED, output
     config, _ = parse_args(args)
-    last = run_capstone(config, log=lambda *_: None)
+    last = run_capstone(config, log=lambda *_: None).summary
     assert last["resumed_from"] > 0
-    assert last["fingerprint"] == clean[0]["fingerprint"]
+    assert last["fingerprint"] == clean[0].summary["fingerprint"]
 
 
 def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
@@ -213,7 +219,7 @@ def test_the_command_line_maps_every_flag(tmp_path):
         "bf16", False, "adamw8bit")  # fmt: skip
     assert (training.chunk_size, training.activation_checkpointing, config.lr_scaling) == (
         4, "every_layer", "none")  # fmt: skip
-    assert config.sharded_table and not training.state_32bit_tables and not args.baselines
+    assert training.sharded_table and not training.state_32bit_tables and not args.baselines
     assert (config.steps, config.batch, config.output_dir) == (8, 32, str(tmp_path))
     assert (config.loop.checkpoint_every, config.loop.chaos_kills) == (2, 2)
     assert (training.temperature, training.symmetric) == (0.2, True)  # the recipe's defaults
@@ -231,24 +237,82 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
     assert exit_.value.code == 2 and message in err[-1] and "Traceback" not in "".join(err)
 
 
-def test_the_baselines_are_printed_beside_the_encoder_and_saved(clean, monkeypatch, capsys):
+
+
+def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_fingerprint(
+    clean, tmp_path, capsys
+):
+    """scripts/train.py --stop-after 3 (a subprocess) and ``chapter20 train --stop-after 1``
+    each exit 0 printing StoppedLaunch.lines(); ``chapter20 train`` without it then finishes:
+    bitwise the uninterrupted run."""
+    args = [*TINY_ARGS, "--output-dir", str(tmp_path)]
+    checkpoints = str(tmp_path / "checkpoints")
+    script = _launch([*args, "--stop-after", "3"])
+    output = script.communicate(timeout=300)[0]
+    assert script.returncode == 0, output
+    assert "\n".join(StoppedLaunch(3, None, checkpoints).lines()) in output
+    assert "Traceback" not in output and not (tmp_path / SUMMARY_FILE).exists()
+    capsys.readouterr()
+    assert chapter20_main(["train", *args, "--stop-after", "1"]) == 0  # resumes from step 2
+    out = capsys.readouterr().out
+    assert "\n".join(StoppedLaunch(3, 2, checkpoints).lines()) in out
+    assert "to resume: run the same command again without --stop-after" in out
+    assert chapter20_main(["train", *args]) == 0
+    fingerprint = clean[0].summary["fingerprint"]
+    assert f"resumed from step 2; fingerprint {fingerprint}" in capsys.readouterr().out
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["fingerprint"] == fingerprint
+
+
+@pytest.mark.parametrize("where", ["proc", "below a file"])
+def test_an_output_dir_that_cannot_be_created_is_one_line_and_exit_status_2(
+    where, tmp_path, capsys
+):
+    if where == "proc":
+        if not Path("/proc/self").exists():
+            pytest.skip("no /proc on this system")
+        output_dir = "/proc/forbidden/x"
+    else:
+        (tmp_path / "file").write_text("")
+        output_dir = str(tmp_path / "file" / "x")
+    with pytest.raises(SystemExit) as exit_:
+        chapter20_main(["train", "--output-dir", output_dir, "--steps", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"chapter20 train: error: --output-dir {output_dir}: cannot be")
+
+
+def test_summary_json_is_written_once_with_the_baselines(tmp_path, monkeypatch, capsys):
+    """``chapter20 train --baselines``: the baselines are printed beside the encoder and are in
+    summary.json, which is written once (a second write, e.g. adding them afterwards, fails)."""
     import pandas as pd
 
     from chapter20.capstone import baselines
-    from chapter20.cli.train import _print_baselines
 
-    summary, _ = clean
     figures = {"lee_pearson": 0.5, "recall@1": 0.06, "recall@10": 0.2, "mrr": 0.11}
     frame = pd.DataFrame([
-        {"method": "tfidf", "corpus": "training text", "seed": 0, "settings": {}, **figures},
+        {"method": "lsi", "corpus": "training text", "seed": 0, "settings": {"topics": 7},
+         **figures},
         {"method": "bm25", "corpus": "lee_background", "seed": 0, "settings": {},
          **{**figures, "lee_pearson": float("nan")}},
     ])  # fmt: skip
     monkeypatch.setattr(baselines, "baseline_table", lambda **_: frame)
-    _print_baselines(dict(summary), 0)
+    writes, write_text = [], Path.write_text
+
+    def counted(path, *args, **kwargs):
+        if path.name == SUMMARY_FILE:
+            writes.append(path)
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", counted)
+    args = [a for a in TINY_ARGS if a != "--no-baselines"]
+    assert chapter20_main(["train", *args, "--output-dir", str(tmp_path)]) == 0
+    assert writes == [tmp_path / SUMMARY_FILE]
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("baselines (measured now")
-    assert out[2].split()[:2] == ["encoder", "training"]
-    assert out[3].split()[:2] == ["tfidf", "training"] and out[4].split()[2] == "—"
-    saved = json.loads(Path(summary["summary_file"]).read_text())
-    assert [b["method"] for b in saved["baselines"]] == ["tfidf", "bm25"]
+    first = out.index("baselines (measured now; LSI's size chosen on the validation pairs):")
+    assert out[first + 2].split()[:2] == ["encoder", "training"]
+    assert out[first + 3].split()[:2] == ["lsi-7", "training"]
+    assert out[first + 4].split()[:2] == ["bm25", "lee_background"]
+    assert out[first + 4].split()[2] == "—"
+    saved = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert [b["method"] for b in saved["baselines"]] == ["lsi", "bm25"]
+    assert saved["baselines"][0]["settings"] == {"topics": 7}

@@ -26,21 +26,26 @@ def test_env_reports_ok(capsys):
     assert "all dependencies OK" in out
 
 
-def test_train_passes_its_flags_to_the_training_script(capsys, monkeypatch):
+def test_train_passes_its_flags_to_the_training_script(capsys, monkeypatch, tmp_path):
     """``chapter20 train --output-dir ... --steps ...``: the flags reach scripts/train.py's
-    parser (argparse alone would refuse them as unknown options of ``chapter20``)."""
+    parser (argparse alone would refuse them as unknown options of ``chapter20``), which
+    creates the output directory before anything trains."""
     import chapter20.cli.train as train
 
     seen = []
+    out = str(tmp_path / "runs" / "x")
     monkeypatch.setattr(train, "main", seen.append)
-    assert main(["train", "--output-dir", "runs/x", "--steps", "3", "--dim", "16"]) == 0
-    assert seen == [["--output-dir", "runs/x", "--steps", "3", "--dim", "16"]]
+    assert main(["train", "--output-dir", out, "--steps", "3", "--dim", "16"]) == 0
+    assert seen == [["--output-dir", out, "--steps", "3", "--dim", "16"]]
     monkeypatch.undo()
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--help"])
-    assert exit_.value.code == 0 and "--output-dir" in capsys.readouterr().out
+    usage = capsys.readouterr().out
+    assert exit_.value.code == 0 and "--output-dir" in usage
+    assert "--sharded-table" in usage  # from TrainConfig.sharded_table, like every step option
     config, _ = train.parse_args(seen[0])
-    assert (config.output_dir, config.steps, config.dim) == ("runs/x", 3, 16)
+    assert (config.output_dir, config.steps, config.dim) == (out, 3, 16)
+    assert (tmp_path / "runs" / "x").is_dir()
 
 
 def test_bench_lists_benchmarks(capsys):

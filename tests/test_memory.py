@@ -265,15 +265,14 @@ def test_bag_plan_shards_the_table_and_refuses_it_for_the_transformer():
     from chapter20.techniques.memory_model import BagShape, EncoderShape
     from chapter20.training.memory_plan import plan
 
+    shard = TrainConfig(sharded_table=True)
     whole = plan(BagShape(10_000, 64), TrainConfig(), batch=8, seq_len=16, world_size=4)
-    sharded = plan(
-        BagShape(10_000, 64), TrainConfig(), batch=8, seq_len=16, world_size=4, sharded_table=True
-    )
+    sharded = plan(BagShape(10_000, 64), shard, batch=8, seq_len=16, world_size=4)
     for name in ("parameters", "gradients"):
         table = 4 * 10_000 * 64
         assert whole.components[name] - sharded.components[name] == table - table // 4
     with pytest.raises(ValueError, match="BagShape only"):
-        plan(EncoderShape(100, 16, 2, 1), TrainConfig(), batch=2, seq_len=8, sharded_table=True)
+        plan(EncoderShape(100, 16, 2, 1), shard, batch=2, seq_len=8)
 
 
 def test_a_shape_builds_the_encoder_it_describes():

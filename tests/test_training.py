@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from chapter20.core.device import set_seed
-from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
+from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder, WeightedBagEncoder
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.sharding import ShardedBagEncoder
 from chapter20.training.checkpoints import CheckpointManager
@@ -95,6 +95,7 @@ def _mse(model: nn.Module, batch) -> torch.Tensor:
         (dict(chunk_size=4, micro_batches=2), ValueError, "not both"),
         (dict(temperature=-0.1), ValueError, "temperature"),
         (dict(learn_temperature=1), TypeError, "learn_temperature must be True or False"),
+        (dict(sharded_table="yes"), TypeError, "sharded_table must be True or False"),
         (dict(activation_checkpointing="always"), ValueError, "checkpointing must be one of"),
         (dict(activation_checkpointing="every_k"), ValueError, "activation_checkpointing_k"),
         (dict(activation_checkpointing_k=2), ValueError, "activation_checkpointing_k"),
@@ -333,6 +334,24 @@ def _sharded_case(chunk_size=None) -> dict:
     return {"table": table.detach(), "projection": model.projection.state_dict()}
 
 
+def _sharded_by_config_case(sharded: bool) -> dict:
+    """3 clipped AdamW steps of the weighted bag, its pooling recomputed, on this rank's slice of
+    each global batch; ``sharded``: the trainer splits the table's rows over the ranks
+    (``TrainConfig.sharded_table``). Returns the trainer's plain model (the table gathered)."""
+    rank, world = group_rank_and_size()
+    set_seed(0)
+    config = TrainConfig(lr=1e-2, clip_norm=0.5, sharded_table=sharded,
+                         activation_checkpointing="every_layer")  # fmt: skip
+    trainer = Trainer(WeightedBagEncoder(VOCAB, DIM), config)
+    generator = torch.Generator().manual_seed(11)
+    for _ in range(STEPS):
+        anchors, positives = torch.randint(1, VOCAB, (2, 12, 5), generator=generator)
+        trainer.step((anchors.tensor_split(world)[rank], positives.tensor_split(world)[rank]))
+    plain = trainer.plain_model()  # a collective: every rank calls it
+    kinds = [type(m).__name__ for m in plain.modules()]
+    return {"state": plain.state_dict(), "kinds": kinds, "pooling": plain.checkpoint_pooling}
+
+
 def _accumulation_case() -> dict:
     rank, world = group_rank_and_size()
     set_seed(0)
@@ -373,6 +392,7 @@ def _all_cases() -> dict:
         "cached": _contrastive_case(4),
         "sharded": _sharded_case(),
         "sharded_cached": _sharded_case(chunk_size=2),
+        "sharded_by_config": _sharded_by_config_case(True),
         "accumulation": _accumulation_case(),
         "uneven_chunks": _uneven_chunks(),
         # 36 rows: equal shards on 2 and 3 ranks, so DDP itself cannot notice; 37: unequal
@@ -389,6 +409,7 @@ def worlds():
         "contrastive": _contrastive_case(None),
         "cached": _contrastive_case(4),
         "sharded": _sharded_case(),
+        "sharded_by_config": _sharded_by_config_case(False),
         "accumulation": _accumulation_case(),
     }
     return single, {w: run_local_group(_all_cases, w, timeout_s=240) for w in (2, 3)}
@@ -417,6 +438,53 @@ def test_a_sharded_table_beside_ddp_equals_one_process(worlds, world, case):
         torch.testing.assert_close(got["table"], expected["table"], rtol=0, atol=ATOL)
         for name, value in expected["projection"].items():
             torch.testing.assert_close(got["projection"][name], value, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_table_the_trainer_shards_trains_as_one_process_and_plain_model_gathers_it(
+    worlds, world
+):
+    """``TrainConfig.sharded_table`` on 2 and 3 ranks: the plain model (the rows gathered,
+    recomputation off) equals one process's unsharded training (float32 rounding: ATOL)."""
+    single, groups = worlds
+    expected = single["sharded_by_config"]
+    assert expected["kinds"] == ["WeightedBagEncoder", "Embedding"] and not expected["pooling"]
+    for result in groups[world]:
+        got = result["sharded_by_config"]
+        assert got["kinds"] == expected["kinds"] and not got["pooling"]
+        assert list(got["state"]) == list(expected["state"])
+        for name, value in expected["state"].items():
+            torch.testing.assert_close(got["state"][name], value, rtol=0, atol=ATOL)
+
+
+def test_plain_model_undoes_every_transform_of_the_step_and_leaves_the_trainer_as_it_is():
+    model = _transformer()
+    names = list(model.state_dict())
+    config = TrainConfig(activation_checkpointing="every_k", activation_checkpointing_k=2)
+    trainer = Trainer(model, config)
+    trainer.step(_pairs()[:2])
+    plain = trainer.plain_model()
+    assert type(plain) is TransformerEncoder and list(plain.state_dict()) == names
+    assert [type(layer).__name__ for layer in plain.layers] == ["TransformerBlock"] * 3
+    assert type(trainer.encoder.layers[0]).__name__ == "CheckpointedSegment"  # still trained so
+    for copied, trained in zip(plain.parameters(), model.parameters(), strict=True):
+        assert copied is not trained and torch.equal(copied, trained)  # bitwise: a copy
+    set_seed(0)
+    bag = WeightedBagEncoder(VOCAB, DIM)
+    trainer = Trainer(bag, TrainConfig(sharded_table=True))  # a world of one: one shard
+    assert type(bag.embedding).__name__ == "ShardedEmbedding"
+    plain = trainer.plain_model()
+    assert type(plain.embedding) is nn.Embedding
+    assert torch.equal(plain.embedding.weight, bag.embedding.weight)
+
+
+def test_a_table_the_trainer_cannot_shard_is_refused_before_anything_changes():
+    transformer = _transformer()  # its token table has a padding row
+    with pytest.raises(ValueError, match="token_embedding.*padding_idx"):
+        Trainer(transformer, TrainConfig(sharded_table=True))
+    assert type(transformer.position_embedding) is nn.Embedding  # nothing was replaced
+    with pytest.raises(ValueError, match="nn.Embedding tables"):
+        Trainer(BagOfEmbeddingsEncoder(VOCAB, DIM), TrainConfig(sharded_table=True))
 
 
 @pytest.mark.parametrize("world", [2, 3])

@@ -10,6 +10,7 @@ options from these fields (``chapter20.core.options``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from chapter20.capstone.recipe import MODELS, EncoderRecipe
@@ -54,8 +55,8 @@ class RunConfig:
     ``model`` ("bag": the recipe's weighted bag; "transformer": 2 blocks, random start) of width
     ``dim``, seeded by ``seed``; ``steps`` optimizer steps of ``batch`` documents (two views
     each, global over the ranks); ``training.lr`` is the rate at ``base_batch`` documents,
-    scaled to ``batch`` by ``lr_scaling``; ``sharded_table`` splits the bag's rows over the
-    ranks. Evaluation every ``eval_every`` steps on ``eval_pairs`` held-out pairs and Lee;
+    scaled to ``batch`` by ``lr_scaling``; ``training.sharded_table`` splits the bag's rows over
+    the ranks. Evaluation every ``eval_every`` steps on ``eval_pairs`` held-out pairs and Lee;
     ``plan_gpu_gb``: the GPU the memory plan is checked against.
     """
 
@@ -69,7 +70,6 @@ class RunConfig:
     lr_scaling: str = option(
         "linear", "how the rate follows the batch (§20.4.1)", choices=LR_SCALING
     )
-    sharded_table: bool = option(False, "split the bag's table rows over the ranks (§20.1)")
     eval_every: int | None = option(100, "evaluate every N steps (none: at the end only)")
     eval_pairs: int = option(
         2_000,
@@ -100,15 +100,14 @@ class RunConfig:
         check_int("seed", self.seed, 0)
         check_positive("plan_gpu_gb", self.plan_gpu_gb)
         check_optional_int("eval_every", self.eval_every, 1)
-        for name in ("sharded_table", "progress"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not isinstance(self.progress, bool):
+            raise TypeError(f"progress must be True or False, got {self.progress!r}")
         if not isinstance(self.training, TrainConfig):
             raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
         if not isinstance(self.loop, LoopConfig):
             raise TypeError(f"loop must be a LoopConfig, got {self.loop!r}")
-        if self.sharded_table and self.model != "bag":
-            raise ValueError("sharded_table shards the bag's table: use model='bag'")
+        if self.training.sharded_table and self.model != "bag":
+            raise ValueError("training.sharded_table shards the bag's table: use model='bag'")
 
     @property
     def checkpoint_dir(self) -> str:
@@ -124,13 +123,22 @@ class RunConfig:
 
     def recipe(self) -> EncoderRecipe:
         """The training signal (``chapter20.capstone.recipe``): the final recipe for the bag; a
-        random start without IDF weights for the Transformer."""
-        if self.model == "bag":
-            return EncoderRecipe(dim=self.dim, seed=self.seed)
-        return EncoderRecipe(
-            model="transformer", idf=False, init="random", dim=self.dim, seed=self.seed
-        )
+        random start without IDF weights for the Transformer. Derived once per configuration:
+        every call returns the same object."""
+        return self._derived[0]
 
     def train_config(self) -> TrainConfig:
-        """The composed step of this run: ``training`` at the rate of this run's batch."""
-        return replace(self.training, lr=self.scaled_lr)
+        """The composed step of this run: ``training`` at the rate of this run's batch. Derived
+        once per configuration: every call returns the same object."""
+        return self._derived[1]
+
+    @cached_property
+    def _derived(self) -> tuple[EncoderRecipe, TrainConfig]:
+        # cached_property writes the instance's __dict__, which a frozen dataclass allows
+        if self.model == "bag":
+            recipe = EncoderRecipe(dim=self.dim, seed=self.seed)
+        else:
+            recipe = EncoderRecipe(
+                model="transformer", idf=False, init="random", dim=self.dim, seed=self.seed
+            )
+        return recipe, replace(self.training, lr=self.scaled_lr)

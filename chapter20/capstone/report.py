@@ -5,7 +5,8 @@
 - :func:`cost_projection`: the time and cost of the chapter's workload at its stated size on
   the cheapest catalog configuration that holds its planned step, on demand and on spot, with
   the date and commit of the catalog's prices (``chapter20.cost``);
-- :func:`plan_lines` and :func:`summary_lines`: the lines ``chapter20 train`` prints.
+- :func:`plan_lines`, :func:`summary_lines` and :func:`baseline_lines`: the lines
+  ``chapter20 train`` prints.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from chapter20.training.memory_plan import MemoryPlan, parallelism_advice, plan
 
 __all__ = [
     "PROJECTION_PREEMPTION",
+    "baseline_lines",
     "cost_projection",
     "memory_plan",
     "plan_lines",
@@ -50,8 +52,8 @@ def _shape(model: nn.Module) -> BagShape | EncoderShape:
 def memory_plan(config: RunConfig, model: nn.Module, world_size: int = 1) -> MemoryPlan:
     """``chapter20.training.memory_plan.plan`` of one step of this run on each of
     ``world_size`` ranks (§20.3): ``batch / world_size`` documents, views of up to ``max_span``
-    tokens, checked
-    against a GPU of ``config.plan_gpu_gb`` GB."""
+    tokens, the table sharded as ``config.training.sharded_table`` says, checked against a GPU
+    of ``config.plan_gpu_gb`` GB."""
     world_size = check_int("world_size", world_size, 1)
     if config.batch % world_size:
         raise ValueError(f"world_size ({world_size}) must divide the batch ({config.batch})")
@@ -61,7 +63,6 @@ def memory_plan(config: RunConfig, model: nn.Module, world_size: int = 1) -> Mem
         batch=config.batch // world_size,
         seq_len=config.recipe().max_span,
         world_size=world_size,
-        sharded_table=config.sharded_table,
         gpu_bytes=config.plan_gpu_gb * 1e9,
     )
 
@@ -180,8 +181,10 @@ def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) ->
     return lines
 
 
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """What ``scripts/train.py`` prints after training."""
+def summary_lines(summary: dict[str, Any], summary_file: str | None = None) -> list[str]:
+    """What ``scripts/train.py`` prints after training: the steps and fingerprint, the peak
+    memory planned and measured, throughput, the final quality next to chance and the start, and
+    where the encoder file and ``summary_file`` are (when rank 0 wrote them)."""
     lines = [
         f"done: {summary['steps']} steps on {summary['world_size']} process(es), resumed "
         f"from step {summary['resumed_from']}; fingerprint {summary['fingerprint']}"
@@ -214,9 +217,33 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines += start_lines(summary.get("start"), final)
     if "encoder_file" in summary:
         lines.append(
-            f"encoder: {summary['encoder_file']} (chapter20.training.encoder_file.load_encoder); "
-            f"summary: {summary['summary_file']}"
+            f"encoder: {summary['encoder_file']} (chapter20.training.encoder_file.load_encoder)"
+            + ("" if summary_file is None else f"; summary: {summary_file}")
         )
+    return lines
+
+
+def baseline_lines(summary: dict[str, Any]) -> list[str]:
+    """The classic baselines a run scored (``summary["baselines"]``, records of
+    ``chapter20.capstone.baselines.baseline_table``) as a table beside the trained encoder's
+    final figures (§20.6); no lines when the run scored none."""
+    if not summary.get("baselines"):
+        return []
+    lines = [
+        "baselines (measured now; LSI's size chosen on the validation pairs):",
+        f"  {'method':<8} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}",
+    ]
+    final = summary.get("final")
+    rows = [("encoder", "training text", final)] if final else []
+    rows += [
+        (r["method"] + (f"-{r['settings']['topics']}" if "topics" in r["settings"] else ""),
+         r["corpus"], r)
+        for r in summary["baselines"]
+    ]  # fmt: skip
+    for method, corpus, r in rows:
+        lee = "—" if r["lee_pearson"] != r["lee_pearson"] else f"{r['lee_pearson']:.3f}"
+        lines.append(f"  {method:<8} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
+                     f"{r['recall@10']:>6.3f} {r['mrr']:>6.3f}")  # fmt: skip
     return lines
 
 

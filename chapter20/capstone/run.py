@@ -3,9 +3,9 @@
 :class:`~chapter20.capstone.config.RunConfig` holds the run: the encoder of
 ``chapter20.capstone.recipe`` (the weighted bag of embeddings with the recipe's training signal,
 or the Transformer), the composed step's ``TrainConfig`` (precision, gradient caching,
-cross-rank negatives, activation checkpointing, optimizer kind with 32-bit table state) with
-linear LR scaling, a sharded table, and the resumable loop's ``LoopConfig`` (checkpoints, chaos
-kills, preemption notices).
+cross-rank negatives, activation checkpointing, a sharded table, optimizer kind with 32-bit table
+state) with linear LR scaling, and the resumable loop's ``LoopConfig`` (checkpoints, chaos kills,
+preemption notices).
 
 - Before training, ``chapter20.capstone.report`` predicts the step's memory and the time and
   cost of the chapter's workload at its stated size, on demand and on spot.
@@ -13,7 +13,9 @@ kills, preemption notices).
   :func:`~chapter20.training.loop.resumable_loop` under ``deterministic_mode`` (a killed and
   resumed run ends bitwise equal to a clean one), with a progress bar on rank 0 and periodic
   held-out evaluation; afterwards it measures one step's peak memory next to the plan, saves
-  the encoder (``chapter20.training.load_encoder`` reads it) and returns a JSON-ready summary.
+  the encoder (``chapter20.training.load_encoder`` reads it), scores the classic baselines if
+  asked, writes ``summary.json`` once, and returns a :class:`FinishedRun` — or, when the loop's
+  ``stop_after`` ended the launch first, a :class:`~chapter20.training.loop.StoppedLaunch`.
 
 ``chapter20.cli.train`` is its command line (``chapter20/scripts/train.py``, ``chapter20 train``).
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,51 +35,46 @@ from torch import nn
 from chapter20.capstone.config import RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderSetup, build_encoder, evaluate_encoder
-from chapter20.capstone.report import cost_projection, memory_plan, plan_lines
+from chapter20.capstone.report import (
+    baseline_lines,
+    cost_projection,
+    memory_plan,
+    plan_lines,
+    summary_lines,
+)
 from chapter20.core.device import deterministic_mode
-from chapter20.core.models import WeightedBagEncoder
 from chapter20.techniques.distributed import group_rank_and_size
-from chapter20.techniques.sharding import ShardedEmbedding
 from chapter20.training.encoder_file import save_encoder
-from chapter20.training.loop import resumable_loop
+from chapter20.training.loop import StoppedLaunch, resumable_loop
 from chapter20.training.state import parameter_fingerprint
 from chapter20.training.trainer import Trainer, step_peak_memory
 
-__all__ = ["ENCODER_FILE", "SUMMARY_FILE", "measured_step_peak", "run_capstone"]
+__all__ = ["ENCODER_FILE", "SUMMARY_FILE", "FinishedRun", "run_capstone"]
 
 ENCODER_FILE = "encoder.pt"
 SUMMARY_FILE = "summary.json"
 
 
-# -- the run -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FinishedRun:
+    """A capstone launch that reached ``config.steps`` (§20.6), as :func:`run_capstone` returns
+    it (a launch that ``stop_after`` ended first is a
+    :class:`~chapter20.training.loop.StoppedLaunch` instead).
 
+    ``summary`` is the JSON-ready record of the run, the same on every rank: the parameter
+    ``fingerprint`` (equal to an uninterrupted run's with the same arguments and process count),
+    ``steps``, ``resumed_from``, the plan and the measured peak, throughput, the evaluations,
+    the cost projection, the configuration; on rank 0 also ``encoder_file`` and, when scored,
+    ``baselines``. Rank 0 wrote exactly this record to ``summary_file`` once (None on the other
+    ranks)."""
 
-def _shard_table(model: WeightedBagEncoder) -> None:
-    """Replace the bag's table by a ``ShardedEmbedding`` holding the same rows, each rank
-    looking up its own ids (``inputs="per_rank"``: row-wise sharding under DDP, §20.1)."""
-    model.embedding = ShardedEmbedding.from_full_weight(
-        model.embedding.weight.detach(), inputs="per_rank"
-    )
+    summary: dict[str, Any]
+    summary_file: str | None
 
-
-def _plain_model(setup: EncoderSetup, model: nn.Module) -> nn.Module:
-    """An unwrapped copy of the trained ``model`` of the kind the encoder file holds: the
-    table's rows gathered from the ranks, checkpointed segments undone (parameters in the same
-    order). A collective when the table is sharded: every rank calls it."""
-    plain = type(model)(**setup.model_kwargs)
-    source = dict(model.named_parameters())
-    with torch.no_grad():
-        if isinstance(model, WeightedBagEncoder):
-            table = model.embedding
-            full = table.full_weight() if isinstance(table, ShardedEmbedding) else table.weight
-            plain.embedding.weight.copy_(full)
-            plain.log_weight.copy_(model.log_weight)
-        else:
-            for target, (_, value) in zip(plain.parameters(), source.items(), strict=True):
-                target.copy_(value)
-            for target, value in zip(plain.buffers(), model.buffers(), strict=True):
-                target.copy_(value)
-    return plain
+    def lines(self) -> list[str]:
+        """What ``chapter20 train`` prints after the run (rank 0): the summary
+        (``chapter20.capstone.report.summary_lines``) and the baselines beside the encoder."""
+        return summary_lines(self.summary, self.summary_file) + baseline_lines(self.summary)
 
 
 class _Progress:
@@ -142,18 +139,24 @@ def _evaluation_line(record: dict) -> str:
 
 
 def run_capstone(
-    config: RunConfig, device: torch.device | str | None = None, *, log=print
-) -> dict[str, Any]:
+    config: RunConfig, device: torch.device | str | None = None, *, log=print,
+    baselines: bool = False,
+) -> FinishedRun | StoppedLaunch:  # fmt: skip
     """Train the capstone encoder of ``config`` from the newest checkpoint in its output
     directory to ``config.steps`` (§20.6); every rank of the current process group calls it.
 
     Prints (rank 0, through ``log``) the memory plan and the cost projection, trains through
     ``Trainer`` inside ``resumable_loop`` (progress bar, evaluation every ``eval_every``
     steps, checkpoints; SIGTERM saves and exits with 143), then measures one step's peak
-    memory next to the plan (one process), saves the encoder file and ``summary.json``.
-    Returns the summary (``stopped_at`` only when ``stop_after`` ended the launch)."""
+    memory next to the plan (one process) and saves the encoder file; rank 0 scores the
+    classic baselines when ``baselines`` (``chapter20.capstone.baselines.baseline_table``) and
+    then writes ``summary.json``, once. Returns the :class:`FinishedRun`, or the
+    :class:`~chapter20.training.loop.StoppedLaunch` when ``config.loop.stop_after`` ended this
+    launch (nothing more is measured or written then)."""
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    if not isinstance(baselines, bool):
+        raise TypeError(f"baselines must be True or False, got {baselines!r}")
     rank, world = group_rank_and_size()
     if config.batch % world:
         raise ValueError(f"batch ({config.batch}) must be divisible by the {world} ranks")
@@ -161,9 +164,7 @@ def run_capstone(
     log = log if rank == 0 else (lambda *_: None)
     with deterministic_mode(enabled=config.loop.deterministic):  # the LSA start too: every
         setup = build_encoder(config.recipe())  # launch of a run must start from the same bits
-    if config.sharded_table:
-        _shard_table(setup.model)
-    trainer = Trainer(setup.model.to(device), config.train_config())
+    trainer = Trainer(setup.model.to(device), config.train_config())  # shards the table
     memory, projection = memory_plan(config, setup.model, world), cost_projection()
     for line in plan_lines(memory, projection, config.plan_gpu_gb):
         log(line)
@@ -175,14 +176,19 @@ def run_capstone(
     )
     run, progress, wall = _train(config, setup, trainer, device)
     if run.stopped:
-        return {"stopped_at": run.steps, "resumed_from": run.resumed_from}
+        return StoppedLaunch.from_loop(run, config.checkpoint_dir)
     summary = _summary(config, trainer, run, progress, wall, memory, projection)
-    if world == 1:
-        summary["measured_peak_bytes"] = measured_step_peak(config, setup, device)
-    plain = _plain_model(setup, trainer.encoder)  # a collective when the table is sharded
-    if rank == 0:
-        _save(config, setup, plain, summary)
-    return summary
+    plain = trainer.plain_model()  # a collective when the table is sharded
+    if world == 1:  # after the fingerprint and the copy: it steps the trainer twice more
+        summary["measured_peak_bytes"] = _measured_step_peak(trainer, setup, config.batch)
+    if rank != 0:
+        return FinishedRun(summary, None)
+    _save_encoder(config, setup, plain, summary)
+    if baselines:
+        summary["baselines"] = _baselines(config.seed)
+    path = Path(config.output_dir) / SUMMARY_FILE
+    path.write_text(json.dumps(summary, indent=1, default=str))
+    return FinishedRun(summary, str(path))
 
 
 def _train(config: RunConfig, setup: EncoderSetup, trainer: Trainer, device: torch.device):
@@ -195,7 +201,7 @@ def _train(config: RunConfig, setup: EncoderSetup, trainer: Trainer, device: tor
 
     def evaluate() -> dict | None:
         # a sharded table answers only when every rank runs the forward pass with it
-        if rank != 0 and not (config.sharded_table and world > 1):
+        if rank != 0 and not (config.training.sharded_table and world > 1):
             return None
         encode = setup.text_encoder(trainer.encoder, device).encode
         scores = evaluate_encoder(encode, retrieval, validation)
@@ -248,28 +254,33 @@ def _summary(config, trainer, run, progress, wall, memory, projection) -> dict[s
     }
 
 
-def _save(config: RunConfig, setup: EncoderSetup, plain: nn.Module, summary: dict) -> None:
-    """Write the encoder file and ``summary.json`` into the output directory (rank 0)."""
-    out = Path(config.output_dir)
+def _save_encoder(config: RunConfig, setup: EncoderSetup, plain: nn.Module, summary: dict):
+    """Write the encoder file into the output directory (rank 0) and name it in ``summary``."""
     metadata = {
         "recipe": asdict(setup.recipe),
         "fingerprint": summary["fingerprint"],
         "steps": summary["steps"],
     }
-    path = save_encoder(out / ENCODER_FILE, plain, setup.tokenizer, setup.model_kwargs, metadata)
+    path = save_encoder(
+        Path(config.output_dir) / ENCODER_FILE, plain, setup.tokenizer, setup.model_kwargs,
+        metadata,
+    )  # fmt: skip
     summary["encoder_file"] = str(path)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, default=str))
-    summary["summary_file"] = str(out / SUMMARY_FILE)
 
 
-def measured_step_peak(config: RunConfig, setup: EncoderSetup, device=None) -> int:
-    """Peak bytes of one step of ``config``'s model (fresh weights of the same shape) on its
-    first batch, measured by ``chapter20.training.trainer.step_peak_memory`` (one process,
-    §20.3)."""
-    model = type(setup.model)(**setup.model_kwargs)
-    if config.sharded_table:
-        _shard_table(model)
-    trainer = Trainer(model.to(device or "cpu"), config.train_config())
-    anchors, positives = setup.sampler(config.batch).batch_at(0)
-    batch = (anchors.to(trainer.device), positives.to(trainer.device))
-    return int(step_peak_memory(trainer, batch, device=trainer.device).peak_bytes)
+def _baselines(seed: int) -> list[dict[str, Any]]:
+    """TF-IDF, LSI, Doc2Vec and BM25 scored now (``baseline_table``: fitted on the encoder's
+    training text and on lee_background, on Lee and the same held-out pairs), as JSON records."""
+    from chapter20.capstone.baselines import baseline_table  # gensim: only when asked
+
+    frame = baseline_table(seeds=(seed,))
+    return frame.drop(columns="settings").assign(settings=frame["settings"]).to_dict("records")
+
+
+def _measured_step_peak(trainer: Trainer, setup: EncoderSetup, batch: int) -> int:
+    """Peak bytes of one step of the run's own ``trainer`` on the first batch of ``batch``
+    documents, by ``chapter20.training.trainer.step_peak_memory`` (one process, §20.3). It takes
+    two more steps, so it comes after the fingerprint and the plain model were taken."""
+    anchors, positives = setup.sampler(batch).batch_at(0)
+    first = (anchors.to(trainer.device), positives.to(trainer.device))
+    return int(step_peak_memory(trainer, first, device=trainer.device).peak_bytes)

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import os
 import sys
 from pathlib import Path
 
 import torch.distributed as dist
 
 from chapter20.capstone.config import RunConfig
-from chapter20.capstone.report import summary_lines
-from chapter20.capstone.run import run_capstone
+from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.core.device import scaled
 from chapter20.core.options import add_options, parse_config
 from chapter20.techniques.distributed import distributed
+from chapter20.training.loop import StoppedLaunch
 
 __all__ = ["DESCRIPTION", "default_config", "main", "parse_args"]
 
@@ -33,8 +33,23 @@ def default_config() -> RunConfig:
     return RunConfig(output_dir="runs/capstone", steps=scaled(600))
 
 
+def _output_dir_ready(config: RunConfig) -> None:
+    """Create ``--output-dir`` before anything trains; ValueError naming the option if it
+    cannot be created or written."""
+    path = Path(config.output_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        raise ValueError(f"--output-dir {path}: cannot be created: {reason}{where}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"--output-dir {path}: cannot be written")
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, argparse.Namespace]:
-    """The run's configuration from ``argv``, and the namespace (for ``--baselines``)."""
+    """The run's configuration from ``argv``, and the namespace (for ``--baselines``); the
+    output directory is created here, so one that cannot be is one line and exit status 2."""
     parser = argparse.ArgumentParser(prog="chapter20 train", description=DESCRIPTION)
     add_options(parser, RunConfig, default_config())
     parser.add_argument(
@@ -44,49 +59,21 @@ def parse_args(argv: list[str] | None = None) -> tuple[RunConfig, argparse.Names
         help="score TF-IDF, LSI, Doc2Vec and BM25 at the end, fitted on the encoder's "
         "training text and on lee_background, on Lee and the same held-out pairs",
     )
-    return parse_config(parser, RunConfig, argv)
+    return parse_config(parser, RunConfig, argv, check=_output_dir_ready)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
     """Run the capstone as ``argv`` says, on every rank of a ``torchrun`` launch (or alone);
-    rank 0 prints the summary. Returns the summary."""
+    rank 0 prints what happened: the finished run's summary (and baselines), or, after
+    ``--stop-after``, where the launch stopped and how to resume. Returns the result."""
     config, args = parse_args(argv)
     with distributed() as ctx:
-        summary = run_capstone(config, ctx.device)
+        result = run_capstone(config, ctx.device, baselines=args.baselines)
         gc.collect()  # DDP objects go before the process group (gloo threads abort otherwise)
         if ctx.world_size > 1:
             dist.barrier()
-    if not ctx.is_main:
-        return summary
-    for line in summary_lines(summary):
-        print(line)
-    if args.baselines:
-        _print_baselines(summary, config.seed)
-    sys.stdout.flush()
-    return summary
-
-
-def _print_baselines(summary: dict, seed: int) -> None:
-    from chapter20.capstone.baselines import baseline_table
-
-    frame = baseline_table(seeds=(seed,))
-    final = summary["final"] or {}
-    print("baselines (measured now; LSI's size chosen on the validation pairs):")
-    print(f"  {'method':<8} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}")
-    rows = [("encoder", "training text", final)] if final else []
-    rows += [
-        (r["method"] + (f"-{r['settings']['topics']}" if "topics" in r["settings"] else ""),
-         r["corpus"], r)
-        for r in frame.to_dict("records")
-    ]  # fmt: skip
-    for method, corpus, r in rows:
-        lee = "—" if r["lee_pearson"] != r["lee_pearson"] else f"{r['lee_pearson']:.3f}"
-        print(f"  {method:<8} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
-              f"{r['recall@10']:>6.3f} {r['mrr']:>6.3f}")  # fmt: skip
-    summary["baselines"] = (
-        frame.drop(columns="settings")
-        .assign(settings=frame["settings"].map(str))
-        .to_dict("records")
-    )
-    path = Path(summary["summary_file"])
-    path.write_text(json.dumps(summary, indent=1, default=str))
+    if ctx.is_main:
+        for line in result.lines():
+            print(line)
+        sys.stdout.flush()
+    return result

@@ -18,7 +18,7 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["option", "add_options", "from_options", "config_fields", "parse_config"]
@@ -137,15 +137,24 @@ def from_options(cls: type, namespace: argparse.Namespace, **fixed: Any) -> Any:
 
 
 def parse_config(
-    parser: argparse.ArgumentParser, cls: type, argv: Sequence[str] | None = None, **fixed: Any
+    parser: argparse.ArgumentParser,
+    cls: type,
+    argv: Sequence[str] | None = None,
+    *,
+    check: Callable[[Any], None] | None = None,
+    **fixed: Any,
 ) -> tuple[Any, argparse.Namespace]:
     """Parse ``argv`` with ``parser`` (to which :func:`add_options` added ``cls``'s options) and
-    build the configuration (:func:`from_options`). A value the dataclass refuses ends the
-    program as argparse's own errors do: ``PROG: error: MESSAGE`` on one line of stderr, exit
-    status 2, no traceback. Returns the configuration and the namespace (for options that are
-    not fields)."""
+    build the configuration (:func:`from_options`). A value the dataclass refuses, or that
+    ``check(config)`` refuses (checks that need the machine, e.g. that a directory can be
+    created), ends the program as argparse's own errors do: ``PROG: error: MESSAGE`` on one line
+    of stderr, exit status 2, no traceback. Returns the configuration and the namespace (for
+    options that are not fields)."""
     namespace = parser.parse_args(argv)
     try:
-        return from_options(cls, namespace, **fixed), namespace
+        config = from_options(cls, namespace, **fixed)
+        if check is not None:
+            check(config)
+        return config, namespace
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")

@@ -32,7 +32,7 @@ from chapter20.capstone.config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderRecipe, build_encoder, train_encoder
 from chapter20.capstone.report import memory_plan
-from chapter20.capstone.run import run_capstone
+from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.core.checks import check_int
 from chapter20.core.measure import time_interleaved
 from chapter20.core.plotting import new_panels
@@ -231,8 +231,10 @@ def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:
 
 def _rank_of_a_run(config: RunConfig) -> dict | None:
     """One rank of :func:`cross_rank_ablation`'s runs (``run_local_group`` calls it)."""
-    summary = run_capstone(config, log=lambda *_: None)
-    return summary if group_rank_and_size()[0] == 0 else None
+    result = run_capstone(config, log=lambda *_: None)
+    if not isinstance(result, FinishedRun):
+        raise ValueError(f"the run must train to its last step, got {result}")
+    return result.summary if group_rank_and_size()[0] == 0 else None
 
 
 def cross_rank_ablation(

@@ -27,7 +27,7 @@ import pandas as pd
 
 from chapter20.capstone.config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
-from chapter20.capstone.run import run_capstone
+from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig
@@ -359,6 +359,8 @@ def composed_run(steps: int = 100, eval_every: int = 50, **fields) -> tuple[dict
         config = RunConfig(
             output_dir=tmp, steps=steps, eval_every=eval_every, progress=False, **fields
         )
-        summary = run_capstone(config, log=printed.append)
-    gone = ("encoder_file", "summary_file")  # removed with the directory
-    return {k: v for k, v in summary.items() if k not in gone}, printed
+        result = run_capstone(config, log=printed.append)
+    if not isinstance(result, FinishedRun):
+        raise ValueError(f"the run must train to its last step, got {result}")
+    gone = ("encoder_file",)  # removed with the directory
+    return {k: v for k, v in result.summary.items() if k not in gone}, printed

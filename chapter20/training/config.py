@@ -42,6 +42,9 @@ class TrainConfig:
       ``chapter20.techniques.activation_checkpointing.POLICIES``) and, for "every_k",
       ``activation_checkpointing_k``. (Saved checkpoints of the training state are the
       resumable loop's: ``chapter20.training.loop.LoopConfig``.)
+    - a table too large for one device (§20.1): ``sharded_table`` splits the rows of the
+      encoder's ``nn.Embedding`` tables over the ranks (row-wise sharding beside data
+      parallelism: each rank looks up its own ids).
     """
 
     optimizer: str = option("adamw", "optimizer kind (§20.3.2)", choices=OPTIMIZER_KINDS)
@@ -70,6 +73,10 @@ class TrainConfig:
     activation_checkpointing_k: int | None = option(
         None, "layers per checkpointed segment, for the policy every_k"
     )
+    sharded_table: bool = option(
+        False, "split the embedding table's rows over the ranks, each rank looking up its own "
+        "ids (§20.1)",
+    )
 
     def __post_init__(self) -> None:
         self._check_optimizer()
@@ -88,7 +95,7 @@ class TrainConfig:
         if k is not None:
             check_int("activation_checkpointing_k", k, 1)
         for name in ("state_32bit_tables", "learn_temperature", "symmetric",
-                     "cross_rank_negatives"):  # fmt: skip
+                     "cross_rank_negatives", "sharded_table"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
 

@@ -59,7 +59,6 @@ def plan(
     world_size: int = 1,
     zero_stage: int = 0,
     towers: int = 2,
-    sharded_table: bool = False,
     gpu_bytes: float | None = None,
     device: torch.device | str | None = None,
 ) -> MemoryPlan:
@@ -87,9 +86,9 @@ def plan(
 
     A :class:`~chapter20.techniques.memory_model.BagShape` (the weighted bag of embeddings) is
     planned by :func:`_plan_bag`: its only large activation is each tower's gathered rows,
-    ``batch × seq_len × dim``; with ``sharded_table`` its table's rows (and their gradients and
-    state) are split over ``world_size`` ranks (§20.1,
-    ``chapter20.techniques.sharding.ShardedEmbedding``).
+    ``batch × seq_len × dim``; with ``config.sharded_table`` its table's rows (and their
+    gradients and state) are split over ``world_size`` ranks (§20.1,
+    ``chapter20.techniques.sharding.ShardedEmbedding``), as the trainer shards them.
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -110,14 +109,14 @@ def plan(
         world_size=check_int("world_size", world_size, 1),
         zero_stage=zero_stage,
         towers=check_int("towers", towers, 1),
-        sharded_table=bool(sharded_table),
+        sharded_table=config.sharded_table,
     )
     if isinstance(model, BagShape):
         return _plan_bag(model, settings, gpu_bytes)
     if not isinstance(model, EncoderShape):
         raise TypeError(f"model must be an EncoderShape or BagShape, got {type(model).__name__}")
-    if sharded_table:
-        raise ValueError("sharded_table is planned for a BagShape only")
+    if config.sharded_table:
+        raise ValueError("config.sharded_table is planned for a BagShape only")
     if seq_len > model.max_len:
         raise ValueError(f"seq_len must be <= max_len={model.max_len}, got {seq_len}")
     return _plan_encoder(model, settings, gpu_bytes)

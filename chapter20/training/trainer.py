@@ -20,26 +20,30 @@ returns one :class:`StepResult` — for every combination of:
   averaged like every other;
 - **activation checkpointing** (§20.3.1) with any policy of
   ``chapter20.techniques.activation_checkpointing``;
-- **any optimizer** of ``chapter20.techniques.optimizers`` (§20.3.2), 8-bit state with 32-bit state
-  for
-  embedding tables, a linear warm-up and an optional cosine decay, gradient clipping;
+- **any optimizer** of ``chapter20.techniques.optimizers`` (§20.3.2), 8-bit state with 32-bit
+  state for embedding tables, a linear warm-up and an optional cosine decay, gradient clipping;
 - **data parallelism with a sharded table** (§20.1, §20.4): the module is wrapped in DDP when
   the group has more than one rank; the rows of a ``ShardedEmbedding`` (``per_rank`` inputs)
   are kept out of DDP, and their gradient, which arrives summed over the ranks, is divided by
   the world size, so W ranks make exactly the single-process update. The gradient norm that
   clipping and the skip test use counts every rank's rows.
 
+The trainer owns what it does to the model: ``TrainConfig.sharded_table`` replaces the encoder's
+``nn.Embedding`` tables by sharded ones (``ShardedEmbedding``) and
+``TrainConfig.activation_checkpointing`` regroups its layers, both when the trainer is built;
+:meth:`Trainer.plain_model` is the one way back, a copy with every such change undone (the
+tables gathered), e.g. for an encoder file.
 :meth:`Trainer.capture_state` / :meth:`Trainer.restore_state` hand the whole training state to
-``chapter20.training.checkpoints.CheckpointManager`` (§20.5.2). :func:`train_on_pairs` is the one
-loop the labs share; :func:`heldout_run` trains the bag-of-embeddings encoder through it on the
-next-sentence pairs and scores held-out recall, the quality check of notebooks 02, 03 and 05.
-:func:`load_encoder` (from ``chapter20.training.encoder_file``) reads a trained encoder file back
-without any training state: ``load_encoder(path).encode(texts)``.
+``chapter20.training.checkpoints.CheckpointManager`` (§20.5.2), and :func:`step_peak_memory`
+measures one step. The loops around the step are elsewhere: ``chapter20.training.loop`` (the
+resumable loop) and ``chapter20.training.pair_training`` (the labs' loop on pairs and its
+held-out score).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,8 +55,9 @@ from torch import nn
 
 from chapter20.core.checks import check_positive
 from chapter20.core.measure import peak_memory
+from chapter20.core.models import TransformerEncoder, WeightedBagEncoder
 from chapter20.techniques.accumulation import num_examples, split_batch
-from chapter20.techniques.activation_checkpointing import apply_checkpointing
+from chapter20.techniques.activation_checkpointing import CheckpointedSegment, apply_checkpointing
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
     grad_cache_backward,
@@ -167,6 +172,7 @@ class Trainer:
         self.rank, self.world_size = group_rank_and_size(group)
         self.device = _device_of(encoder)
         self.dtype = resolve_precision(config.precision, self.device)
+        self._sharded_tables = _shard_tables(encoder, group) if config.sharded_table else []
         if config.activation_checkpointing != "none":
             apply_checkpointing(
                 encoder, config.activation_checkpointing, k=config.activation_checkpointing_k
@@ -254,6 +260,24 @@ class Trainer:
     def encoder(self) -> nn.Module:
         """The plain encoder being trained (not wrapped)."""
         return self.module.encoder
+
+    def plain_model(self) -> nn.Module:
+        """A copy of the encoder as it was before this trainer changed it, with the trained
+        values (§20.6): every table that ``config.sharded_table`` sharded gathered into an
+        ``nn.Embedding`` (a collective with more than one rank: every rank calls it),
+        ``config.activation_checkpointing`` undone; the same parameter names and order as the
+        encoder given to the trainer, on the trainer's device. The trainer is not changed."""
+        replaced: dict[int, Any] = {}
+        for name in self._sharded_tables:
+            table = self.encoder.get_submodule(name)
+            replaced[id(table)] = nn.Embedding.from_pretrained(table.full_weight(), freeze=False)
+        for module in self.encoder.modules():  # a process group is shared, never copied
+            if isinstance(module, ShardedEmbedding) and module.group is not None:
+                replaced[id(module.group)] = module.group
+        plain = copy.deepcopy(self.encoder, replaced)
+        if self.config.activation_checkpointing != "none":
+            _undo_checkpointing(plain)
+        return plain
 
     @property
     def precision(self) -> str:
@@ -487,6 +511,47 @@ class Trainer:
         )
         self.skipped_steps = int(state["extra"].get("skipped_steps", 0))
         return self.steps
+
+
+def _shard_tables(encoder: nn.Module, group: dist.ProcessGroup | None) -> list[str]:
+    """Replace each ``nn.Embedding`` of ``encoder`` by a ``ShardedEmbedding`` holding the same
+    rows, each rank looking up its own ids (``inputs="per_rank"``: row-wise sharding beside
+    DDP, §20.1); the names of the replaced tables. Parameter order is kept."""
+    names = [name for name, m in encoder.named_modules() if type(m) is nn.Embedding]
+    if not names or "" in names:
+        raise ValueError(
+            "sharded_table needs an encoder holding nn.Embedding tables, got "
+            f"{type(encoder).__name__}"
+        )
+    for name in names:  # every table checked before any is replaced
+        table = encoder.get_submodule(name)
+        if table.padding_idx is not None or table.max_norm is not None or table.sparse:
+            raise ValueError(
+                f"sharded_table: the table {name!r} has padding_idx, max_norm or sparse set, "
+                "which a ShardedEmbedding does not reproduce"
+            )
+    for name in names:
+        table = encoder.get_submodule(name)
+        parent, _, child = name.rpartition(".")
+        sharded = ShardedEmbedding.from_full_weight(
+            table.weight.detach(), inputs="per_rank", group=group
+        )
+        setattr(encoder.get_submodule(parent), child, sharded)
+    return names
+
+
+def _undo_checkpointing(model: nn.Module) -> None:
+    """Undo ``apply_checkpointing`` on ``model`` in place: the bag pools without recomputing,
+    a Transformer's checkpointed segments become its plain layers again."""
+    for module in model.modules():
+        if isinstance(module, WeightedBagEncoder):
+            module.checkpoint_pooling = False
+        elif isinstance(module, TransformerEncoder):
+            module.layers = nn.ModuleList(
+                layer
+                for unit in module.layers
+                for layer in (unit.layers if isinstance(unit, CheckpointedSegment) else [unit])
+            )
 
 
 def _is_table(module: nn.Module) -> bool:
