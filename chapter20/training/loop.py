@@ -267,6 +267,7 @@ class StoppedLaunch:
         return [
             f"stopped after step {self.stopped_at} (--stop-after; this launch started "
             f"{start}); step {self.stopped_at} itself was not saved",
-            f"checkpoints: {self.checkpoint_dir} (the next launch resumes from the newest)",
+            f"checkpoints: {self.checkpoint_dir} (the next launch resumes from the newest one "
+            "there, from scratch if there is none)",
             "to resume: run the same command again without --stop-after",
         ]
