@@ -40,6 +40,8 @@ html_theme_options = {
     "navigation_with_keys": False,
 }
 html_last_updated_fmt = None
+html_static_path = ["_static"]  # relative to this folder (sphinx-build -c book)
+html_css_files = ["book.css"]
 # The theme's light/dark switch starts from the reader's system setting (left unset, its script
 # logs an error on every page).
 html_context = {"default_mode": "auto"}
