@@ -142,7 +142,7 @@ def _capstone_setup():
 
 
 def _run_config(**extra):
-    from chapter20.capstone.config import RunConfig
+    from chapter20.capstone.run_config import RunConfig
 
     return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
 
@@ -720,7 +720,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "capstone.recipe.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
     "techniques.memory_model.BagShape": lambda: {"vocab_size": 100, "dim": 8},
-    "capstone.config.RunConfig": lambda: {
+    "capstone.run_config.RunConfig": lambda: {
         "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "base_batch": 8,
         "eval_every": 2, "eval_pairs": 10, "plan_gpu_gb": 80.0,
     },
@@ -803,7 +803,7 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.recipe.EncoderRecipe.seed",
             "capstone.recipe.EncoderRecipe.word_dropout",
             "capstone.recipe.train_encoder.steps",
-            "capstone.config.RunConfig.seed",
+            "capstone.run_config.RunConfig.seed",
             "capstone.baselines.baseline_table.seeds",
             "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chapter20.capstone.config import CAPSTONE_TRAINING, RunConfig
+from chapter20.capstone.run_config import CAPSTONE_TRAINING, RunConfig
 from chapter20.capstone.report import cost_projection, memory_plan
 from chapter20.capstone.run import SUMMARY_FILE, FinishedRun, run_capstone
 from chapter20.cli.main import main as chapter20_main

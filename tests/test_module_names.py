@@ -14,9 +14,7 @@ PACKAGE = Path(chapter20.__file__).parent
 
 #: Pairs that exist today and are to be renamed (each names the exact files, so a third module of
 #: the same name still fails); remove an entry when its rename lands.
-PENDING: dict[str, frozenset[str]] = {
-    "config.py": frozenset({"capstone/config.py", "training/config.py"}),
-}
+PENDING: dict[str, frozenset[str]] = {}
 
 
 def shared_module_names(root: Path) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from chapter20.capstone.config import RunConfig
+from chapter20.capstone.run_config import RunConfig
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.findings import share
 from chapter20.core.measure import format_bytes

@@ -1,6 +1,6 @@
 """§20.6 The chapter in one run: the capstone encoder trained with every technique switched on.
 
-:class:`~chapter20.capstone.config.RunConfig` holds the run: the encoder of
+:class:`~chapter20.capstone.run_config.RunConfig` holds the run: the encoder of
 ``chapter20.capstone.recipe`` (the weighted bag of embeddings with the recipe's training signal,
 or the Transformer), the composed step's ``TrainConfig`` (precision, gradient caching,
 cross-rank negatives, activation checkpointing, a sharded table, optimizer kind with 32-bit table
@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from chapter20.capstone.config import RunConfig
+from chapter20.capstone.run_config import RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderSetup, build_encoder, evaluate_encoder
 from chapter20.capstone.report import (

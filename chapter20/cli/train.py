@@ -1,6 +1,6 @@
 """``chapter20 train`` and ``scripts/train.py``: the capstone run's command line (§20.6).
 
-Every option is a field of :class:`~chapter20.capstone.config.RunConfig`, of its
+Every option is a field of :class:`~chapter20.capstone.run_config.RunConfig`, of its
 ``TrainConfig`` or of its ``LoopConfig``, derived by ``chapter20.core.options``; the one option
 that is not (``--baselines``) scores the classic baselines after training, fitted on the same
 text as the encoder and on ``lee_background``, on Lee and on the same held-out pairs.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from chapter20.capstone.config import RunConfig
+from chapter20.capstone.run_config import RunConfig
 from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.core.device import scaled
 from chapter20.core.options import add_options, parse_config

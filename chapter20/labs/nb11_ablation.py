@@ -1,6 +1,6 @@
 """§20.6 The ablation of notebook 11: the composed step with each memory technique off in turn.
 
-The composed step (``chapter20.capstone.config.CAPSTONE_COMPOSED``: bf16 autocast, gradient
+The composed step (``chapter20.capstone.run_config.CAPSTONE_COMPOSED``: bf16 autocast, gradient
 caching, activation checkpointing, 8-bit optimizer state) against each technique switched off,
 against plain fp32 (all off), and against a positive control (the batch that fits without
 gradient caching: one chunk, so fewer in-batch negatives), on the capstone encoder:
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.capstone.config import CAPSTONE_COMPOSED, RunConfig
+from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderRecipe, build_encoder, train_encoder
 from chapter20.capstone.report import memory_plan
@@ -79,7 +79,7 @@ ABLATION: dict[str, dict] = {
 
 
 def ablation_config(name: str, batch: int, chunk: int, *, dim: int = 256, seed: int = 0):
-    """The :class:`~chapter20.capstone.config.RunConfig` of variant ``name`` at ``batch``
+    """The :class:`~chapter20.capstone.run_config.RunConfig` of variant ``name`` at ``batch``
     documents in chunks of ``chunk`` (§20.6)."""
     if name not in ABLATION:
         raise ValueError(f"name must be one of {list(ABLATION)}, got {name!r}")

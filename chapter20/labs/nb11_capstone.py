@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from chapter20.capstone.config import CAPSTONE_COMPOSED, RunConfig
+from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
@@ -345,7 +345,7 @@ def saved_and_loaded_difference(setup, texts: list[str]) -> float:
 
 
 def composed_training(chunk_size: int = 64, warmup_steps: int = 10) -> TrainConfig:
-    """``chapter20.capstone.config.CAPSTONE_COMPOSED`` (every memory technique on) with gradient
+    """``chapter20.capstone.run_config.CAPSTONE_COMPOSED`` (every memory technique on) with gradient
     caching in chunks of ``chunk_size`` documents and ``warmup_steps`` of warm-up (§20.6)."""
     return replace(CAPSTONE_COMPOSED, chunk_size=chunk_size, warmup_steps=warmup_steps)
 
