@@ -46,6 +46,9 @@ __all__ = [
     "cheapest_config_by_menu",
     "mixed_precision_table",
     "spot_by_type",
+    "c19_note",
+    "c20_note",
+    "c21_note",
 ]
 
 #: Listing L12's three instance types: the chapter's price per hour, GPU count and GPU label
@@ -294,6 +297,39 @@ def compute_share_over_scenarios(
                     }
                 )
     return pd.DataFrame(records)
+
+
+def c19_note(choice) -> str:
+    """Claim C19's note in notebook 08's claims check: L12's pick ``choice`` (a
+    ``cheapest_config`` result) described, beside the whole catalog's answer of
+    :func:`cheapest_config_by_menu`."""
+    answer = cheapest_config_by_menu().loc["the whole catalog", "choice"]
+    return f"{choice.describe()}; the whole catalog's answer: {answer}"
+
+
+def c20_note(by_type: pd.DataFrame, zones: pd.DataFrame, net_median: float, label: str) -> str:
+    """Claim C20's note in notebook 08's claims check: how many types (:func:`spot_by_type`) and
+    zones (``cost.spot_discounts``), the share of zones saving 50-90%, the median saving net of
+    preemptions (section 7's model) and the catalog's ``label``."""
+    inside = zones["saving %"].between(50, 90).mean()
+    return (
+        f"{len(by_type)} types, {len(zones)} zones, {inside:.0%} of zones within 50-90%; "
+        f"net of preemptions (model, section 7) {net_median:.0f}%; {label}"
+    )
+
+
+def c21_note(record: ThroughputRecord = H200_MEASUREMENT) -> str:
+    """Claim C21's note in notebook 08's claims check: the GPU record's bf16 speed-up and cost
+    saved over both fp32 baselines (:func:`mixed_precision_table`), and how to record rows of
+    the current code."""
+    table = mixed_precision_table(record)
+    fp32, tf32 = table.loc["fp32"], table.loc["tf32"]
+    return (
+        f"GPU record {record.date} (rows without a code version, not judged): "
+        f"vs fp32 x{fp32['speed-up']:.2f} = {fp32['cost saved %']:.0f}%, "
+        f"vs TF32 x{tf32['speed-up']:.2f} = {tf32['cost saved %']:.0f}%; "
+        "chapter20 bench cost-throughput --record measures current rows"
+    )
 
 
 def benchmark(
