@@ -108,6 +108,7 @@ class RunConfig:
             raise TypeError(f"loop must be a LoopConfig, got {self.loop!r}")
         if self.training.sharded_table and self.model != "bag":
             raise ValueError("training.sharded_table shards the bag's table: use model='bag'")
+        object.__setattr__(self, "training", self.training.for_steps(self.steps))
 
     @property
     def checkpoint_dir(self) -> str:
