@@ -117,7 +117,7 @@ def test_speed_findings_compare_each_of_ours_with_gensim_of_its_objective():
     assert line.startswith("ours negative: 2.10× faster than gensim negative")
 
 
-def test_data_parallel_summary_reads_rank_zero_and_the_sync_share():
+def _data_parallel_table() -> pd.DataFrame:
     from chapter20.labs.nb09_data_parallel import data_parallel_summary
 
     runs = pd.DataFrame({
@@ -126,12 +126,60 @@ def test_data_parallel_summary_reads_rank_zero_and_the_sync_share():
         "words_per_second": [1e5, 2e5, 3e5, 4e5], "seconds": [10.0] * 4,
         "sync_seconds": [1.0] * 4,
     })  # fmt: skip
-    single = _runs()
-    table = data_parallel_summary(runs, single)
+    return data_parallel_summary(runs, _runs())
+
+
+def test_data_parallel_summary_reads_rank_zero_and_the_sync_share():
+    table = _data_parallel_table()
     assert list(table.index) == ["1 process, 2 Hogwild workers", "dp"]
     assert table.wordsim_gap["dp"] == pytest.approx(0.21 - 0.22)
     assert table.words_per_second["dp"] == 2.5e5 and table.sync_share["dp"] == pytest.approx(0.1)
     assert table.together_words_per_second["dp"] == pytest.approx(5e5)  # (1+2, 3+4) e6 / 10 s
+
+
+def test_data_parallel_speed_findings_compare_the_ranks_with_one_process_and_the_sync_share():
+    from chapter20.labs.nb09_data_parallel import data_parallel_speed_findings
+
+    speed, syncs = data_parallel_speed_findings(_data_parallel_table(), "dp")
+    # ranks together 5e5 words/s; one process: the median of "ours negative", 1e5
+    assert speed.startswith("two ranks together (1 thread each): 5.00× faster than one process")
+    assert syncs == (
+        "time in the syncs (waiting for the other rank included): 10% of the training time "
+        "(0.1 of 1)"
+    )
+
+
+def test_growth_findings_compare_the_objectives_growth_and_the_path_length_with_log2_n():
+    from chapter20.labs.nb09_step_cost import growth_findings
+
+    summary = pd.DataFrame(
+        {"objective": ["negative", "hierarchical", "softmax"], "growth": [2.0, 4.0, 400.0]}
+    )
+    paths = pd.DataFrame({"mean_path": [10.0, 12.0], "log2_n": [10.0, 20.0]})
+    hierarchical, softmax, nodes = growth_findings(summary, paths)
+    assert hierarchical.startswith(
+        "hierarchical softmax's time per pair, growth: 2.00× higher than negative sampling's"
+    )
+    assert softmax.startswith(
+        "full softmax's time per pair, growth: 100.00× higher than the hierarchical softmax's"
+    )
+    assert nodes.startswith("hierarchical softmax's nodes per pair, growth: 1.67× lower than log₂")
+
+
+def test_profile_findings_compare_the_c_loop_with_the_plain_step_without_sampling_the_pairs():
+    from chapter20.labs.nb09_step_cost import profile_findings
+
+    profile = pd.DataFrame({
+        "part": ["sample pairs (subsampling, windows)", "draw noise words", "gather rows",
+                 "fused kernel (whole step)"],
+        "us_per_pair": [1.0, 0.5, 1.5, 0.5], "path": ["plain"] * 3 + ["fused"],
+    })  # fmt: skip
+    (line,) = profile_findings(profile)  # plain: 0.5 + 1.5, sampling the pairs left out
+    assert line == (
+        "C loop (noise draws inside): 4.00× faster than plain step with its noise draws "
+        "(0.5 µs per pair vs 2 µs per pair)"
+    )
+    assert profile_findings(profile[profile.path == "plain"]) == []  # no C loop ran
 
 
 @pytest.mark.parametrize("objective", ["negative", "hierarchical"])

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
+from chapter20.core.findings import compare, share
 from chapter20.techniques.distributed import run_local_group
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.data_parallel import train_word2vec_data_parallel
@@ -23,6 +24,7 @@ __all__ = [
     "DP_CONTROL",
     "data_parallel_runs",
     "data_parallel_summary",
+    "data_parallel_speed_findings",
 ]
 
 #: The variants the notebook runs at its default scale: ``name -> (syncs_per_epoch, combine,
@@ -122,3 +124,17 @@ def data_parallel_summary(frame: pd.DataFrame, single: pd.DataFrame) -> pd.DataF
             "sync_share": float(group.sync_seconds.sum() / group.seconds.sum()),
         })  # fmt: skip
     return pd.DataFrame(rows).set_index("variant")
+
+
+def data_parallel_speed_findings(summary: pd.DataFrame, variant: str) -> list[str]:
+    """Notebook 09, section 5: for ``variant`` of :func:`data_parallel_summary`, the words per
+    second of the ranks together next to one process with two Hogwild workers (the same two
+    cores), and the share of the training time spent in the syncs (waiting for the other rank
+    included): two lines printed by ``core.findings.compare`` and ``core.findings.share``."""
+    return [
+        compare("two ranks together (1 thread each)", summary.together_words_per_second[variant],
+                "one process (2 threads)", summary.words_per_second["1 process, 2 Hogwild workers"],
+                quantity="rate", unit="words/s"),
+        share("time in the syncs (waiting for the other rank included)",
+              summary.sync_share[variant], 1.0, of="the training time"),
+    ]  # fmt: skip

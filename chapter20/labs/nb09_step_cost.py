@@ -20,6 +20,7 @@ import torch
 
 from chapter20.core.corpora import zipf_ids, zipf_probabilities
 from chapter20.core.device import get_device
+from chapter20.core.findings import compare
 from chapter20.core.measure import time_fn
 from chapter20.core.seed_statistics import range_text
 from chapter20.vocab.vocabulary import build_vocab
@@ -46,8 +47,10 @@ __all__ = [
     "step_time_vs_vocab",
     "step_time_table",
     "path_length_vs_vocab",
+    "growth_findings",
     "PROFILE_CATEGORIES",
     "profile_step",
+    "profile_findings",
 ]
 
 
@@ -302,6 +305,24 @@ def path_length_vs_vocab(
     return pd.DataFrame(records)
 
 
+def growth_findings(summary: pd.DataFrame, paths: pd.DataFrame) -> list[str]:
+    """Notebook 09, section 3: the growth of the time per pair from the smallest to the largest
+    vocabulary, hierarchical softmax's next to negative sampling's and the full softmax's next
+    to the hierarchical softmax's (``summary``: ``nb09_word2vec.scaling_summary``), and the
+    growth of the hierarchical softmax's nodes per pair next to log2 n's (``paths``:
+    :func:`path_length_vs_vocab`): three lines printed by ``core.findings.compare``."""
+    growth = summary.set_index("objective").growth
+    first, last = paths.iloc[0], paths.iloc[-1]
+    return [
+        compare("hierarchical softmax's time per pair, growth", growth["hierarchical"],
+                "negative sampling's", growth["negative"], unit="×"),
+        compare("full softmax's time per pair, growth", growth["softmax"],
+                "the hierarchical softmax's", growth["hierarchical"], unit="×"),
+        compare("hierarchical softmax's nodes per pair, growth", last.mean_path / first.mean_path,
+                "log₂ n's", last.log2_n / first.log2_n, unit="×"),
+    ]  # fmt: skip
+
+
 # --- where the time of one training step goes ------------------------------------------------
 
 #: The profile's categories, and the aten ops (self time) that make each one up: the plain
@@ -410,6 +431,22 @@ def profile_step(
                      "us_per_pair": per_pair, "share_%": float("nan")}  # fmt: skip
         frame = pd.concat([frame, pd.DataFrame([fused_row])], ignore_index=True)
     return frame
+
+
+def profile_findings(profile: pd.DataFrame) -> list[str]:
+    """Notebook 09, section 3: the C loop's time per pair (noise draws inside) next to the plain
+    step's with its noise draws (every plain row of :func:`profile_step` but sampling the
+    pairs), one line printed by ``core.findings.compare``; no line when the C loop did not
+    run."""
+    sampling = profile.part.str.startswith("sample pairs")
+    plain = profile[(profile.path == "plain") & ~sampling].us_per_pair.sum()
+    fused = profile[profile.path == "fused"].us_per_pair
+    if not len(fused):
+        return []
+    return [
+        compare("C loop (noise draws inside)", fused.iloc[0], "plain step with its noise draws",
+                plain, quantity="time", unit="µs per pair")
+    ]  # fmt: skip
 
 
 def _fused_seconds(model, batches, batch, seed) -> float | None:
