@@ -219,6 +219,28 @@ def test_subword_quality_gap_evidence_judges_the_worse_size_and_needs_its_contro
     assert check("C30", **evidence).verdict == verdict
 
 
+def test_subword_comparisons_set_each_model_against_the_words_within_its_seed_spread():
+    lines = vectors_lab.subword_comparisons(_subword_summary(-0.005))
+    names = ["bpe 4000", "bpe 8000", "bpe 500 (control)"]
+    assert [line.partition(",")[0] for line in lines] == names
+    assert lines[0].startswith("bpe 4000, mean ρ on the same pairs: 1.13× lower than the word vec")
+    # the control: 0.345 vs 0.35, within its delta_std of 0.01
+    assert "indistinguishable from the word vectors' (0.345 vs 0.35)" in lines[2]
+
+
+def test_projection_step_findings_compare_pca_with_each_raw_variant_within_the_ranges():
+    bench = pd.DataFrame({
+        "variant": ["dense_linear", "embedding_bag", "embedding_bag_sparse", "pca_precomputed"],
+        "step_ms": [4.0, 1.05, 2.0, 1.0], "step_ms_min": [3.9, 0.8, 1.9, 0.9],
+        "step_ms_max": [4.1, 1.3, 2.1, 1.1],
+    })  # fmt: skip
+    dense, bag, sparse = vocab_lab.projection_step_findings(bench)
+    assert dense == "pca_precomputed step: 4.00× faster than dense_linear (1 ms vs 4 ms)"
+    assert bag.startswith("pca_precomputed step: indistinguishable from embedding_bag")
+    assert bag.endswith("within the spread of 0.5 ms")  # the larger range, embedding_bag's
+    assert sparse.startswith("pca_precomputed step: 2.00× faster than embedding_bag_sparse")
+
+
 def test_bpe_merge_proof_agrees_with_tokenizers(bpe_small, lee_split):
     proof = vectors_lab.bpe_merge_proof(bpe_small, lee_split[0], lee_split[1][:10], merges=50)
     assert proof["merges"] == 50 and proof["merges_equal"]

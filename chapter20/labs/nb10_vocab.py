@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import wiki_sentences
 from chapter20.core.device import get_device, set_seed, synchronize
+from chapter20.core.findings import compare
 from chapter20.core.measure import (
     Timing,
     format_bytes,
@@ -56,6 +57,7 @@ __all__ = [
     "plot_projection",
     "projection_accuracy",
     "projection_equivalence",
+    "projection_step_findings",
     "sparse_projection_benchmark",
 ]
 
@@ -488,6 +490,19 @@ def autoencoder_vs_pca(
             "chance_accuracy": float(accuracy.chance_accuracy.iloc[0]),
         })  # fmt: skip
     return pd.DataFrame(records).set_index("method")
+
+
+def projection_step_findings(bench: pd.DataFrame) -> list[str]:
+    """Notebook 10, section 4 (C28): ``pca_precomputed``'s step time next to each raw-input
+    variant's in :func:`sparse_projection_benchmark`'s table, indistinguishable within the larger
+    of the two min-max ranges: one line each, printed by ``core.findings.compare``."""
+    timed = bench.set_index("variant")
+    ranges, pca = timed.step_ms_max - timed.step_ms_min, timed.loc["pca_precomputed"]
+    return [
+        compare("pca_precomputed step", pca.step_ms, raw, timed.step_ms[raw], quantity="time",
+                unit="ms", spread=max(ranges[raw], ranges["pca_precomputed"]))
+        for raw in ("dense_linear", "embedding_bag", "embedding_bag_sparse")
+    ]  # fmt: skip
 
 
 def pca_step_speedup_evidence(

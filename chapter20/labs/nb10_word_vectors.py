@@ -26,6 +26,7 @@ import torch
 
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import word_similarity
+from chapter20.core.findings import compare
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import summarize_seeds
 from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
@@ -45,6 +46,7 @@ __all__ = [
     "plot_pruning",
     "subword_quality",
     "subword_summary",
+    "subword_comparisons",
     "SUBWORD_CONFIG",
     "SUBWORD_STUDY",
     "subword_study",
@@ -316,6 +318,19 @@ def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
     out["rows"] = grouped["rows"].first()
     out["oov_pairs"] = grouped["oov_pairs"].max()
     return out
+
+
+def subword_comparisons(summary: pd.DataFrame) -> list[str]:
+    """Notebook 10, section 3 (C30): for each model of :func:`subword_summary` but the words,
+    its mean ρ on the same pairs next to the word vectors', with the seed-to-seed standard
+    deviation of its ``delta`` as the spread: one line each, printed by
+    ``core.findings.compare``."""
+    words = summary.loc["words", "rho_same_pairs_mean"]
+    return [
+        compare(f"{name}, mean ρ on the same pairs", row.rho_same_pairs_mean,
+                "the word vectors'", words, spread=row.delta_std)
+        for name, row in summary.drop(index="words").iterrows()
+    ]  # fmt: skip
 
 
 #: Notebook 10's subword study (C30): word2vec's settings, the BPE sizes, the control and the
