@@ -263,7 +263,9 @@ def test_judged_subwords_reads_the_record_unless_the_run_trained_every_seed():
     from chapter20.labs.common import PROVENANCE
 
     record = pd.read_csv(data_file(vectors_lab.SUBWORD_STUDY))
-    one_seed = vectors_lab.SubwordRuns(record[record.seed == 1].drop(columns=list(PROVENANCE)), None)
+    one_seed = vectors_lab.SubwordRuns(
+        record[record.seed == 1].drop(columns=list(PROVENANCE)), None
+    )
     judged, source = vectors_lab.judged_subwords(one_seed)
     assert source.startswith("the committed record") and "chapter20 bench subwords" in source
     assert sorted(judged.seed.unique()) == list(vectors_lab.SUBWORD_SEEDS)
