@@ -22,12 +22,14 @@ from chapter20.core.device import get_device, set_seed
 from chapter20.core.gpu_record import code_version, current_gpu_figure
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
-from chapter20.core.plotting import CATEGORY_COLORS, new_figure, stacked_memory_bars
+from chapter20.core.plotting import CATEGORY_COLORS, new_figure, new_panels, stacked_memory_bars
 from chapter20.core.seed_statistics import range_text
+from chapter20.cost.estimates import ThroughputRecord
 from chapter20.labs.common import UNTRAINED, compare_times, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
+    PRECISIONS,
     format_limits,
     matmul_speedup,
     resolve_precision,
@@ -59,6 +61,9 @@ __all__ = [
     "QUALITY_STUDY",
     "quality_benchmark",
     "judged_quality",
+    "c07_to_c09_notes",
+    "c27_note",
+    "plot_parity",
     "plot_step_time",
     "plot_memory",
     "plot_number_line",
@@ -402,9 +407,65 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):
         print("written:", write_study(frame, study_output(out), command))
 
 
+def c07_to_c09_notes(
+    limits: pd.DataFrame, activation_ratio: float, record: ThroughputRecord
+) -> dict[str, str]:
+    """§20.2.2: the notes of claims C07, C08 and C09 in notebook 03's claims check, by claim id
+    (C06's comes with its value from :func:`fp16_matmul_speedup`): fp16's smallest normal from
+    ``limits`` (``format_limits``), the bf16 / fp32 ``activation_ratio`` of
+    :func:`memory_by_precision`, and the GPU ``record``'s bf16 speed-up over fp32 with TF32."""
+    normal = limits.set_index("dtype").loc["float16", "smallest_normal"]
+    return {
+        "C08": "largest value fp16 rounds to 0 (2^-25), found by casting; values up to the "
+        f"smallest normal {normal:.2g} survive as subnormals with fewer bits",
+        "C09": "bf16, one Adam step, batch 64: only the activations shrink "
+        f"(x{activation_ratio:.2f}); fp32 weights and Adam state do not",
+        "C07": f"GPU record ({record.date}); over fp32 with TF32 allowed: "
+        f"x{record.speedup('bf16', 'tf32', 1024):.2f}",
+    }
+
+
+def c27_note(by_arm: pd.DataFrame, judged: pd.DataFrame, own_run: bool) -> str:
+    """§20.2.2, claim C27's note in notebook 03's claims check: the run judged (this one, or the
+    committed record ``judged`` with its date, as :func:`judged_quality` says in ``own_run``),
+    its seeds, and each arm's mean recall@10 (± std for fp16 and fp32) from the summary
+    ``by_arm`` (``versus_reference`` indexed by arm)."""
+    mean, std = by_arm["recall@10_mean"], by_arm["recall@10_std"]
+    run = "this run" if own_run else "the committed record " + str(judged["measured_on"].iloc[0])
+    return (
+        f"{run}, {by_arm.loc['fp16', 'seeds']} seeds; recall@10 fp16 {mean['fp16']:.3f} ± "
+        f"{std['fp16']:.3f}, fp32 {mean['fp32']:.3f} ± {std['fp32']:.3f}, "
+        f"control {mean[CONTROL]:.3f}, untrained {mean[UNTRAINED]:.3f}"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------------
+
+
+def plot_parity(losses: dict[str, np.ndarray], relative: dict[str, np.ndarray]):
+    """§20.2.2, the proof of notebook 03: the training loss of :func:`parity_run` in each
+    precision (left), and each 16-bit run's relative loss difference from fp32 per step against
+    its format's epsilon (right, log scale). Returns the figure."""
+    steps = len(next(iter(losses.values())))
+    fig, (left, right) = new_panels(
+        2, f"The same {steps} Adam steps in three precisions", figsize=(10, 4)
+    )
+    styles = {"fp32": "-", "bf16": "--", "fp16": ":"}
+    for name, values in losses.items():
+        left.plot(values, label=name, linestyle=styles[name], linewidth=2)
+    for name, values in relative.items():
+        right.plot(np.maximum(values, 1e-8), "o-", markersize=3, label=f"{name} vs fp32")
+        eps = torch.finfo(PRECISIONS[name]).eps
+        color = right.lines[-1].get_color()
+        right.axhline(eps, color=color, linestyle=":", label=f"{name} epsilon")
+    left.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
+    right.set(xlabel="step", ylabel="relative loss difference", yscale="log")
+    right.set(title="distance from fp32", ylim=(1e-5, 1e-1))
+    left.legend()
+    right.legend(fontsize=8, ncol=2, loc="lower center")
+    return fig
 
 
 def plot_step_time(frame: pd.DataFrame):
