@@ -48,6 +48,10 @@ __all__ = [
     "practices_on_rank",
     "measure_practices",
     "plot_allreduce_sweep",
+    "c02_note",
+    "c03_note",
+    "c15_note",
+    "c16_note",
     "benchmark",
 ]
 
@@ -352,6 +356,53 @@ def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, 
         "unused_grad_with_flag": results[0]["unused_grad_with_flag"],
     }
     return pd.DataFrame(rows), extra
+
+
+# --------------------------------------------------------------------------------------------
+# The notes of notebook 06's claims check
+# --------------------------------------------------------------------------------------------
+
+
+def c02_note(per_byte: pd.Series) -> str:
+    """Claim C02's note in notebook 06's claims check (§20.4): the bytes on the wire per rank per
+    message byte of float32 all-reduces on 2 and 3 ranks (``per_byte``, indexed by ``(W, dtype)``
+    as :func:`wire_growth` fits them), and the growth from W=2 to W=3 summed over the ranks."""
+    two, three = per_byte[(2, "float32")], per_byte[(3, "float32")]
+    return (
+        f"per-rank wire bytes per message byte: W=2 {two:.3f}, W=3 {three:.3f}; "
+        f"summed over ranks x{3 * (three / two) / 2:.2f}"
+    )
+
+
+def c03_note(hook_ratio: float) -> str:
+    """Claim C03's note in notebook 06's claims check (§20.4): where the ratio was measured, and
+    the fp16 / fp32 bytes the DDP communication hook counted (``hook_ratio``, section 3)."""
+    return (
+        "on the loopback wire, 2 gloo ranks; the DDP hook's count: "
+        f"{hook_ratio:.2f}; the run stays within 1e-3 of fp32"
+    )
+
+
+def c15_note(slower: dict[str, float]) -> str:
+    """Claim C15's note in notebook 06's claims check (§20.4): the datasheet ratios of NVLink's
+    bandwidth over InfiniBand HDR's and 100 Gb Ethernet's (``slower``, keyed by the names of
+    ``communication_model.LINKS``)."""
+    return (
+        f"datasheet: NVLink (A100) / InfiniBand HDR x{slower['InfiniBand HDR 200 Gb/s']:.0f}, "
+        f"/ 100 Gb Ethernet x{slower['Ethernet 100 Gb/s']:.0f}"
+    )
+
+
+def c16_note(at: dict) -> str:
+    """Claim C16's note in notebook 06's claims check (§20.4): the speed-up at 64 GPUs over
+    InfiniBand that the alpha-beta model (``communication_model.scaling_model``) gives BERT-base
+    and the 1M x 128 encoder (``at``: each model's row at 64 GPUs, keyed by the notebook's
+    names)."""
+    bert, encoder = at["BERT-base, InfiniBand"], at["encoder 1M x 128, InfiniBand"]
+    return (
+        "the alpha-beta model's upper bound: BERT-base over InfiniBand "
+        f"x{bert.speedup:.1f}, the 1M x 128 encoder x{encoder.speedup:.1f}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
