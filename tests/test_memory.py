@@ -286,3 +286,43 @@ def test_a_shape_builds_the_encoder_it_describes():
     assert EncoderShape.of(built) == shape
     for a, b in zip(built.state_dict().values(), plain.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_notebook_05s_plan_grid_and_claim_notes():
+    import pandas as pd
+
+    from chapter20.labs.nb05_optimizers import (
+        checklist_config,
+        claim_notes,
+        plan_grid,
+        replay_ratios,
+    )
+    from chapter20.training.memory_plan import plan
+
+    bert = EncoderShape(30_522, 768, 12, 12, max_len=512)
+    shapes = {
+        "small": (EncoderShape(1_000, 64, 4, 2), 8, 16),
+        "BERT-base-like, long": (bert, 256, 512),
+    }
+    settings = {"fp32 + AdamW": TrainConfig(), "checklist": checklist_config("bf16", "adamw8bit")}
+    plans, table = plan_grid(shapes, settings, gpu_bytes=80e9)
+    assert list(plans) == [(m, s) for m in shapes for s in settings] and len(table) == 4
+    expected = plan(bert, settings["checklist"], batch=256, seq_len=512, gpu_bytes=80e9)
+    assert plans["BERT-base-like, long", "checklist"].peak_bytes == expected.peak_bytes
+    assert table["fits 80 GB"].tolist() == [p.fits for p in plans.values()]
+    replay = pd.DataFrame(
+        {
+            "step": ["fp32 + AdamW", "+ bf16", "+ checkpointing", "+ all"],
+            "peak_bytes": [100.0, 50.0, 20.0, 10.0],
+            "parameters": [4.0] * 4,
+            "optimizer_state": [8.0] * 4,
+            "in_chain": [True, True, True, False],
+        }
+    )
+    per_parameter = pd.DataFrame({"adamw": [8.0], "adamw8bit": [2.0]}, index=[1_024])
+    notes = claim_notes(replay, per_parameter, plans)
+    assert notes["C12"] == "one tensor of 1,024 elements: 8.000 vs 2.000 B/param"
+    assert notes["C13"].endswith("ratios 1.00 -> 0.50 -> 0.20 (chapter 1 -> 0.5 -> 0.2 -> 0.125)")
+    assert notes["C23"].startswith("measured, 6-layer encoder, + all on top of the chain;")
+    line = replay_ratios(replay)
+    assert "weights x3.00 (C11 is judged in notebook " in line and "checkpointing x2.50" in line

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pandas as pd
 import torch
 
+from chapter20.core.claims import judged_in
 from chapter20.core.corpora import PairData
 from chapter20.core.findings import compare
 from chapter20.core.measure import format_bytes, time_interleaved
@@ -42,6 +43,9 @@ __all__ = [
     "measure_step",
     "checklist_replay",
     "plan_vs_measured",
+    "plan_grid",
+    "claim_notes",
+    "replay_ratios",
     "plot_state_bytes",
     "plot_convergence",
     "benchmark",
@@ -257,6 +261,74 @@ def plan_vs_measured(configs: list[dict]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(records)
+
+
+def plan_grid(
+    shapes: dict[str, tuple[EncoderShape, int, int]],
+    settings: dict[str, TrainConfig],
+    *,
+    gpu_bytes: float = 80e9,
+) -> tuple[dict, pd.DataFrame]:
+    """§20.3, notebook 05 section 5: ``memory_plan.plan`` for every model of ``shapes`` (name ->
+    (shape, batch, seq_len)) under every setting of ``settings`` (name -> config), against one
+    GPU of ``gpu_bytes``. Returns the plans by (model, setting) and one table row per plan
+    (size, components, peak, the phase of the peak, whether it fits)."""
+    plans, rows = {}, []
+    for name, (shape, batch, seq_len) in shapes.items():
+        for setting, config in settings.items():
+            plans[name, setting] = p = plan(
+                shape, config, batch=batch, seq_len=seq_len, gpu_bytes=gpu_bytes
+            )
+            rows.append(
+                {
+                    "model": name,
+                    "size": f"{shape.num_parameters / 1e6:,.0f}M",
+                    "batch x tokens": f"{batch} x {seq_len}",
+                    "setting": setting,
+                    **{k: format_bytes(v) for k, v in p.components.items() if k != "logits"},
+                    "peak": format_bytes(p.peak_bytes),
+                    "phase": p.settings["peak_phase"],
+                    f"fits {gpu_bytes / 1e9:.0f} GB": p.fits,
+                }
+            )
+    return plans, pd.DataFrame(rows)
+
+
+def claim_notes(replay: pd.DataFrame, per_parameter: pd.DataFrame, plans: dict) -> dict[str, str]:
+    """The notes of claims C12, C13 and C23 in notebook 05's claims check (§20.3.2, §20.3): the
+    largest tensor's state bytes per parameter (``per_parameter``: bytes by size and optimizer),
+    the chain's ratios of :func:`checklist_replay`, and the planned BERT-base-like step at 256 x
+    512 tokens (``plans`` of :func:`plan_grid`)."""
+    size = per_parameter.index.max()
+    largest = per_parameter.loc[size]
+    chain = replay[replay["in_chain"]].set_index("step")["peak_bytes"]
+    bert = {s: plans["BERT-base-like, long", s] for s in ("fp32 + AdamW", "checklist")}
+    return {
+        "C12": f"one tensor of {size:,} elements: {largest['adamw']:.3f} vs "
+        f"{largest['adamw8bit']:.3f} B/param",
+        "C13": "8,000 x 128, 6-layer encoder: ratios "
+        + " -> ".join(f"{v / chain.iloc[0]:.2f}" for v in chain)
+        + " (chapter 1 -> 0.5 -> 0.2 -> 0.125)",
+        "C23": f"measured, 6-layer encoder, {replay.iloc[-1]['step']} on top of the chain; "
+        "planner, BERT-base-like 256 x 512 tokens: "
+        f"x{bert['fp32 + AdamW'].peak_bytes / bert['checklist'].peak_bytes:.1f}, "
+        f"fits 80 GB: {bert['checklist'].fits}",
+    }
+
+
+def replay_ratios(replay: pd.DataFrame) -> str:
+    """Notebook 05's claims check: the ratios of :func:`checklist_replay` that other notebooks
+    judge (C11 weights + AdamW state over weights, C09 bf16 over fp32, C10 without over with
+    checkpointing), each with the notebook that owns its verdict."""
+    chain = replay[replay["in_chain"]].set_index("step")["peak_bytes"]
+    first = replay.iloc[0]
+    state = (first["parameters"] + first["optimizer_state"]) / first["parameters"]
+    return (
+        f"\nreplay: (weights + AdamW state) / weights x{state:.2f} ({judged_in('C11')}); "
+        f"bf16 / fp32 peak x{chain.iloc[1] / chain.iloc[0]:.3f} ({judged_in('C09')}); "
+        f"step peak without / with checkpointing x{chain.iloc[1] / chain.iloc[2]:.2f} "
+        f"({judged_in('C10')})"
+    )
 
 
 def plot_state_bytes(frame: pd.DataFrame):
