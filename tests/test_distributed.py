@@ -275,26 +275,31 @@ def test_wire_growth_recovers_a_known_slope():
 def test_notebook_06_claim_notes_report_the_numbers_they_are_given():
     import pandas as pd
 
-    from chapter20.labs.nb06_distributed import c02_note, c03_note, c15_note, c16_note
+    from chapter20.labs.nb06_distributed import (
+        allreduce_growth_note,
+        fp16_compression_note,
+        link_speed_note,
+        scaling_speedup_note,
+    )
 
     per_byte = pd.Series({(2, "float32"): 1.0, (2, "float16"): 0.5, (3, "float32"): 4 / 3})
     # the ring's 4/3 per rank from W=2 to W=3 is x2 summed over the ranks (3 ranks vs 2)
-    assert c02_note(per_byte) == (
+    assert allreduce_growth_note(per_byte) == (
         "per-rank wire bytes per message byte: W=2 1.000, W=3 1.333; summed over ranks x2.00"
     )
-    assert c03_note(0.5) == (
+    assert fp16_compression_note(0.5) == (
         "on the loopback wire, 2 gloo ranks; the DDP hook's count: 0.50; "
         "the run stays within 1e-3 of fp32"
     )
     slower = {"InfiniBand HDR 200 Gb/s": 12.0, "Ethernet 100 Gb/s": 24.0}
-    assert c15_note(slower) == (
+    assert link_speed_note(slower) == (
         "datasheet: NVLink (A100) / InfiniBand HDR x12, / 100 Gb Ethernet x24"
     )
     at = {
         "BERT-base, InfiniBand": pd.Series({"speedup": 62.61}),
         "encoder 1M x 128, InfiniBand": pd.Series({"speedup": 55.64}),
     }
-    assert c16_note(at) == (
+    assert scaling_speedup_note(at) == (
         "the alpha-beta model's upper bound: BERT-base over InfiniBand x62.6, "
         "the 1M x 128 encoder x55.6"
     )

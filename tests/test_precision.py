@@ -358,13 +358,13 @@ def test_c06_reads_only_a_gpu_row_of_the_current_code(monkeypatch):
     assert (row.verdict, row.direction) == ("holds", "larger than claimed")
 
 
-def test_c27_note_names_the_judged_run_and_every_arms_recall():
+def test_fp16_quality_note_names_the_judged_run_and_every_arms_recall():
     """Notebook 03's C27 note (its cell's output is not compared by nbval): the committed record
     with its date when the notebook's run was too short, this run otherwise, and each arm's mean
     recall@10 with the spread of fp16 and fp32, rounded to three places."""
     import pandas as pd
 
-    from chapter20.labs.nb03_precision import CONTROL, c27_note
+    from chapter20.labs.nb03_precision import CONTROL, fp16_quality_note
 
     by_arm = pd.DataFrame(
         {"seeds": 3, "recall@10_mean": [0.05, 0.2, 0.19, 0.1], "recall@10_std": 0.0123},
@@ -373,7 +373,7 @@ def test_c27_note_names_the_judged_run_and_every_arms_recall():
     judged = pd.DataFrame({"measured_on": ["2026-11-30"]})
     recalls = "fp16 0.190 ± 0.012, fp32 0.200 ± 0.012, control 0.100, untrained 0.050"
     expected = f"3 seeds; recall@10 {recalls}"
-    assert c27_note(by_arm, judged, own_run=True) == f"this run, {expected}"
-    assert c27_note(by_arm, judged, own_run=False) == (
+    assert fp16_quality_note(by_arm, judged, own_run=True) == f"this run, {expected}"
+    assert fp16_quality_note(by_arm, judged, own_run=False) == (
         f"the committed record 2026-11-30, {expected}"
     )

@@ -61,8 +61,8 @@ __all__ = [
     "QUALITY_STUDY",
     "quality_benchmark",
     "judged_quality",
-    "c07_to_c09_notes",
-    "c27_note",
+    "mixed_precision_notes",
+    "fp16_quality_note",
     "plot_parity",
     "plot_step_time",
     "plot_memory",
@@ -407,7 +407,7 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):
         print("written:", write_study(frame, study_output(out), command))
 
 
-def c07_to_c09_notes(
+def mixed_precision_notes(
     limits: pd.DataFrame, activation_ratio: float, record: ThroughputRecord
 ) -> dict[str, str]:
     """§20.2.2: the notes of claims C07, C08 and C09 in notebook 03's claims check, by claim id
@@ -425,7 +425,7 @@ def c07_to_c09_notes(
     }
 
 
-def c27_note(by_arm: pd.DataFrame, judged: pd.DataFrame, own_run: bool) -> str:
+def fp16_quality_note(by_arm: pd.DataFrame, judged: pd.DataFrame, own_run: bool) -> str:
     """§20.2.2, claim C27's note in notebook 03's claims check: the run judged (this one, or the
     committed record ``judged`` with its date, as :func:`judged_quality` says in ``own_run``),
     its seeds, and each arm's mean recall@10 (± std for fp16 and fp32) from the summary

@@ -48,10 +48,10 @@ __all__ = [
     "practices_on_rank",
     "measure_practices",
     "plot_allreduce_sweep",
-    "c02_note",
-    "c03_note",
-    "c15_note",
-    "c16_note",
+    "allreduce_growth_note",
+    "fp16_compression_note",
+    "link_speed_note",
+    "scaling_speedup_note",
     "benchmark",
 ]
 
@@ -363,7 +363,7 @@ def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, 
 # --------------------------------------------------------------------------------------------
 
 
-def c02_note(per_byte: pd.Series) -> str:
+def allreduce_growth_note(per_byte: pd.Series) -> str:
     """Claim C02's note in notebook 06's claims check (§20.4): the bytes on the wire per rank per
     message byte of float32 all-reduces on 2 and 3 ranks (``per_byte``, indexed by ``(W, dtype)``
     as :func:`wire_growth` fits them), and the growth from W=2 to W=3 summed over the ranks."""
@@ -374,7 +374,7 @@ def c02_note(per_byte: pd.Series) -> str:
     )
 
 
-def c03_note(hook_ratio: float) -> str:
+def fp16_compression_note(hook_ratio: float) -> str:
     """Claim C03's note in notebook 06's claims check (§20.4): where the ratio was measured, and
     the fp16 / fp32 bytes the DDP communication hook counted (``hook_ratio``, section 3)."""
     return (
@@ -383,7 +383,7 @@ def c03_note(hook_ratio: float) -> str:
     )
 
 
-def c15_note(slower: dict[str, float]) -> str:
+def link_speed_note(slower: dict[str, float]) -> str:
     """Claim C15's note in notebook 06's claims check (§20.4): the datasheet ratios of NVLink's
     bandwidth over InfiniBand HDR's and 100 Gb Ethernet's (``slower``, keyed by the names of
     ``communication_model.LINKS``)."""
@@ -393,7 +393,7 @@ def c15_note(slower: dict[str, float]) -> str:
     )
 
 
-def c16_note(at: dict) -> str:
+def scaling_speedup_note(at: dict) -> str:
     """Claim C16's note in notebook 06's claims check (§20.4): the speed-up at 64 GPUs over
     InfiniBand that the alpha-beta model (``communication_model.scaling_model``) gives BERT-base
     and the 1M x 128 encoder (``at``: each model's row at 64 GPUs, keyed by the notebook's
