@@ -3,14 +3,13 @@ against gensim's, sections 4 to 6 of notebook 09, and ``python -m chapter20 benc
 and ``bench word2vec-gpu``.
 
 Our three trainers (``chapter20.word2vec.skipgram_training``) next to gensim's C implementation
-(``chapter20.word2vec.gensim_reference``) on the same corpus with the same hyper-parameters:
-WordSim-353 and SimLex-999 ρ over seeds against stated thresholds, the full softmax given the
-same time, the GPU's speed-up, and the evidence for claims C24 to C26. gensim is used here only
-as the reference; the package never needs it to train.
+(``chapter20.word2vec.gensim_reference``, the reference only) on the same corpus with the same
+hyper-parameters: WordSim-353 and SimLex-999 ρ over seeds against stated thresholds, the full
+softmax given the same time, the GPU's speed-up, and the evidence for claims C24 to C26.
 
-Words per second, everywhere: raw corpus words (every token, out-of-vocabulary ones
-included, times the epochs; gensim's ``raw_words``) divided by the seconds of training
-(vocabulary building excluded for both; our pair generation included).
+Words per second, everywhere: raw corpus words (every token, out-of-vocabulary ones included,
+times the epochs; gensim's ``raw_words``) divided by the seconds of training (vocabulary
+building excluded for both; our pair generation included).
 """
 
 from __future__ import annotations
@@ -496,9 +495,8 @@ def benchmark(
     gensim's in the same round — median and range over the rounds — and the largest |Δρ|,
     against the targets: negative sampling (noise per pair) >= 1.0x, hierarchical softmax
     >= 0.8x, |Δρ| <= 0.02. The plain (batched) paths are the fallback without a C compiler and
-    the GPU's path. The hierarchical softmax also trains on gensim's own Huffman tree, which
-    separates the trainers from the trees' different tie-breaking. Returns the figures as rows
-    for ``--record``."""
+    the GPU's path. The hierarchical softmax also trains on gensim's own Huffman tree (the
+    trainers apart from the trees' tie-breaking). Returns the rows for ``--record``."""
     pairs = [pair for pair in BENCH_PAIRS if pair[0] in ours]
     if not pairs or len(pairs) != len(set(ours)):
         raise ValueError(f"ours must name trainers of {[o for o, _ in BENCH_PAIRS]}, got {ours}")
