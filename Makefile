@@ -180,8 +180,10 @@ test-book: book $(BROWSER_STAMP)
 env: $(STAMP)
 	$(BIN)/chapter20 env
 
+# The formatter and the linter over code, tests and notebooks (tests/test_conventions.py runs both).
 lint: $(STAMP)
-	$(BIN)/ruff check chapter20 tests
+	$(BIN)/ruff format --check chapter20 tests notebooks
+	$(BIN)/ruff check chapter20 tests notebooks
 
 # A fresh environment from pyproject.toml's lower bounds alone (the torch of TORCH_SPEC as
 # above), frozen into $(CONSTRAINTS). torch and its CUDA libraries stay out: their build differs

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from chapter20.capstone.run_config import CAPSTONE_TRAINING, RunConfig
 from chapter20.capstone.report import cost_projection, memory_plan
 from chapter20.capstone.run import SUMMARY_FILE, FinishedRun, run_capstone
+from chapter20.capstone.run_config import CAPSTONE_TRAINING, RunConfig
 from chapter20.cli.main import main as chapter20_main
 from chapter20.cli.train import parse_args
 from chapter20.core.models import WeightedBagEncoder
@@ -235,8 +235,6 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
         parse_args(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and message in err[-1] and "Traceback" not in "".join(err)
-
-
 
 
 def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_fingerprint(

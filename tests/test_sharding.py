@@ -482,7 +482,6 @@ def test_from_full_weight_keeps_the_weight_and_its_dtype():
 # --------------------------------------------------------------------------------------------
 
 
-
 def test_all_to_all_formula_counts_ids_owned_elsewhere():
     ids = torch.tensor([0, 1, 2, 5, 9])  # V=10, W=2 range: rank 0 owns 0-4
     assert all_to_all_bytes(ids, 10, 2, rank=0, row_bytes=4) == 2 * 4

@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from chapter20.capstone.run_config import RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderSetup, build_encoder, evaluate_encoder
 from chapter20.capstone.report import (
@@ -42,6 +41,7 @@ from chapter20.capstone.report import (
     plan_lines,
     summary_lines,
 )
+from chapter20.capstone.run_config import RunConfig
 from chapter20.core.device import deterministic_mode
 from chapter20.techniques.distributed import group_rank_and_size
 from chapter20.training.encoder_file import save_encoder

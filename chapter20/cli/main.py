@@ -145,6 +145,7 @@ def _status(ok: bool) -> str:
 
 
 def cmd_env() -> int:
+    """``chapter20 env``: each dependency [OK] or [FAIL], then the device; 1 if one failed."""
     from chapter20.core.device import DEPENDENCIES, check_dependency, describe_environment
 
     failures = 0
@@ -167,6 +168,7 @@ def cmd_env() -> int:
 
 
 def cmd_audit(width: int) -> int:
+    """``chapter20 audit``: every claim with its latest verdict (this run's, else the record)."""
     from chapter20.core.claims import NOT_YET_MEASURED, audit, audit_text
     from chapter20.core.paths import results_dir
 
@@ -320,6 +322,7 @@ def _record(name: str, figures: list[dict] | None, seconds: float) -> None:
 
 
 def cmd_bench(name: str | None, options: list[str]) -> int:
+    """``chapter20 bench [NAME]``: the list of benchmarks, or one run with its options."""
     if name is None or name not in BENCHMARKS:
         if name is not None:
             print(f"unknown benchmark {name!r}", file=sys.stderr)
@@ -337,6 +340,7 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
 
 
 def cmd_train(options: list[str]) -> int:
+    """``chapter20 train``: the capstone run (§20.6), ``chapter20.cli.train``."""
     from chapter20.cli.train import main as train_main
 
     train_main(options)

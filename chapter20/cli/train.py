@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from chapter20.capstone.run_config import RunConfig
 from chapter20.capstone.run import FinishedRun, run_capstone
+from chapter20.capstone.run_config import RunConfig
 from chapter20.core.device import scaled
 from chapter20.core.options import add_options, parse_config
 from chapter20.techniques.distributed import distributed

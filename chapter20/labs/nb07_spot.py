@@ -174,6 +174,7 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
 
 
 def plot_checkpoint_cost(frame: pd.DataFrame):
+    """§20.5.2: seconds to save and to load a checkpoint against its size, as measured here."""
     fig, ax = new_figure(
         "The cost of one checkpoint on this machine", "checkpoint size (MB)", "seconds"
     )
@@ -214,6 +215,7 @@ def interval_sweep(
 
 
 def plot_interval_sweep(frame: pd.DataFrame, work_seconds: float, young_daly: float):
+    """§20.5.2: expected wall time against the checkpoint interval, Young/Daly's marked."""
     fig, ax = new_figure(
         "Save too often: saving dominates; too rarely: redone work dominates",
         "compute between checkpoints (minutes)",

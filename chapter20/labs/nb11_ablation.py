@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderRecipe, build_encoder, train_encoder
 from chapter20.capstone.report import memory_plan
 from chapter20.capstone.run import FinishedRun, run_capstone
+from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.core.checks import check_int
 from chapter20.core.measure import time_interleaved
 from chapter20.core.plotting import new_panels

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import FinishedRun, run_capstone
+from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig

@@ -176,6 +176,7 @@ def _record(results: list[dict], steps: tuple[Step, ...]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``make gpu-check``: run what fits the budget on CUDA and append the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=300.0, help="seconds for all steps")
     parser.add_argument("--dry-run", action="store_true", help="only say what would run")

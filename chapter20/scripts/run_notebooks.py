@@ -134,6 +134,7 @@ def record_claims(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Execute the notebooks in order (``make run``, ``make notebooks``); non-zero on a failure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path, help="notebooks, run in this order")
     where = parser.add_mutually_exclusive_group(required=True)

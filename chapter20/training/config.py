@@ -74,8 +74,8 @@ class TrainConfig:
         None, "layers per checkpointed segment, for the policy every_k"
     )
     sharded_table: bool = option(
-        False, "split the embedding table's rows over the ranks, each rank looking up its own "
-        "ids (§20.1)",
+        False,
+        "split the embedding table's rows over the ranks, each rank looking up its own ids (§20.1)",
     )
 
     def __post_init__(self) -> None:
