@@ -218,3 +218,38 @@ def test_time_findings_say_indistinguishable_within_the_repeats_spread():
     slower, same = time_findings(frame)
     assert slower.startswith("every_layer: 1.40× slower than none")
     assert same.startswith("selective: indistinguishable from none")
+
+
+def test_notebook_04s_readings_versus_none_depth_table_and_c10_note():
+    import pandas as pd
+
+    from chapter20.labs.nb04_activation_checkpointing import c10_note, depth_table, versus_none
+
+    step = pd.DataFrame(
+        {
+            "policy": ["none", "every_layer"],
+            "peak_bytes": [4 * 2**20, 2**20],
+            "memory_vs_none": [1.0, 0.25],
+        }
+    )
+    assert versus_none(step, "every_layer", "peak_bytes", "whole step") == (
+        "every_layer, whole step: 4.00× smaller than none (1 MiB vs 4 MiB)"
+    )
+    same = step.assign(peak_bytes=[2**20, 2**20])
+    assert "indistinguishable" in versus_none(same, "every_layer", "peak_bytes", "x", tolerance=0)
+    depth = pd.DataFrame(
+        {
+            "layers": [2, 2, 4, 4],
+            "policy": ["none", "sqrt", "none", "sqrt"],
+            "retained_bytes": [2048, 1024, 4096, 1536],
+        }
+    )
+    table = depth_table(depth, "retained_bytes")
+    assert list(table.columns) == ["none", "sqrt"] and table.loc[4].tolist() == [4, 2]
+    ratios = pd.DataFrame({"layers": [8, 16], "ratio": [4.0, 12.0], "best_policy": ["a", "b"]})
+    note = c10_note(ratios, 30.0, step)
+    assert note.startswith("b at 16 layers, batch 8x32; reaches 10x at L ≈ ")
+    assert note.endswith(
+        "; limit for deep encoders 30.0x; whole Adam step of the 12-layer encoder: x4.0"
+    )
+    assert "no measured depth" in c10_note(ratios.assign(ratio=[2.0, 3.0]), 30.0, step)

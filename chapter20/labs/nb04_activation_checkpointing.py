@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from chapter20.core.device import get_device, set_seed
+from chapter20.core.findings import compare
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure, stacked_memory_bars
@@ -36,12 +37,16 @@ __all__ = [
     "gradient_proof",
     "layer_measurements",
     "activation_vs_depth",
+    "depth_table",
     "step_report",
+    "versus_none",
     "timing_table",
     "time_findings",
     "checkpointing_ratio",
     "depth_reaching",
+    "c10_note",
     "plot_activation_vs_depth",
+    "plot_trade",
     "plot_step_memory",
     "benchmark",
 ]
@@ -169,6 +174,14 @@ def activation_vs_depth(
     return pd.DataFrame(records)
 
 
+def depth_table(depth: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Section 2 of notebook 04: ``column`` of :func:`activation_vs_depth` in whole KiB, one row
+    per depth and one column per policy, the policies in the order they were measured."""
+    policies = list(depth["policy"].unique())
+    table = depth.pivot(index="layers", columns="policy", values=column)[policies]
+    return (table / 1024).round().astype(int)
+
+
 def step_report(
     layers: int = 12,
     *,
@@ -208,6 +221,24 @@ def step_report(
     frame["activations_vs_none"] = frame["activations"] / none["activations"]
     frame["time_vs_none"] = frame["seconds"] / none["seconds"]
     return frame
+
+
+def versus_none(
+    frame: pd.DataFrame, policy: str, column: str, name: str, *, tolerance: float = 0.02
+) -> str:
+    """Section 4 of notebook 04: one :func:`chapter20.core.findings.compare` line for the memory
+    ``column`` of :func:`step_report` (in MiB), ``policy`` against no checkpointing, labelled
+    ``"<policy>, <name>"``."""
+    rows = frame.set_index("policy")
+    return compare(
+        f"{policy}, {name}",
+        rows.loc[policy, column] / 2**20,
+        "none",
+        frame[column].iloc[0] / 2**20,
+        quantity="memory",
+        unit="MiB",
+        tolerance=tolerance,
+    )
 
 
 def timing_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -267,6 +298,20 @@ def depth_reaching(ratios: pd.DataFrame, target: float = 10.0) -> float | None:
     return None
 
 
+def c10_note(ratios: pd.DataFrame, limit: float, deep: pd.DataFrame) -> str:
+    """Claim C10's note in notebook 04 (§5): the best policy at the deepest encoder of
+    :func:`checkpointing_ratio`'s sweep (batch 8 × 32), the depth at which the ratio reaches 10×
+    (:func:`depth_reaching`), the deep-encoder ``limit`` and the whole Adam step's factor of the
+    12-layer encoder of :func:`step_report` ``deep``."""
+    deepest, reached = ratios.iloc[-1], depth_reaching(ratios, 10.0)
+    return (
+        f"{deepest['best_policy']} at {deepest['layers']} layers, batch 8x32; reaches 10x at "
+        + (f"L ≈ {reached:.0f} (interpolated)" if reached else "no measured depth")
+        + f"; limit for deep encoders {limit:.1f}x; whole Adam step of the 12-layer encoder: "
+        f"x{1 / deep['memory_vs_none'].min():.1f}"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------------
@@ -298,6 +343,28 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(title="measured (o), predicted (—)", fontsize=8)
     return fig
+
+
+def plot_trade(frame: pd.DataFrame):
+    """Section 3 of notebook 04: each policy of :func:`step_report` as one point, activations at
+    the step's peak against step time, both relative to no checkpointing; returns the axes."""
+    fig, ax = new_figure(
+        "The trade: activations at the step's peak against step time",
+        "step time / no checkpointing",
+        "activations / no checkpointing",
+    )
+    for index, row in enumerate(frame.itertuples()):
+        ax.plot(
+            row.time_vs_none,
+            row.activations_vs_none,
+            "o",
+            color=f"C{index}",
+            markersize=9,
+            label=row.policy,
+        )
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    return ax
 
 
 def plot_step_memory(frame: pd.DataFrame, title: str):
