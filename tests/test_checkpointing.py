@@ -223,7 +223,11 @@ def test_time_findings_say_indistinguishable_within_the_repeats_spread():
 def test_notebook_04s_readings_versus_none_depth_table_and_c10_note():
     import pandas as pd
 
-    from chapter20.labs.nb04_activation_checkpointing import c10_note, depth_table, versus_none
+    from chapter20.labs.nb04_activation_checkpointing import (
+        activation_saving_note,
+        depth_table,
+        versus_none,
+    )
 
     step = pd.DataFrame(
         {
@@ -247,9 +251,11 @@ def test_notebook_04s_readings_versus_none_depth_table_and_c10_note():
     table = depth_table(depth, "retained_bytes")
     assert list(table.columns) == ["none", "sqrt"] and table.loc[4].tolist() == [4, 2]
     ratios = pd.DataFrame({"layers": [8, 16], "ratio": [4.0, 12.0], "best_policy": ["a", "b"]})
-    note = c10_note(ratios, 30.0, step)
+    note = activation_saving_note(ratios, 30.0, step)
     assert note.startswith("b at 16 layers, batch 8x32; reaches 10x at L ≈ ")
     assert note.endswith(
         "; limit for deep encoders 30.0x; whole Adam step of the 12-layer encoder: x4.0"
     )
-    assert "no measured depth" in c10_note(ratios.assign(ratio=[2.0, 3.0]), 30.0, step)
+    assert "no measured depth" in activation_saving_note(
+        ratios.assign(ratio=[2.0, 3.0]), 30.0, step
+    )

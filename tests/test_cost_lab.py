@@ -65,24 +65,24 @@ def test_tables_of_peaks_and_mixed_precision(capsys):
         assert lab.benchmark() == [] and "needs one" in capsys.readouterr().out
 
 
-def test_the_notes_of_c19_c20_and_c21():
+def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
     import pandas as pd
 
     class Choice:
         def describe(self):
             return "8 x g5.xlarge"
 
-    assert lab.c19_note(Choice()) == (
+    assert lab.catalog_choice_note(Choice()) == (
         "8 x g5.xlarge; the whole catalog's answer: "
         + lab.cheapest_config_by_menu().loc["the whole catalog", "choice"]
     )
     zones = pd.DataFrame({"saving %": [40.0, 60.0, 70.0, 95.0]})
     by_type = pd.DataFrame(index=["a", "b"])
-    assert lab.c20_note(by_type, zones, 54.9, "catalog") == (
+    assert lab.spot_saving_note(by_type, zones, 54.9, "catalog") == (
         "2 types, 4 zones, 50% of zones within 50-90%; net of preemptions (model, section 7) "
         "55%; catalog"
     )
-    table, note = lab.mixed_precision_table(), lab.c21_note()
+    table, note = lab.mixed_precision_table(), lab.mixed_precision_note()
     assert f"vs fp32 x{table.loc['fp32', 'speed-up']:.2f} = " in note
     assert f"vs TF32 x{table.loc['tf32', 'speed-up']:.2f} = " in note
     assert note.endswith("chapter20 bench cost-throughput --record measures current rows")

@@ -293,7 +293,7 @@ def test_notebook_05s_plan_grid_and_claim_notes():
 
     from chapter20.labs.nb05_optimizers import (
         checklist_config,
-        claim_notes,
+        checklist_notes,
         plan_grid,
         replay_ratios,
     )
@@ -320,7 +320,7 @@ def test_notebook_05s_plan_grid_and_claim_notes():
         }
     )
     per_parameter = pd.DataFrame({"adamw": [8.0], "adamw8bit": [2.0]}, index=[1_024])
-    notes = claim_notes(replay, per_parameter, plans)
+    notes = checklist_notes(replay, per_parameter, plans)
     assert notes["C12"] == "one tensor of 1,024 elements: 8.000 vs 2.000 B/param"
     assert notes["C13"].endswith("ratios 1.00 -> 0.50 -> 0.20 (chapter 1 -> 0.5 -> 0.2 -> 0.125)")
     assert notes["C23"].startswith("measured, 6-layer encoder, + all on top of the chain;")

@@ -44,7 +44,7 @@ __all__ = [
     "time_findings",
     "checkpointing_ratio",
     "depth_reaching",
-    "c10_note",
+    "activation_saving_note",
     "plot_activation_vs_depth",
     "plot_trade",
     "plot_step_memory",
@@ -298,7 +298,7 @@ def depth_reaching(ratios: pd.DataFrame, target: float = 10.0) -> float | None:
     return None
 
 
-def c10_note(ratios: pd.DataFrame, limit: float, deep: pd.DataFrame) -> str:
+def activation_saving_note(ratios: pd.DataFrame, limit: float, deep: pd.DataFrame) -> str:
     """Claim C10's note in notebook 04 (§5): the best policy at the deepest encoder of
     :func:`checkpointing_ratio`'s sweep (batch 8 × 32), the depth at which the ratio reaches 10×
     (:func:`depth_reaching`), the deep-encoder ``limit`` and the whole Adam step's factor of the

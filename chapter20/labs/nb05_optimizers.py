@@ -44,7 +44,7 @@ __all__ = [
     "checklist_replay",
     "plan_vs_measured",
     "plan_grid",
-    "claim_notes",
+    "checklist_notes",
     "replay_ratios",
     "plot_state_bytes",
     "plot_convergence",
@@ -294,7 +294,9 @@ def plan_grid(
     return plans, pd.DataFrame(rows)
 
 
-def claim_notes(replay: pd.DataFrame, per_parameter: pd.DataFrame, plans: dict) -> dict[str, str]:
+def checklist_notes(
+    replay: pd.DataFrame, per_parameter: pd.DataFrame, plans: dict
+) -> dict[str, str]:
     """The notes of claims C12, C13 and C23 in notebook 05's claims check (§20.3.2, §20.3): the
     largest tensor's state bytes per parameter (``per_parameter``: bytes by size and optimizer),
     the chain's ratios of :func:`checklist_replay`, and the planned BERT-base-like step at 256 x

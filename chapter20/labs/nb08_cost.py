@@ -46,9 +46,9 @@ __all__ = [
     "cheapest_config_by_menu",
     "mixed_precision_table",
     "spot_by_type",
-    "c19_note",
-    "c20_note",
-    "c21_note",
+    "catalog_choice_note",
+    "spot_saving_note",
+    "mixed_precision_note",
 ]
 
 #: Listing L12's three instance types: the chapter's price per hour, GPU count and GPU label
@@ -299,7 +299,7 @@ def compute_share_over_scenarios(
     return pd.DataFrame(records)
 
 
-def c19_note(choice) -> str:
+def catalog_choice_note(choice) -> str:
     """Claim C19's note in notebook 08's claims check: L12's pick ``choice`` (a
     ``cheapest_config`` result) described, beside the whole catalog's answer of
     :func:`cheapest_config_by_menu`."""
@@ -307,7 +307,9 @@ def c19_note(choice) -> str:
     return f"{choice.describe()}; the whole catalog's answer: {answer}"
 
 
-def c20_note(by_type: pd.DataFrame, zones: pd.DataFrame, net_median: float, label: str) -> str:
+def spot_saving_note(
+    by_type: pd.DataFrame, zones: pd.DataFrame, net_median: float, label: str
+) -> str:
     """Claim C20's note in notebook 08's claims check: how many types (:func:`spot_by_type`) and
     zones (``cost.spot_discounts``), the share of zones saving 50-90%, the median saving net of
     preemptions (section 7's model) and the catalog's ``label``."""
@@ -318,7 +320,7 @@ def c20_note(by_type: pd.DataFrame, zones: pd.DataFrame, net_median: float, labe
     )
 
 
-def c21_note(record: ThroughputRecord = H200_MEASUREMENT) -> str:
+def mixed_precision_note(record: ThroughputRecord = H200_MEASUREMENT) -> str:
     """Claim C21's note in notebook 08's claims check: the GPU record's bf16 speed-up and cost
     saved over both fp32 baselines (:func:`mixed_precision_table`), and how to record rows of
     the current code."""
