@@ -280,3 +280,13 @@ def test_mkl_runs_in_the_reproducibility_mode_conftest_asked_for():
     # tests/conftest.py sets MKL_CBWR before anything computes; MKL must have taken it.
     expected = os.environ["MKL_CBWR"].upper().replace(" ", "")
     assert dev.mkl_cnr_mode() == expected
+
+
+def test_environment_line_is_one_short_line(environment):
+    line = dev.environment_line()
+    assert "\n" not in line and len(line) <= 120
+    assert line.startswith(f"device {environment['device']}")
+    assert f"torch {torch.__version__}" in line
+    assert f"{environment['cpu_count']} CPU cores, {environment['cpu_threads']} threads" in line
+    assert environment["platform"] not in line  # no kernel or platform build string
+    assert ("(" in line) == torch.cuda.is_available()  # the GPU's name on CUDA only

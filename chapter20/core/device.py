@@ -9,7 +9,8 @@ on a CUDA GPU or an Apple GPU:
 - ``set_seed(seed)``: the one seeding helper (Python, NumPy, torch, every CUDA device).
 - ``deterministic_mode()``: the settings under which a training step computes bit for bit the
   same thing in every process (§20.5.2 resume), as a context manager that undoes them.
-- ``describe_environment()``: versions and hardware, for reports and ``python -m chapter20 env``.
+- ``describe_environment()``: versions and hardware, for reports and ``python -m chapter20 env``;
+  ``environment_line()``: the one short line every notebook prints first.
 """
 
 from __future__ import annotations
@@ -334,6 +335,21 @@ def describe_environment() -> dict[str, object]:
     for module, distribution in DEPENDENCIES[1:]:
         info[module] = installed_version(distribution) or "missing (not installed)"
     return info
+
+
+def environment_line() -> str:
+    """The one short line every notebook prints first: device (and the GPU's name on CUDA),
+    torch's version, the CPU's cores and torch's threads, e.g.
+    ``'device cpu · torch 2.5.1 · 2 CPU cores, 2 threads'``."""
+    info = describe_environment()
+    device = str(info["device"])
+    if "gpu" in info:
+        count = info["gpu_count"]
+        device += (
+            f" ({info['gpu']}{f' ×{count}' if count > 1 else ''}, {info['gpu_memory_gib']} GiB)"
+        )
+    cores = f"{info['cpu_count']} CPU cores, {info['cpu_threads']} threads"
+    return f"device {device} · torch {info['torch']} · {cores}"
 
 
 def installed_version(distribution: str) -> str | None:
