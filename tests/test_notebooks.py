@@ -82,7 +82,7 @@ def test_code_cells_stay_short_and_import_only_chapter20(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_ends_with_a_claims_check(path):
-    """The last section is the claims check; only its further reading may follow it."""
+    """The claims check is the last section before the further reading and the exercises."""
     cells = _load(path)["cells"]
     headings = [
         (i, line)
@@ -94,7 +94,10 @@ def test_ends_with_a_claims_check(path):
     checks = [i for i, line in headings if "Claims check" in line]
     assert checks, f"{path.name}: no '## ... Claims check' section"
     after = [line for i, line in headings if i > checks[-1]]
-    assert all("Further reading" in line for line in after), f"{path.name}: {after} after the check"
+    allowed = ("Further reading", "## Exercises")
+    assert all(any(a in line for a in allowed) for line in after), (
+        f"{path.name}: {after} after the check"
+    )
     section = "".join("".join(c["source"]) for c in cells[checks[-1] :])
     assert "ClaimsLog" in section or "judged_in" in section, (
         f"{path.name}: the claims check section neither logs a claim (ClaimsLog) nor points to the "
@@ -206,3 +209,195 @@ def test_no_typed_outcome_after_an_output_nbval_does_not_check(path):
             f"{text[max(0, found.start() - 60) : found.end() + 40]!r}; print it with "
             "chapter20.core.findings instead"
         )
+
+
+# --- issue 42 item 2: the notebooks speak to the reader only ---------------------------------
+
+#: The Makefile's targets: ``make <target>`` in a notebook points the reader at the project's
+#: plumbing, not at the idea.
+_MAKE_TARGETS = sorted(
+    set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)),
+    key=len,
+    reverse=True,
+)
+
+#: (the word as the failure names it, its pattern). Text for the project's developers, not for a
+#: reader: the test tooling, the project's internal files, sentences about the code's history,
+#: hashes of commits and blobs.
+_DEVELOPER_WORDS = [
+    ("nbval", re.compile(r"nbval", re.I)),
+    ("pytest", re.compile(r"pytest", re.I)),
+    (
+        "make <target>",
+        re.compile(r"\bmake (?:" + "|".join(map(re.escape, _MAKE_TARGETS)) + r")(?![\w-])"),
+    ),
+    ("`make", re.compile(r"`make\b")),
+    ("tests/", re.compile(r"\btests/")),
+    ("test_", re.compile(r"\btest_")),
+    ("CHAPTER.md", re.compile(r"CHAPTER\.md")),
+    ("ARCHITECTURE.md", re.compile(r"ARCHITECTURE\.md")),
+    ("typed from memory", re.compile(r"typed from memory", re.I)),
+    ("replaced the earlier", re.compile(r"replaced the earlier", re.I)),
+    ("not guessed here", re.compile(r"not guessed here", re.I)),
+    ("commit <hash>", re.compile(r"\bcommit\s+[`'\"(]?[0-9a-f]{7,40}\b", re.I)),
+    ("blob", re.compile(r"\bblob", re.I)),
+    ("a 40-hex-digit hash", re.compile(r"(?<![0-9A-Fa-f])[0-9a-fA-F]{40}(?![0-9A-Fa-f])")),
+]
+_BENCH = re.compile(r"chapter20\s+bench")
+#: A committed study may name the command that rewrites it once, on a line of its own.
+_REPRODUCE = re.compile(r"^[\s>*_`\-]*reproduce:")
+
+
+def _reader_texts(nb: dict):
+    """(cell number, what, text) for each markdown cell and each output a reader sees: streams,
+    errors and the text forms of rich outputs (images excluded)."""
+    for number, cell in enumerate(nb["cells"], 1):
+        if cell["cell_type"] == "markdown":
+            yield number, "markdown", "".join(cell["source"])
+        for out in cell.get("outputs", []):
+            texts = [out.get("text", "")] + [
+                value for key, value in out.get("data", {}).items() if key.startswith("text/")
+            ]
+            texts += [out.get("evalue", ""), "\n".join(out.get("traceback", []))]
+            for text in texts:
+                text = "".join(text) if isinstance(text, list) else str(text)
+                if text.strip():
+                    yield number, "output", text
+
+
+def developer_words(nb: dict) -> list[str]:
+    """Each developer word in ``nb``'s markdown and outputs, as 'cell N (markdown|output):
+    word in "...context..."'."""
+    found = []
+    for number, what, text in _reader_texts(nb):
+        hits = [(word, m) for word, pattern in _DEVELOPER_WORDS for m in pattern.finditer(text)]
+        hits += [
+            ("chapter20 bench off a reproduce: line", m)
+            for line in text.splitlines()
+            if not _REPRODUCE.match(line)
+            for m in _BENCH.finditer(line)
+        ]
+        for word, m in hits:
+            context = m.string[max(0, m.start() - 40) : m.end() + 40].replace("\n", " ")
+            found.append(f"cell {number} ({what}): {word!r} in {context!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_speaks_to_the_reader_only(path):
+    """Issue 42, item 2: no markdown cell and no output names the test tooling, a make target,
+    the project's internal files, the code's history or a hash; ``chapter20 bench`` only on a
+    line that starts with ``reproduce:``."""
+    found = developer_words(_load(path))
+    assert not found, f"{path.name}: {len(found)} developer word(s):\n" + "\n".join(found)
+
+
+def test_the_word_list_catches_each_word():
+    """The check above can fail: each listed word, planted in a markdown cell or an output, is
+    found; a reader's sentence and a reproduce line are not."""
+    planted = [
+        "Run nbval on it.",
+        "pytest -q",
+        "then make test-unit",
+        "`make run`",
+        "see tests/x.py",
+        "test_notebooks",
+        "CHAPTER.md",
+        "ARCHITECTURE.md says",
+        "a table typed from memory",
+        "which replaced the earlier trainer",
+        "figures not guessed here",
+        "at commit 3f2a1b9c",
+        "blob 1234",
+        "a" * 40,
+        "run chapter20 bench nb11",
+    ]
+    for text in planted:
+        for cell in (
+            {"cell_type": "markdown", "source": [text]},
+            {
+                "cell_type": "code",
+                "source": [],
+                "outputs": [{"output_type": "stream", "text": text}],
+            },
+        ):
+            assert developer_words({"cells": [cell]}), text
+    clean = "Make sure the batch fits; train_test_split_articles holds out 20%.\n"
+    clean += "reproduce: chapter20 bench nb11 --study batch\n  *reproduce:* `chapter20 bench nb03`"
+    assert developer_words({"cells": [{"cell_type": "markdown", "source": [clean]}]}) == []
+
+
+# --- issue 42 item 7: every notebook ends with exercises --------------------------------------
+
+
+def _tags(cell: dict) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def exercise_problems(nb: dict) -> list[str]:
+    """What keeps ``nb`` from ending with a '## Exercises' section of 2–4 exercises, each a
+    markdown cell followed by a code cell tagged ``solution`` that printed its answer."""
+    cells = nb["cells"]
+    heads = [
+        (i, line.strip())
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("## ")
+    ]
+    if not heads or heads[-1][1] != "## Exercises":
+        last = heads[-1][1] if heads else None
+        return [f"the last section is {last!r}, not '## Exercises'"]
+    start = heads[-1][0]
+    problems = []
+    rest = [(i, c) for i, c in enumerate(cells[start + 1 :], start + 1)]
+    solutions = [(i, c) for i, c in rest if c["cell_type"] == "code" and "solution" in _tags(c)]
+    if not 2 <= len(solutions) <= 4:
+        problems.append(f"{len(solutions)} exercises with a solution (2 to 4 expected)")
+    for i, c in rest:
+        if c["cell_type"] == "code" and "solution" not in _tags(c):
+            problems.append(f"cell {i + 1}: a code cell among the exercises not tagged 'solution'")
+    for i, c in solutions:
+        if cells[i - 1]["cell_type"] != "markdown":
+            problems.append(f"cell {i + 1}: a solution not right after its exercise's markdown")
+        if not "".join(c["source"]).strip():
+            problems.append(f"cell {i + 1}: an empty solution")
+        elif not any(out.get("output_type") != "error" for out in c.get("outputs", [])):
+            problems.append(f"cell {i + 1}: a solution that prints no answer")
+    if cells[-1]["cell_type"] != "code" or "solution" not in _tags(cells[-1]):
+        problems.append("the notebook does not end with an exercise's solution")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_ends_with_exercises(path):
+    """Issue 42, item 7: each exercise changes one knob and asks for a prediction (markdown);
+    its worked solution is the next cell, tagged ``solution`` so a rendered book can fold it."""
+    problems = exercise_problems(_load(path))
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+def test_the_exercise_check_can_fail():
+    def md(text):
+        return {"cell_type": "markdown", "source": [text]}
+
+    def solution(tags=("solution",), outputs=({"output_type": "stream", "text": "4\n"},)):
+        return {
+            "cell_type": "code",
+            "source": ["print(2 + 2)"],
+            "metadata": {"tags": list(tags)},
+            "outputs": list(outputs),
+        }
+
+    good = [
+        md("## 3 · Claims check"),
+        md("## Exercises\n\n1. Halve it."),
+        solution(),
+        md("2. Double it."),
+        solution(),
+    ]
+    assert exercise_problems({"cells": good}) == []
+    assert exercise_problems({"cells": good[:3]})  # one exercise
+    assert exercise_problems({"cells": good[:4] + [solution(tags=())]})  # untagged
+    assert exercise_problems({"cells": good[:4] + [solution(outputs=())]})  # prints nothing
+    assert exercise_problems({"cells": good + [md("## Further reading")]})  # not last
