@@ -19,8 +19,10 @@ from chapter20.core.claims import (
     LARGER,
     NEEDS_GPU,
     NOT_MEASURABLE,
+    NOT_TRAINED,
     NOT_YET_MEASURED,
     SMALLER,
+    VERDICTS,
     ClaimsLog,
     audit,
     audit_text,
@@ -511,3 +513,26 @@ def test_the_committed_record_fills_the_claims_this_run_did_not_measure(tmp_path
     assert audit(tmp_path / "fresh", record=False).set_index("id").loc["C11", "verdict"] == (
         NOT_YET_MEASURED
     )
+
+
+def test_check_a_study_not_trained_past_its_start_is_inconclusive():
+    row = check("C12", None, trained_past_start=False)
+    assert row.verdict == NOT_TRAINED == "inconclusive: not trained past its start"
+    assert "untrained" in row.note and row.measured == "—"
+    # a quality claim needs no control verdict when its runs never trained
+    assert check("C27", 0.0, trained_past_start=False).verdict == NOT_TRAINED
+    # trained runs are judged as usual; the basis rules come first
+    assert check("C11", 3.0, trained_past_start=True).verdict == HOLDS
+    assert check("C01", None, trained_past_start=False).verdict == NOT_MEASURABLE
+    with pytest.raises(TypeError, match="trained_past_start"):
+        check("C11", 3.0, trained_past_start="no")
+    assert NOT_TRAINED in VERDICTS
+
+
+def test_every_criterion_prints_in_one_short_line(tmp_path):
+    for claim in load_claims().values():
+        assert len(claim.criterion) <= 150 and "\n" not in claim.criterion, claim.id
+    log = ClaimsLog("00_overview", directory=tmp_path)
+    log.check("C04", 64e9)
+    criteria = [line for line in log.to_text().splitlines() if "criterion:" in line]
+    assert len(criteria) == 1 and len(criteria[0]) <= 200

@@ -19,6 +19,9 @@ verdict is computed by :func:`check` from the value a notebook measured, never t
                                  chosen before the run) whose metric did not detect the harm
                                  (``control_detected=False``): a metric that cannot fail
                                  cannot confirm;
+- ``inconclusive: not trained    a study whose runs stayed at the untrained model's level
+  past its start``               (``trained_past_start=False``): it gives no trend, so no
+                                 verdict;
 - ``consistent with the model``  the same comparison for a modelled figure (basis
                                  ``model: <name>``): the model, not a measurement, agrees;
 - ``needs a GPU``                basis ``gpu`` and the value was not measured on a GPU (a CPU
@@ -58,10 +61,12 @@ CONSISTENT = "consistent with the model"
 NEEDS_GPU = "needs a GPU"
 NOT_MEASURABLE = "not measurable here"
 INCONCLUSIVE = "inconclusive"
+NOT_TRAINED = "inconclusive: not trained past its start"
 DEFINITION = "a definition, not testable"
 NOT_YET_MEASURED = "not yet measured"
 VERDICTS = (
-    HOLDS, DOES_NOT_HOLD, CONSISTENT, INCONCLUSIVE, NEEDS_GPU, NOT_MEASURABLE, DEFINITION,
+    HOLDS, DOES_NOT_HOLD, CONSISTENT, INCONCLUSIVE, NOT_TRAINED, NEEDS_GPU, NOT_MEASURABLE,
+    DEFINITION,
 )  # fmt: skip
 #: Which side of the claimed range a measured value may pass and the claim still hold.
 FAVOURABLE = ("higher", "lower", "")
@@ -273,6 +278,7 @@ def check(
     note: str = "",
     conditions: Mapping[str, object] | None = None,
     control_detected: bool | None = None,
+    trained_past_start: bool | None = None,
     device: str | None = None,
     source: str = "interactive",
 ) -> ClaimRow:
@@ -286,13 +292,18 @@ def check(
     - ``control_detected``: for a quality claim (a ``control`` in the CSV), whether the metric
       told the deliberately harmful variant apart over the seeds; required for those claims, and
       False makes the verdict "inconclusive".
+    - ``trained_past_start``: for a claim judged on a trend over trained runs, whether the
+      runs left the untrained model's level beyond the seed spread (e.g.
+      ``chapter20.core.seed_statistics.beyond_noise``); False makes the verdict
+      "inconclusive: not trained past its start" (``measured`` may then be None).
     - ``device``: where ``measured`` was measured (``'cuda'``, ``'cpu'``, or a recorded GPU's
       name from ``chapter20.core.gpu_record``); default: CUDA if present, else the CPU. It matters
       only for basis ``gpu``: off a GPU the verdict is "needs a GPU".
 
     The verdict follows from the claim's basis: ``missing`` → not measurable here; ``gpu`` off
-    a GPU → needs a GPU; otherwise the range, its direction and the conditions decide (see the
-    module docstring), "consistent with the model" standing for "holds" under basis ``model``.
+    a GPU → needs a GPU; runs not trained past their start → inconclusive; otherwise the
+    range, its direction and the conditions decide (see the module docstring), "consistent
+    with the model" standing for "holds" under basis ``model``.
     """
     claim = get_claim(claim_id)
     if unit is not None and claim.unit and unit != claim.unit:
@@ -300,19 +311,24 @@ def check(
     if measured is not None:
         measured = check_real("measured", measured, finite=True)
     tests = _checked_conditions(conditions)
-    if claim.control and claim.basis != "missing" and control_detected is None:
+    untrained = trained_past_start is not None and not trained_past_start
+    if claim.control and claim.basis != "missing" and control_detected is None and not untrained:
         raise TypeError(
             f"claim {claim_id} is a quality claim: pass control_detected (did the metric detect "
             f"the harmful variant: {claim.control}?)"
         )
-    if control_detected is not None and not isinstance(control_detected, (bool, np.bool_)):
-        raise TypeError(f"control_detected must be a computed bool, got {control_detected!r}")
+    for name, flag in (
+        ("control_detected", control_detected),
+        ("trained_past_start", trained_past_start),
+    ):
+        if flag is not None and not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a computed bool, got {flag!r}")
     device = _default_device() if device is None else str(device)
-    verdict, direction = _verdict(claim, measured, tests, control_detected, device)
+    verdict, direction = _verdict(claim, measured, tests, control_detected, device, untrained)
     return _row(claim, measured, unit, note, tests, device, verdict, direction, source)
 
 
-def _verdict(claim, measured, tests, control_detected, device) -> tuple[str, str]:
+def _verdict(claim, measured, tests, control_detected, device, untrained) -> tuple[str, str]:
     """(verdict, direction) of :func:`check`."""
     if claim.basis == "missing":
         return NOT_MEASURABLE, ""
@@ -320,6 +336,8 @@ def _verdict(claim, measured, tests, control_detected, device) -> tuple[str, str
         return DEFINITION, ""
     if claim.basis == "gpu" and not is_gpu_device(device):
         return NEEDS_GPU, ""
+    if untrained:
+        return NOT_TRAINED, ""
     if measured is None:
         raise ValueError(
             f"claim {claim.id} is judged on a measured value (basis {claim.basis!r}): "
@@ -340,9 +358,11 @@ def _row(claim, measured, unit, note, tests, device, verdict, direction, source)
     shown_unit = unit if unit is not None else claim.unit
     measured_text = "—" if measured is None else f"{_fmt(float(measured))} {shown_unit}".rstrip()
     extra = [f"{name} {'✓' if ok else '✗'}" for name, ok in tests.items()]
-    if verdict == INCONCLUSIVE:
+    if verdict == NOT_TRAINED:
+        extra.append("the runs stayed at the untrained model's level: no trend")
+    elif verdict == INCONCLUSIVE:
         extra.append(f"the positive control was not detected: {claim.control}")
-    elif claim.control and claim.basis != "missing" and verdict not in (NEEDS_GPU,):
+    elif claim.control and claim.basis != "missing" and verdict != NEEDS_GPU:
         extra.append(f"positive control detected: {claim.control}")
     if claim.basis == "model":
         extra.append(f"model: {claim.basis_detail}")
@@ -443,8 +463,8 @@ class ClaimsLog:
         for r in sorted(self.rows.values(), key=lambda r: r.id):
             lines.append(f"{r.id} [{r.judgement}] {r.claim}")
             lines.append(f"    claimed {r.expected}; measured {r.measured}")
-            if r.criterion:
-                lines.append(f"    criterion: {r.criterion}")
+            if r.criterion:  # one line: data/claims.csv keeps each criterion short
+                lines.append(f"    criterion: {' '.join(r.criterion.split())}")
             if r.note:
                 lines.append(f"    {r.note}")
         return "\n".join(lines)
