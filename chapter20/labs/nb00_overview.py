@@ -24,6 +24,8 @@ from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.memory_model import training_state_bytes
 
 STATIC = ("parameters", "gradients", "optimizer_state")
+#: The table sizes notebook 00 measures (times ``CHAPTER20_SCALE``).
+VOCAB_SIZES = (10_000, 50_000, 150_000)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def plot_anatomy(results: list[StepAnatomy]):
     return fig
 
 
-def benchmark(vocab_sizes: tuple[int, ...] = (20_000, 100_000, 400_000)) -> None:
+def benchmark(vocab_sizes: tuple[int, ...] = VOCAB_SIZES) -> None:
     """``python -m chapter20 bench step-memory``: measured / predicted bytes per component."""
     print("One contrastive Adam step of the bag-of-embeddings encoder (dim 128, batch 256)")
     print("ratios measured / predicted (weights, grads, Adam state during optimizer.step),")
