@@ -682,3 +682,64 @@ def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path
     seen.clear()
     run_spot_training(_fast(tmp_path / "b", steps=3, deterministic=False))
     assert seen == [(threads, False)] * 3
+
+
+# --- notebook 07's readings: the state's components, the restart time, the fault record -----
+
+
+def test_state_table_lists_every_component_of_the_state():
+    from chapter20.labs.nb07_spot import state_table
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    sampler = ResumableBatchSampler(10, 2, seed=0)
+    table = state_table(capture_state(1, model=model, optimizer=optimizer, sampler=sampler))
+    assert list(table["component"]) == [
+        "step", "world_size", "model", "optimizer", "scheduler", "scaler", "sampler", "rng",
+        "extra",
+    ]  # fmt: skip
+    rows = table.set_index("component")["holds"]
+    assert rows["model"] == "2 tensors: weight, bias"
+    assert rows["optimizer"].startswith("exp_avg, exp_avg_sq, step for 2 tensors")
+    assert rows["scheduler"] == "none in this run" and "position=0" in rows["sampler"]
+    assert rows["rng"] == "1 rank(s) × python, numpy, torch"
+    with pytest.raises(TypeError, match="state"):
+        state_table({"model": None})
+
+
+def test_restart_seconds_measure_from_each_kill_to_the_next_step():
+    from chapter20.labs.nb07_spot import restart_seconds
+
+    progress = [
+        {"launch": 0, "step": 1, "time": 0.0},
+        {"kill": 1, "time": 1.0},
+        {"launch": 1, "step": 1, "time": 4.5},
+        {"launch": 1, "step": 2, "time": 5.0},
+    ]
+    assert restart_seconds(progress) == [3.5]
+    assert restart_seconds(progress[:2]) == []  # no step after the kill: nothing measured
+
+
+def test_fault_record_holds_every_row_of_the_matrix_and_every_row_holds():
+    from chapter20.labs.common import read_study
+    from chapter20.labs.nb07_faults import FAULT_RECORD, FAULTS, LIVE_FAULTS
+
+    record = read_study(FAULT_RECORD)
+    assert list(record["fault"]) == [name for name, _ in FAULTS]
+    assert (record["as required"] == "✓").all()
+    assert set(LIVE_FAULTS) <= set(record["fault"])
+
+
+def test_checked_fault_matrix_checks_its_live_rows_against_the_record(tmp_path, monkeypatch):
+    import chapter20.labs.nb07_faults as faults
+
+    live = [name for name, how in faults.FAULTS if how in ("damage", "disk")]
+    monkeypatch.setattr(faults, "LIVE_FAULTS", tuple(live))
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    table, line = faults.checked_fault_matrix(tmp_path)
+    assert line.startswith(f"{len(live)} of {len(live)} faults injected now give the recorded")
+    assert "✓" in line
+    assert sorted(table.loc[table["run"] == "this run", "fault"]) == sorted(live)
+    assert len(table) == len(faults.FAULTS)

@@ -17,7 +17,9 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
+from chapter20.core.device import size_scale
 from chapter20.core.paths import repo_root
+from chapter20.labs.common import read_study, study_output, write_study
 from chapter20.techniques.distributed import run_local_group
 from chapter20.techniques.sharding import ShardedEmbedding
 from chapter20.training.checkpoints import (
@@ -36,7 +38,12 @@ __all__ = [
     "two_writers",
     "elastic_training",
     "resume_at_other_world_size",
+    "FAULTS",
+    "LIVE_FAULTS",
+    "FAULT_RECORD",
     "fault_matrix",
+    "checked_fault_matrix",
+    "fault_matrix_benchmark",
 ]
 
 
@@ -298,79 +305,127 @@ def _loaded(result: dict) -> str:
     return text if result["loaded_intact"] else text + " (VALUES WRONG)"
 
 
-def fault_matrix(directory: str | Path) -> pd.DataFrame:
-    """Every fault of the matrix, injected for real, with what happened and whether it is what
-    a spot run needs: the newest valid state loaded and nothing else lost (§20.5.2). Deterministic
-    text only (no paths, no times), for notebook 07."""
-    directory = Path(directory)
-    rows = []
+#: The rows of the matrix, in order: (fault, how it is injected).
+FAULTS = (
+    *[(f"SIGKILL {_PHASE_NAMES[phase]}", "writer") for phase in SAVE_PHASES],
+    *[(f"newest {state}, keep_last={k}", "damage") for k in (1, 3)
+      for state in ("truncated", "corrupt")],
+    ("disk full (ENOSPC) mid-write", "disk"),
+    *[(name, "writer") for name in tuple(WRITER_FAULTS)[len(SAVE_PHASES):]],
+    ("resume at another world size (2 → 3 ranks)", "elastic"),
+    ("two processes saving into one directory", "busy"),
+)  # fmt: skip
 
-    def row(fault: str, outcome: str, ok: bool) -> None:
-        rows.append({"fault": fault, "outcome": outcome, "as required": "✓" if ok else "✗"})
+#: The faults a notebook run injects live at the default size: the in-process ones and one
+#: writer killed for real; the committed record holds the whole matrix.
+LIVE_FAULTS = (
+    "SIGKILL mid-write",
+    *[name for name, how in FAULTS if how in ("damage", "disk")],
+)
 
-    writers = writer_faults(directory / "writers")
-    for phase in SAVE_PHASES:
-        result = writers[f"SIGKILL {phase}"]
-        expected = 3 if phase == "after-rename" else 2
+#: The committed record of the whole matrix under ``data/``.
+FAULT_RECORD = "fault_matrix.csv"
+
+_WRITER_NAMES = {f"SIGKILL {_PHASE_NAMES[phase]}": f"SIGKILL {phase}" for phase in SAVE_PHASES}
+
+
+def _writer_row(name: str, result: dict) -> tuple[str, bool]:
+    if name.startswith("SIGKILL"):
+        expected = 3 if name.endswith("before rotation") else 2
         kept = len(result["files_after_next_save"])
-        row(
-            f"SIGKILL {_PHASE_NAMES[phase]}",
-            f"{_loaded(result)}, no warning; the next save keeps {kept}",
-            result["exit"] == -9
-            and result["loaded_step"] == expected
-            and not result["warnings"]
-            and result["loaded_intact"]
-            and kept == 2,
-        )
-    for keep_last in (1, 3):
-        for damage in ("truncate", "corrupt"):
-            result = damaged_newest(directory / f"{damage}-{keep_last}", keep_last, damage)
-            expected = None if keep_last == 1 else 2
-            after = result["files_after_next_save"]
-            state = "truncated" if damage == "truncate" else "corrupt"
-            row(
-                f"newest {state}, keep_last={keep_last}",
-                f"set aside as .corrupt with a warning; {_loaded(result)}; "
-                f"the next save keeps {len(after)}",
-                result["loaded_step"] == expected
-                and len(result["warnings"]) == 1
-                and after[-1].endswith("step-000000004.ckpt")
-                and len(after) == min(keep_last, 3),
-            )
-    full = disk_full_during_save(directory / "full")
-    row(
-        "disk full (ENOSPC) mid-write",
-        f"OSError errno {full['errno']} names the disk error; {_loaded(full)}, no leftovers",
-        full["errno"] == errno.ENOSPC
-        and full["loaded_step"] == 2
-        and not full["warnings"]
-        and not [n for n in full["files_before"] if n.startswith(".ckpt")],
+        ok = (result["exit"] == -9 and result["loaded_step"] == expected
+              and not result["warnings"] and result["loaded_intact"] and kept == 2)  # fmt: skip
+        return f"{_loaded(result)}, no warning; the next save keeps {kept}", ok
+    status = {143: "exit 143", -15: "ended by SIGTERM (shell: 143)"}.get(
+        result["exit"], f"exit {result['exit']}"
     )
-    for name in ("SIGTERM mid-write, PreemptionHandler", "SIGTERM mid-write, default action"):
-        result = writers[name]
-        status = {143: "exit 143", -15: "ended by SIGTERM (shell: 143)"}.get(
-            result["exit"], f"exit {result['exit']}"
-        )
-        row(
-            name,
-            f"the save completed, then {status}; {_loaded(result)}",
-            result["exit"] in (143, -15) and result["loaded_step"] == 3,
-        )
-    elastic = resume_at_other_world_size(directory / "elastic", first=2, second=3)
-    warned = any("saved by 2 ranks, this run has 3" in w for w in elastic["warnings"])
-    row(
-        "resume at another world size (2 → 3 ranks)",
-        f"{'a warning' if warned else 'NO warning'}; resumed from step "
-        f"{elastic['resumed_from'][0]}; max |Δ| vs uninterrupted = "
-        f"{elastic['max_abs_difference']:.1e}",
-        warned and elastic["max_abs_difference"] == 0.0,
+    ok = result["exit"] in (143, -15) and result["loaded_step"] == 3
+    return f"the save completed, then {status}; {_loaded(result)}", ok
+
+
+def _damage_row(directory: Path, name: str) -> tuple[str, bool]:
+    keep_last = int(name.rsplit("=", 1)[1])
+    damage = "truncate" if "truncated" in name else "corrupt"
+    result = damaged_newest(directory / f"{damage}-{keep_last}", keep_last, damage)
+    after = result["files_after_next_save"]
+    ok = (result["loaded_step"] == (None if keep_last == 1 else 2)
+          and len(result["warnings"]) == 1 and after[-1].endswith("step-000000004.ckpt")
+          and len(after) == min(keep_last, 3))  # fmt: skip
+    text = (
+        f"set aside as .corrupt with a warning; {_loaded(result)}; the next save keeps {len(after)}"
     )
+    return text, ok
+
+
+def _other_row(directory: Path, how: str) -> tuple[str, bool]:
+    if how == "disk":
+        full = disk_full_during_save(directory / "full")
+        ok = (full["errno"] == errno.ENOSPC and full["loaded_step"] == 2 and not full["warnings"]
+              and not [n for n in full["files_before"] if n.startswith(".ckpt")])  # fmt: skip
+        text = f"OSError errno {full['errno']} names the disk error; {_loaded(full)}, no leftovers"
+        return text, ok
+    if how == "elastic":
+        elastic = resume_at_other_world_size(directory / "elastic", first=2, second=3)
+        warned = any("saved by 2 ranks, this run has 3" in w for w in elastic["warnings"])
+        text = (f"{'a warning' if warned else 'NO warning'}; resumed from step "
+                f"{elastic['resumed_from'][0]}; max |Δ| vs uninterrupted = "
+                f"{elastic['max_abs_difference']:.1e}")  # fmt: skip
+        return text, warned and elastic["max_abs_difference"] == 0.0
     busy = two_writers(directory / "two")
-    row(
-        "two processes saving into one directory",
-        "the second is refused (CheckpointDirectoryBusyError); it saves once the first ends"
-        if busy["error"]
-        else "NOT refused",
-        busy["error"] is not None and busy["saved_after_first_ended"] is not None,
-    )
+    ok = busy["error"] is not None and busy["saved_after_first_ended"] is not None
+    refused = "the second is refused (CheckpointDirectoryBusyError); it saves once the first ends"
+    return refused if busy["error"] else "NOT refused", ok
+
+
+def fault_matrix(directory: str | Path, faults=None) -> pd.DataFrame:
+    """The faults of the matrix named in ``faults`` (default: every row of :data:`FAULTS`),
+    injected for real, with what happened and whether it is what a spot run needs: the newest
+    valid state loaded and nothing else lost (§20.5.2). Deterministic text only (no paths, no
+    times), for notebook 07."""
+    directory = Path(directory)
+    chosen = [(name, how) for name, how in FAULTS if faults is None or name in faults]
+    writers = [_WRITER_NAMES.get(name, name) for name, how in chosen if how == "writer"]
+    results = writer_faults(directory / "writers", writers, timeout=600.0) if writers else {}
+    rows = []
+    for name, how in chosen:
+        if how == "writer":
+            outcome, ok = _writer_row(name, results[_WRITER_NAMES.get(name, name)])
+        elif how == "damage":
+            outcome, ok = _damage_row(directory, name)
+        else:
+            outcome, ok = _other_row(directory, how)
+        rows.append({"fault": name, "outcome": outcome, "as required": "✓" if ok else "✗"})
     return pd.DataFrame(rows)
+
+
+def checked_fault_matrix(directory: str | Path) -> tuple[pd.DataFrame, str]:
+    """Notebook 07's fault matrix: :data:`LIVE_FAULTS` injected now and the other rows from the
+    committed record (``data/fault_matrix.csv``), every row live when
+    ``CHAPTER20_SCALE`` >= 2. Returns the table (a column ``run``: this run or the record) and
+    one line that checks each live row's outcome against its row of the record."""
+    everything = size_scale() >= 2
+    live = fault_matrix(directory, None if everything else LIVE_FAULTS)
+    record = read_study(FAULT_RECORD).set_index("fault")
+    agree = [row.outcome == record.loc[row.fault, "outcome"] for row in live.itertuples()]
+    line = (f"{sum(agree)} of {len(live)} faults injected now give the recorded outcome "
+            f"(tolerance: identical text) {'✓' if all(agree) else '✗'}")  # fmt: skip
+    table = record.reset_index()[["fault", "outcome", "as required"]].assign(run="record")
+    table = table.set_index("fault")
+    table.loc[live["fault"], ["outcome", "as required"]] = live.set_index("fault").values
+    table.loc[live["fault"], "run"] = "this run"
+    when = f"the record: measured {record['measured_on'].iloc[0]} on {record['machine'].iloc[0]}"
+    return table.reset_index(), f"{line}; {when}"
+
+
+def fault_matrix_benchmark(out: str = "") -> None:
+    """``python -m chapter20 bench faults``: every fault of notebook 07's matrix injected for
+    real (§20.5.2); with ``--out`` (or ``CHAPTER20_STUDY_OUT``) the table is written as the
+    committed record the notebook reads (:func:`checked_fault_matrix`)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        frame = fault_matrix(tmp)
+    print(frame.to_string(index=False))
+    if study_output(out):
+        command = "chapter20 bench faults"
+        print("written:", write_study(frame, study_output(out), command))

@@ -1,6 +1,7 @@
-"""The experiments of notebook 07 (§20.5.2): preemptions injected into a real run and its timeline,
-the cost of one checkpoint and of deterministic mode on this machine, and the checkpoint
-interval under simulated preemptions. The fault matrix is ``chapter20.labs.nb07_faults``.
+"""The experiments of notebook 07 (§20.5.2): what a saved training state holds, preemptions
+injected into a real run and its timeline (with the restart time measured), the cost of one
+checkpoint and of deterministic mode on this machine, and the checkpoint interval under
+simulated preemptions. The fault matrix is ``chapter20.labs.nb07_faults``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from chapter20.core.measure import format_bytes
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
 from chapter20.core.seed_statistics import timing_spread_ms
@@ -32,6 +34,8 @@ from chapter20.training.checkpoints import (
 from chapter20.training.loop import LoopConfig, read_progress
 
 __all__ = [
+    "state_table",
+    "restart_seconds",
     "fresh_directory",
     "chaos_run",
     "plot_timeline",
@@ -50,6 +54,66 @@ def fresh_directory(name: str) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
+
+
+def _tensor_bytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def _holds(name: str, value) -> str:
+    if value is None:
+        return "none in this run"
+    if name == "model":
+        return f"{len(value)} tensors: " + ", ".join(value)
+    if name == "optimizer":
+        kinds = sorted({k for per in value["state"].values() for k in per})
+        group = [k for k in value["param_groups"][0] if k != "params"][:4]
+        return f"{', '.join(kinds)} for {len(value['state'])} tensors; {', '.join(group)}, ..."
+    if name == "rng":
+        return f"{len(value)} rank(s) × " + ", ".join(value[0])
+    if isinstance(value, dict):
+        shown = {
+            k: v for k, v in value.items() if k[0] != "_" and isinstance(v, (int, float, list))
+        }
+        return ", ".join(f"{k}={v}" for k, v in shown.items()) or "(empty)"
+    return repr(value)
+
+
+def state_table(state: dict) -> pd.DataFrame:
+    """§20.5.2 what a saved training state holds, one row per component of
+    ``chapter20.training.state.capture_state``: what it holds (tensor names, optimizer slots,
+    the schedule's and the sampler's counters, the RNG streams per rank) and its tensor bytes."""
+    if not isinstance(state, dict) or "step" not in state:
+        raise TypeError("state must be a dict from capture_state / CheckpointManager.load_latest")
+    return pd.DataFrame(
+        [
+            {
+                "component": name,
+                "holds": _holds(name, value),
+                "tensor bytes": format_bytes(_tensor_bytes(value)),
+            }  # fmt: skip
+            for name, value in state.items()
+        ]
+    )
+
+
+def restart_seconds(progress: list[dict]) -> list[float]:
+    """§20.5.2 for each kill in a run's progress records (:func:`chaos_run`), the seconds from
+    the kill to the first step that the next launch completed: the restart time R as this
+    machine pays it (a new process group, imports, the checkpoint load, one step)."""
+    waits = []
+    for i, record in enumerate(progress):
+        if "kill" in record:
+            later = [r for r in progress[i + 1 :] if "step" in r]
+            if later:
+                waits.append(later[0]["time"] - record["time"])
+    return waits
 
 
 def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: int = 3) -> dict:
@@ -110,7 +174,7 @@ def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None
             lw=1,
             label="uninterrupted",
         )
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))  # outside the axes, off the data
     return fig
 
 
@@ -181,7 +245,7 @@ def plot_checkpoint_cost(frame: pd.DataFrame):
     ax.plot(frame["MB"], frame["save s"], "o-", label="save (tmp + fsync + rename)")
     ax.plot(frame["MB"], frame["load s"], "s-", label="load + verify checksum")
     ax.set_xscale("log"), ax.set_yscale("log")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
@@ -233,5 +297,5 @@ def plot_interval_sweep(frame: pd.DataFrame, work_seconds: float, young_daly: fl
     ax.axvline(young_daly / 60, color="C3", ls="--", label="Young/Daly √(2·C·M)")
     ax.axhline(work_seconds / 3600, color="grey", lw=1, label="the work without preemptions")
     ax.set_xscale("log")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig

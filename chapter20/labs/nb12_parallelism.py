@@ -474,7 +474,7 @@ def plot_bubble(table: pd.DataFrame):
     first = table[table.schedule == table.schedule.iloc[0]]
     ax.plot(first["micro_batches"], first["bubble_formula"], "k:", label="(S-1)/(M+S-1)")
     ax.set_xscale("log", base=2)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))  # outside the axes, off the data
     return fig
 
 
@@ -487,7 +487,7 @@ def plot_overlap(frame: pd.DataFrame):
     ax.bar(x + 0.2, rows["hidden_model"], 0.4, label="alpha-beta model (free comm engine)")
     ax.set_xticks(x, rows["variant"], rotation=15, fontsize=8)
     ax.axhline(0, color="#8C8C8C", linewidth=0.8)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
