@@ -85,4 +85,4 @@ def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
     table, note = lab.mixed_precision_table(), lab.mixed_precision_note()
     assert f"vs fp32 x{table.loc['fp32', 'speed-up']:.2f} = " in note
     assert f"vs TF32 x{table.loc['tf32', 'speed-up']:.2f} = " in note
-    assert note.endswith("chapter20 bench cost-throughput --record measures current rows")
+    assert note.endswith("a GPU run of the current code records rows that count")

@@ -358,14 +358,15 @@ def gpu_models(catalog: pd.DataFrame | None = None) -> list[str]:
 
 
 def snapshot_label(catalog: pd.DataFrame | None = None) -> str:
-    """A caption for anything that shows catalog prices (§20.5.1): which commit of SkyPilot's
-    catalog each cloud's prices come from and its date, e.g. ``SkyPilot catalog prices: aws
-    2023-12-13 (be265a9), ... (list prices, not live; data/README.md)``."""
+    """A caption for anything that shows catalog prices (§20.5.1): the date of each cloud's
+    prices in SkyPilot's catalog, e.g. ``SkyPilot catalog prices: aws 2023-12-13, gcp
+    2023-12-12, lambda 2023-06-15 (list prices, not live)``; the commit of each is in
+    :func:`load_sources`."""
     clouds = set(catalog_or_default(catalog)["cloud"])
     sources = load_sources()
-    parts = [f"{row.source} {row.commit_date[:10]} ({row.commit[:7]})"
+    parts = [f"{row.source} {row.commit_date[:10]}"
              for row in sources.itertuples() if row.source in clouds]  # fmt: skip
-    return f"SkyPilot catalog prices: {', '.join(parts)} (list prices, not live; data/README.md)"
+    return f"SkyPilot catalog prices: {', '.join(parts)} (list prices, not live)"
 
 
 def price_table(catalog: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -322,15 +322,14 @@ def spot_saving_note(
 
 def mixed_precision_note(record: ThroughputRecord = H200_MEASUREMENT) -> str:
     """Claim C21's note in notebook 08's claims check: the GPU record's bf16 speed-up and cost
-    saved over both fp32 baselines (:func:`mixed_precision_table`), and how to record rows of
-    the current code."""
+    saved over both fp32 baselines (:func:`mixed_precision_table`), and what would count."""
     table = mixed_precision_table(record)
     fp32, tf32 = table.loc["fp32"], table.loc["tf32"]
     return (
         f"GPU record {record.date} (rows without a code version, not judged): "
         f"vs fp32 x{fp32['speed-up']:.2f} = {fp32['cost saved %']:.0f}%, "
         f"vs TF32 x{tf32['speed-up']:.2f} = {tf32['cost saved %']:.0f}%; "
-        "chapter20 bench cost-throughput --record measures current rows"
+        "a GPU run of the current code records rows that count"
     )
 
 
