@@ -38,19 +38,18 @@ def test_verdicts_by_section_counts_every_claim_and_sources_are_named(tmp_path):
     assert sources.sum() == 30 and "not yet measured" in sources.index[0]
 
 
-def test_further_reading_names_the_seven_topics_of_20_8_first():
-    topics = [topic for topic, _, _ in capstone_lab.FURTHER_READING]
+def test_further_reading_has_the_13_entries_of_20_8_each_placed_in_the_notebooks():
+    entries = capstone_lab.FURTHER_READING
+    assert len(entries) == 13
+    references = " ".join(reference for _, reference, _ in entries)
     named = [
-        "PyTorch DDP",
-        "Megatron-LM",
-        "ZeRO",
-        "Mixed precision",
-        "8-bit optimizers",
-        "Sublinear memory",
-        "Horovod",
-    ]
-    assert topics[:7] == [f"§20.8 {n}" for n in named]
-    assert all(reference and adds for _, reference, adds in capstone_lab.FURTHER_READING)
+        "PyTorch Distributed", "Megatron-LM", "ZeRO", "Mixed Precision Training",
+        "8-bit Optimizers", "Sublinear Memory", "Horovod", "Low-Memory", "Imperative Style",
+        "Systolic", "Resource Provisioning", "Four Minutes", "8-bit Floating Point",
+    ]  # fmt: skip
+    assert all(name in references for name in named)
+    assert all("notebook" in adds for _, _, adds in entries)
+    assert all(reference and adds for _, reference, adds in capstone_lab.METHOD_READING)
 
 
 def _quality_rows():
@@ -159,6 +158,53 @@ def test_saturation_batch_is_where_no_larger_batch_beats_the_noise():
     rows = [{**r, "recall@1": r["batch"] / 1e4} for r in rows]  # every step up helps
     assert studies.saturation_batch(pd.DataFrame(rows), "equal steps") == 2000
     studies.plot_batch_study(pd.DataFrame(rows).assign(lee_pearson=0.5))
+
+
+def _batch_runs(values: dict[int, float], start_value: float = 0.05):
+    rows, starts = [], []
+    for seed, noise in enumerate((-0.002, 0.0, 0.002)):
+        starts.append({"init": "random", "seed": seed, "step": 0, "recall@1": start_value + noise})
+        for batch, value in values.items():
+            rows.append({"mode": "equal steps", "batch": batch, "seed": seed, "step": 15,
+                         "recall@1": value + noise})  # fmt: skip
+    start = studies.untrained_start(pd.DataFrame(starts + [{**starts[0], "step": 25}]))
+    return pd.DataFrame(rows), start
+
+
+def test_a_batch_study_at_the_untrained_level_gives_no_trend_and_no_verdict():
+    frame, start = _batch_runs({32: 0.051, 128: 0.052, 512: 0.07})  # 32, 128 within noise
+    table = studies.past_start(frame, start, "equal steps")
+    assert table["past_start"].tolist() == [False, False, True]
+    assert table["untrained_mean"].iloc[0] == pytest.approx(0.05)
+    assert studies.batch_trend(frame, start, "equal steps") is None
+    evidence = studies.batch_claim_evidence(frame, start)
+    assert evidence["trained_past_start"] is False and evidence["measured"] is None
+    assert "32, 128 stayed at the untrained start" in evidence["note"]
+    with pytest.raises(ValueError, match="init"):
+        studies.untrained_start(start, init="lsa")
+
+
+def test_a_batch_study_past_its_start_gives_its_trend():
+    frame, start = _batch_runs({32: 0.07, 128: 0.08, 512: 0.0805})
+    assert bool(studies.past_start(frame, start, "equal steps")["past_start"].all())
+    assert studies.batch_trend(frame, start, "equal steps") == 128
+    evidence = studies.batch_claim_evidence(frame, start)
+    assert evidence["trained_past_start"] is True and evidence["measured"] == 128.0
+    studies.plot_batch_study(frame.assign(lee_pearson=0.5), start=start.assign(lee_pearson=0.3))
+
+
+def test_replaying_a_batch_row_needs_one_row_of_the_record():
+    frame, _ = _batch_runs({32: 0.07})
+    with pytest.raises(ValueError, match="no single row"):
+        studies.replay_batch_row(frame, "equal steps", batch=64, seed=0)
+
+
+def test_record_lines_put_the_command_on_a_reproduce_line():
+    from chapter20.labs.common import read_study
+
+    lines = studies.record_lines(read_study(studies.BATCH_FILE)).splitlines()
+    assert lines[0].startswith("measured 20") and "chapter20 bench" not in lines[0]
+    assert lines[1].startswith("reproduce: chapter20 bench batch") and len(lines) == 2
 
 
 def test_ablation_configs_switch_one_technique_each():

@@ -10,7 +10,8 @@
   numbers (:func:`goal_check`);
 - the composed run in a temporary directory (:func:`composed_run`) and the encoder file's
   round trip (:func:`saved_and_loaded_difference`);
-- §20.8's further reading and this notebook's own references: :data:`FURTHER_READING`.
+- §20.8's further reading (:data:`FURTHER_READING`) and this notebook's own references
+  (:data:`METHOD_READING`).
 
 The heavy studies (curves, early stopping, batch, recipe) are ``labs.nb11_studies``; the
 ablation is ``labs.nb11_ablation``.
@@ -36,6 +37,7 @@ from chapter20.training.encoder_file import load_encoder
 __all__ = [
     "FIGURES",
     "FURTHER_READING",
+    "METHOD_READING",
     "TAKEAWAYS",
     "audit_sources",
     "composed_run",
@@ -75,52 +77,94 @@ TAKEAWAYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 
-#: §20.8's further reading as the chapter names it (CHAPTER.md names these seven topics), then
-#: this notebook's own references: (topic, reference, what it adds).
+#: §20.8's further reading, its 13 entries in the chapter's order: (topic, reference, what it
+#: adds and where the notebooks use it). Authors, venue and arXiv id as the papers give them.
 FURTHER_READING: tuple[tuple[str, str, str], ...] = (
     (
-        "§20.8 PyTorch DDP",
+        "distributed training",
         "S. Li, Y. Zhao, R. Varma et al., PyTorch Distributed: Experiences "
         "on Accelerating Data Parallel Training, PVLDB 13(12), 2020 (arXiv:2006.15704)",
         "how DDP buckets gradients and overlaps their all-reduce with backward (notebook 06)",
     ),
     (
-        "§20.8 Megatron-LM",
+        "distributed training",
         "M. Shoeybi, M. Patwary, R. Puri, P. LeGresley, J. Casper, "
         "B. Catanzaro, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
         "Parallelism, 2019 (arXiv:1909.08053)",
-        "tensor (intra-layer) model parallelism, when one layer outgrows a GPU (notebook 12)",
+        "layers split across GPUs, the vocabulary-parallel lookup (notebooks 01 and 12)",
     ),
     (
-        "§20.8 ZeRO",
+        "distributed training",
         "S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, ZeRO: Memory Optimizations "
         "Toward Training Trillion Parameter Models, SC 2020 (arXiv:1910.02054)",
         "optimizer state, gradients and weights partitioned over data-parallel ranks (notebook 12)",
     ),
     (
-        "§20.8 Mixed precision",
+        "mixed precision",
         "P. Micikevicius, S. Narang, J. Alben et al., Mixed Precision "
         "Training, ICLR 2018 (arXiv:1710.03740)",
         "fp32 master weights and loss scaling, why fp16 training keeps its accuracy (notebook 03)",
     ),
     (
-        "§20.8 8-bit optimizers",
-        "T. Dettmers, M. Lewis, S. Shleifer, L. Zettlemoyer, 8-bit "
-        "Optimizers via Block-wise Quantization, ICLR 2022 (arXiv:2110.02861)",
-        "block-wise quantised Adam state, and why embeddings keep 32-bit state (notebook 05)",
+        "mixed precision",
+        "N. Mellempudi, S. Srinivasan, D. Das, B. Kaul, Mixed Precision Training With 8-bit "
+        "Floating Point, 2019 (arXiv:1905.12334)",
+        "8-bit floats for weights, activations and gradients; beyond notebook 03's fp16 and bf16",
     ),
     (
-        "§20.8 Sublinear memory",
+        "memory",
         "T. Chen, B. Xu, C. Zhang, C. Guestrin, Training Deep Nets "
         "with Sublinear Memory Cost, 2016 (arXiv:1604.06174)",
         "checkpoints every √n layers: O(√n) activation memory for one extra forward (notebook 04)",
     ),
     (
-        "§20.8 Horovod",
+        "memory",
+        "N. Sohoni, C. Aberger, M. Leszczynski, J. Zhang, C. Ré, Low-Memory Neural Network "
+        "Training: A Technical Report, 2019 (arXiv:1904.10631)",
+        "low precision, microbatches and checkpointing measured alone and combined, as "
+        "notebook 05's checklist combines them",
+    ),
+    (
+        "memory",
+        "T. Dettmers, M. Lewis, S. Shleifer, L. Zettlemoyer, 8-bit "
+        "Optimizers via Block-wise Quantization, ICLR 2022 (arXiv:2110.02861)",
+        "block-wise quantised Adam state, and why embeddings keep 32-bit state (notebook 05)",
+    ),
+    (
+        "training systems",
+        "X. Jia, S. Song, W. He et al., Highly Scalable Deep Learning Training System with "
+        "Mixed-Precision: Training ImageNet in Four Minutes, 2018 (arXiv:1807.11205)",
+        "batches up to 64K with mixed precision and tuned all-reduce (notebooks 03 and 06)",
+    ),
+    (
+        "training systems",
         "A. Sergeev, M. Del Balso, Horovod: fast and easy distributed deep "
         "learning in TensorFlow, 2018 (arXiv:1802.05799)",
-        "ring all-reduce data parallelism across frameworks, the note's 8-GPU route (notebook 06)",
+        "ring all-reduce data parallelism across frameworks (notebook 06)",
     ),
+    (
+        "training systems",
+        "A. Paszke, S. Gross, F. Massa et al., PyTorch: An Imperative Style, High-Performance "
+        "Deep Learning Library, NeurIPS 2019 (arXiv:1912.01703)",
+        "the library every notebook runs on: eager autograd, the caching allocator",
+    ),
+    (
+        "cost",
+        "C. Guo, Y. Zhou, J. Leng et al., Balancing Efficiency and Flexibility for DNN "
+        "Acceleration via Temporal GPU-Systolic Array Integration, DAC 2020 (arXiv:2002.08326); "
+        "the chapter lists it under Chaudhary et al.",
+        "hardware that switches between GPU and systolic-array modes; no notebook uses it",
+    ),
+    (
+        "cost",
+        "Toward Efficient Deep Learning in the Cloud: Resource Provisioning and Workload "
+        "Scheduling, IEEE, 2021 (IEEE Xplore 9355619; the chapter lists it under Yang et al.)",
+        "choosing cloud GPU servers for a training job, as notebook 08 does from the catalog",
+    ),
+)
+
+#: The references of notebook 11's own methods: (topic, reference, what it adds).
+METHOD_READING: tuple[tuple[str, str, str], ...] = (
     (
         "Lee similarity data",
         "M. D. Lee, B. Pincombe, M. Welsh, An Empirical Evaluation of "

@@ -31,7 +31,7 @@ from chapter20.capstone.recipe import EncoderRecipe, build_encoder, recipe_confi
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
-from chapter20.labs.common import study_output, write_study
+from chapter20.labs.common import provenance_line, study_output, write_study
 
 __all__ = [
     "BATCHES",
@@ -41,16 +41,22 @@ __all__ = [
     "RECIPE_FILE",
     "RECIPE_SEARCH",
     "batch_benchmark",
+    "batch_claim_evidence",
     "batch_study",
+    "batch_trend",
     "curves_benchmark",
     "early_stopping",
     "plot_batch_study",
+    "past_start",
     "plot_training_curves",
     "recipe_benchmark",
     "recipe_search",
+    "record_lines",
+    "replay_batch_row",
     "saturation_batch",
     "start_share",
     "training_curves",
+    "untrained_start",
 ]
 
 #: The committed records (``data/``) of the three benches.
@@ -274,16 +280,101 @@ def saturation_batch(frame: pd.DataFrame, mode: str, column: str = "recall@1") -
     return sizes[-1]
 
 
+def untrained_start(curves: pd.DataFrame, init: str = "random") -> pd.DataFrame:
+    """The untrained encoder of each seed, from ``init``'s step-0 rows of the curves record
+    (:func:`training_curves`): the same model the batch study starts from, scored on the same
+    pairs, with ``mode`` "untrained" and ``batch`` 0 (§20.6; C01)."""
+    rows = curves[(curves["init"] == init) & (curves["step"] == 0)]
+    if rows.empty:
+        raise ValueError(f"init must be one of {sorted(set(curves['init']))}, got {init!r}")
+    return rows.assign(mode="untrained", batch=0)
+
+
+def past_start(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
+    """For each batch of ``mode``'s runs: ``column``'s mean ± std over seeds next to the
+    untrained start's (:func:`untrained_start`), and ``past_start``, whether the runs beat the
+    start by more than twice the larger standard deviation (``beyond_noise``). A batch whose runs
+    fall short of that stayed at the untrained level and carries no trend (§20.6; C01)."""
+    runs = frame[frame["mode"] == mode]
+    if runs.empty:
+        raise ValueError(f"mode must be one of {sorted(set(frame['mode']))}, got {mode!r}")
+    both = pd.concat([start, runs]).assign(batch=lambda f: f["batch"].astype(str))
+    summary = summarize_seeds(both, by="batch", columns=(column,))
+    out = summary[summary["batch"] != "0"].copy()
+    out["untrained_mean"] = summary.loc[summary["batch"] == "0", f"{column}_mean"].iloc[0]
+    out["past_start"] = [
+        beyond_noise(summary, b, "0", by="batch", column=column) for b in out["batch"]
+    ]
+    return out.assign(batch=out["batch"].astype(int)).reset_index(drop=True)
+
+
+def batch_trend(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
+    """Where gains stop (:func:`saturation_batch`) for ``mode``'s runs, or None when a batch's
+    runs stayed at the untrained start's level (:func:`past_start`): runs that did not train
+    past their start give no trend (§20.6; C01)."""
+    if not past_start(frame, start, mode, column)["past_start"].all():
+        return None
+    return saturation_batch(frame, mode, column)
+
+
+def batch_claim_evidence(frame: pd.DataFrame, start: pd.DataFrame, mode: str = "equal steps"):
+    """``ClaimsLog.check("C01", ...)``'s keyword arguments from the batch study: where gains
+    stop at ``mode`` (recall@1), and ``trained_past_start``: whether every batch's runs left the
+    untrained start beyond the seed spread (:func:`past_start`); if not, no batch is measured
+    and the note says which batches stayed at the start (§20.6; C01)."""
+    table = past_start(frame, start, mode)
+    trained = bool(table["past_start"].all())
+    stayed = [f"{b:,}" for b in table.loc[~table["past_start"], "batch"]]
+    note = (
+        f"{mode}, {int(frame.loc[frame['mode'] == mode, 'step'].iloc[0])} steps: "
+        + ("every batch beat the untrained start" if trained else
+           f"batches {', '.join(stayed)} stayed at the untrained start's recall@1")
+    )  # fmt: skip
+    measured = float(saturation_batch(frame, mode)) if trained else None
+    return {"measured": measured, "unit": "examples per batch", "trained_past_start": trained,
+            "note": note}  # fmt: skip
+
+
+def replay_batch_row(
+    frame: pd.DataFrame, mode: str = "equal steps", batch: int = 32, seed: int = 0
+):
+    """One run of the batch study trained again now: the record's row of (``mode``, ``batch``,
+    ``seed``) and this run's figures of the same configuration, for a check that the record is
+    what this code computes (§20.6; C01)."""
+    rows = frame[(frame["mode"] == mode) & (frame["batch"] == batch) & (frame["seed"] == seed)]
+    if len(rows) != 1:
+        raise ValueError(f"the record has no single row for {mode!r}, batch {batch}, seed {seed}")
+    row = rows.iloc[0]
+    setup = build_encoder(EncoderRecipe(init=str(row["init"]), seed=seed))
+    start = {k: v.clone() for k, v in setup.model.state_dict().items()}
+    chunk = int(str(row["command"]).split("--chunk")[-1].split()[0])
+    test, validation = _pairs()
+    return row, _run_at(setup, start, batch, int(row["step"]), chunk, test, validation)
+
+
+def record_lines(frame: pd.DataFrame) -> str:
+    """Where a committed study comes from, for a reader: when, on what and under what load it
+    was measured, then one ``reproduce:`` line with the command that measures it again."""
+    measured, _, command = provenance_line(frame).partition(" by: ")
+    return f"{measured}\nreproduce: {command}"
+
+
 def plot_batch_study(
     frame: pd.DataFrame,
     columns=(("recall@1", "held-out recall@1"), ("lee_pearson", "Lee Pearson r")),
+    start: pd.DataFrame | None = None,
 ):
     """One panel per column: the mean ± std over seeds against the batch (log scale), one line
-    per mode (equal documents seen, equal steps)."""
+    per mode (equal documents seen, equal steps), and the untrained start's mean ± std
+    (:func:`untrained_start`) as a grey band when ``start`` is given."""
     fig, axes = new_panels(
         len(columns), "Quality against the batch (C01 on this corpus)", figsize=(12, 4)
     )
     for ax, (column, label) in zip(axes, columns):
+        if start is not None:
+            mean, std = start[column].mean(), start[column].std()
+            ax.axhspan(mean - std, mean + std, color="grey", alpha=0.2)
+            ax.axhline(mean, color="grey", linestyle="--", label="untrained start")
         for mode, runs in frame.groupby("mode", sort=False):
             stats = runs.groupby("batch")[column].agg(["mean", "std"]).fillna(0.0)
             ax.errorbar(
@@ -293,7 +384,7 @@ def plot_batch_study(
         ax.set_xticks(sorted(set(frame["batch"])), [f"{b:,}" for b in sorted(set(frame["batch"]))])
         ax.set_xlabel("batch (documents per step)")
         ax.set_ylabel(label)
-        ax.legend()
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     return fig
 
 
