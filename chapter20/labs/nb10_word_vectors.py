@@ -52,6 +52,7 @@ __all__ = [
     "subword_study",
     "judged_subwords",
     "subword_benchmark",
+    "word_model_check",
 ]
 
 
@@ -388,6 +389,25 @@ def subword_benchmark(out: str = ""):
     print(subword_summary(frame).round(3).to_string())
     if study_output(out):
         print("written:", write_study(frame, study_output(out), "chapter20 bench subwords"))
+
+
+def word_model_check(record: pd.DataFrame, seed: int = 1, *, device=None):
+    """The word-level model of the subword study's ``seed`` trained again now with the study's
+    settings, and its WordSim-353 ρ next to the record's row for the same seed (C30): returns
+    ``(vectors, recorded_rho, rho)``; ``vectors`` serve the notebook's PCA of word vectors."""
+    from chapter20.core.device import get_device
+    from chapter20.word2vec.corpus import corpus_sentences
+    from chapter20.word2vec.skipgram_training import train_word2vec
+    from chapter20.word2vec.vectors import evaluate_word_pairs
+
+    rows = record[(record["model"] == "words") & (record["seed"] == check_int("seed", seed, 0))]
+    if len(rows) != 1:
+        raise ValueError(f"the record has no single row of the word model for seed {seed}")
+    device = get_device() if device is None else torch.device(device)
+    config = replace(SUBWORD_CONFIG, seed=seed, device=str(device))
+    vectors = train_word2vec(corpus_sentences("wiki"), config)
+    rho = evaluate_word_pairs(vectors.words, vectors.vectors).spearman
+    return vectors, float(rows["rho_same_pairs"].iloc[0]), float(rho)
 
 
 #: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean

@@ -1,0 +1,38 @@
+"""chapter20.labs.nb10_compression: notebook 10's proofs of the randomized sparse PCA and of the
+autoencoder, on small random sparse matrices (fast), and the check of a subword record's row."""
+
+import pandas as pd
+import pytest
+import torch
+
+from chapter20.labs import nb10_compression as compression
+from chapter20.labs import nb10_word_vectors as vectors_lab
+
+
+def _sparse(rows=80, cols=200, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    dense = torch.rand(rows, cols, generator=generator)
+    dense = torch.where(dense > 0.9, torch.ceil(dense * 3), torch.zeros_like(dense))
+    return dense.to_sparse().coalesce()
+
+
+def test_pca_proof_centring_is_exact_and_randomized_keeps_at_most_the_exact_variance():
+    proof = compression.pca_proof(_sparse(), rows=60, k=5)
+    assert proof["rows"] == 60 and proof["method"] == "randomized SVD (sparse)"
+    assert proof["centring_max_diff"] < 1e-10  # float64 rounding of the same sums
+    assert proof["kept_randomized"] <= proof["kept_exact"] + 1e-12
+    assert proof["kept_randomized"] > 0.9 * proof["kept_exact"]
+    assert proof["top_relative_error"] < 0.1
+
+
+def test_autoencoder_proof_codes_of_sparse_and_dense_rows_agree_and_the_bound_holds():
+    proof = compression.autoencoder_proof(_sparse(), rows=60, k=5, epochs=3)
+    assert proof["sparse_dense_max_diff"] < 1e-5  # float32 rounding of sums in another order
+    assert proof["bound_holds"] and proof["autoencoder_error"] >= proof["pca_error"] - 1e-6
+    assert 0 < proof["pca_error"] < 1
+
+
+def test_word_model_check_refuses_a_record_without_the_seed_before_training():
+    record = pd.DataFrame({"model": ["words"], "seed": [2], "rho_same_pairs": [0.3]})
+    with pytest.raises(ValueError, match="seed 1"):
+        vectors_lab.word_model_check(record, seed=1)
