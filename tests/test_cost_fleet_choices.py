@@ -69,5 +69,5 @@ def test_figures_label_their_axes_with_units():
     labels = [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
     assert ("date of the catalog version", "spot price, % of on-demand") in labels
     fig = plot_spot_discounts(spot_discounts(), claimed=(50, 90))
-    assert fig.axes[0].get_ylabel() == "spot saving over on-demand (%)"
+    assert fig.axes[0].get_xlabel() == "spot saving over on-demand (%)"
     matplotlib.pyplot.close("all")

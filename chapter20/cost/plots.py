@@ -169,21 +169,16 @@ def plot_spot_discounts(discounts: pd.DataFrame, claimed: tuple[float, float] | 
 
     fig, ax = new_figure(
         "Spot saving by GPU model, every region and zone",
-        "GPU model (zones with a spot price)",
         "spot saving over on-demand (%)",
+        "GPU model (zones with a spot price)",
+        figsize=(7, 4.5),
     )
     order = discounts.groupby("gpu_model")["saving %"].median().sort_values().index
     groups = [discounts.loc[discounts["gpu_model"] == m, "saving %"] for m in order]
-    ax.boxplot(groups, whis=(5, 95), showfliers=False)
-    ax.set_xticks(
-        range(1, len(order) + 1),
-        [f"{m}\n({len(g)})" for m, g in zip(order, groups)],
-        fontsize=7,
-        rotation=30,
-        ha="right",
-    )
+    ax.boxplot(groups, whis=(5, 95), showfliers=False, orientation="horizontal")
+    ax.set_yticks(range(1, len(order) + 1), [f"{m} ({len(g)})" for m, g in zip(order, groups)])
     if claimed is not None:
-        ax.axhspan(*claimed, color="#2a9d8f", alpha=0.12, label="the chapter's range")
-        ax.legend(fontsize=8, loc="lower right")
-    ax.set_ylim(0, 100)
+        ax.axvspan(*claimed, color="#2a9d8f", alpha=0.12, label="the chapter's range")
+        ax.legend(fontsize=8, loc="upper left")  # the lowest savings are at the bottom
+    ax.set_xlim(0, 100)
     return fig
