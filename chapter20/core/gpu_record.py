@@ -8,7 +8,8 @@ package code that produced it (:func:`code_version` of the modules it ran, e.g.
 ``word2vec@3f2a9c1e0b7d``; empty in rows recorded before the column existed). A verdict reads
 only rows of the current code (:func:`current_gpu_figure`): after a change of the measured
 modules, an older figure describes code that no longer exists, and the claim reads "needs a
-GPU" until a GPU run measures it again. ``make gpu-check``
+GPU" until a GPU run measures it again; a judged GPU verdict names the code version it read
+(:func:`unversioned_gpu_verdicts` lists those that do not). ``make gpu-check``
 (``chapter20/scripts/gpu_check.py``) appends to it; notebooks and the audit read it with
 :func:`read_gpu_measurements`. Rows are only ever appended, never rewritten: a figure that a newer
 run supersedes stays, dated, beside the new one.
@@ -22,6 +23,7 @@ import csv
 import datetime
 import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -37,6 +39,10 @@ __all__ = [
     "append_gpu_measurements",
     "code_version",
     "current_gpu_figure",
+    "current_gpu_ratio",
+    "MEASURED_LIVE",
+    "names_code_version",
+    "unversioned_gpu_verdicts",
     "gpu_measurements_path",
     "gpu_figure",
     "gpu_figures",
@@ -235,3 +241,45 @@ def current_gpu_figure(
         return None
     row = rows.sort_values("date", kind="stable").iloc[-1]
     return GpuFigure(**{k: row[k] for k in GpuFigure.__dataclass_fields__})
+
+
+def current_gpu_ratio(
+    numerator: str,
+    denominator: str,
+    modules: tuple[str, ...],
+    *,
+    path: str | os.PathLike | None = None,
+) -> tuple[float, GpuFigure, GpuFigure] | None:
+    """``(numerator / denominator, numerator's figure, denominator's figure)`` from the newest
+    GPU rows of the two quantities measured by the current version of ``modules``
+    (:func:`current_gpu_figure`; e.g. fp32 step seconds over bf16 step seconds, a speed-up), or
+    None when either has no such row: a ratio of two figures is judged only if both are."""
+    top = current_gpu_figure(numerator, modules, path=path)
+    bottom = current_gpu_figure(denominator, modules, path=path)
+    if top is None or bottom is None:
+        return None
+    return top.value / bottom.value, top, bottom
+
+
+_VERSION = re.compile(r"@[0-9a-f]{12}\b")
+#: What a GPU claim's note says when its figure was measured on CUDA in the run itself.
+MEASURED_LIVE = "measured in this run"
+
+
+def names_code_version(note: str) -> bool:
+    """Whether a verdict's ``note`` names the code version of its GPU figure (the
+    ``<modules>@<12 hex digits>`` of :func:`code_version`) or says it was measured on CUDA in
+    the run itself (:data:`MEASURED_LIVE`): the two sources a GPU verdict may have."""
+    return bool(_VERSION.search(str(note))) or MEASURED_LIVE in str(note)
+
+
+def unversioned_gpu_verdicts(audit) -> list[str]:
+    """The ids of the claims of ``audit`` (``chapter20.core.claims.audit``'s frame) whose basis
+    is ``gpu`` and whose verdict was judged (not "needs a GPU", not "not yet measured") without
+    naming the code version of its figure (:func:`names_code_version`): verdicts that break the
+    one rule for GPU figures. Empty when the audit applies it."""
+    from chapter20.core.claims import NEEDS_GPU, NOT_YET_MEASURED
+
+    gpu = audit[audit["basis"] == "gpu"]
+    judged = gpu[~gpu["verdict"].isin((NEEDS_GPU, NOT_YET_MEASURED))]
+    return [row.id for row in judged.itertuples() if not names_code_version(row.note)]
