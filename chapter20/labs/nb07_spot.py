@@ -28,9 +28,8 @@ from chapter20.demos.spot_run import (
     start_spot_demo,
     wait_for_spot_demos,
 )
-from chapter20.training.checkpoints import (
-    CheckpointManager,
-)
+from chapter20.techniques.distributed import run_local_group
+from chapter20.training.checkpoints import CheckpointManager
 from chapter20.training.loop import LoopConfig, read_progress
 
 __all__ = [
@@ -116,28 +115,31 @@ def restart_seconds(progress: list[dict]) -> list[float]:
     return waits
 
 
-def chaos_run(directory: str | Path, args: list[str], *, nproc: int = 2, kills: int = 3) -> dict:
-    """The same spot_demo run twice under torchrun: once clean, once with ``kills`` SIGKILLs and
-    ``--max-restarts`` to recover. The two launches run at the same time: the clean run goes on
-    while the chaotic one waits out its restarts, and neither's result depends on the other's
-    (each rank's arithmetic is deterministic). Returns both fingerprints and both runs' progress
-    records (launch, step, wall time, kills)."""
+def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 1) -> dict:
+    """§20.5.2 the spot run ``run`` (``steps``, ``batch``, ``checkpoint_every``, ``step_delay``)
+    on ``nproc`` processes twice: under torchrun with ``kills`` SIGKILLs and ``--max-restarts``
+    to recover, and uninterrupted in a local gloo group (``run_local_group``: ranks forked from
+    a process that has already imported torch, cheaper than a second torchrun). The two run at
+    the same time: the clean run goes on while the chaotic one waits out its restarts, and
+    neither's result depends on the other's (each rank's arithmetic is deterministic). Returns
+    both fingerprints and both runs' progress records (launch, step, wall time, kills)."""
     directory = Path(directory)
-    chaos_args = [*args, "--checkpoint-dir", str(directory / "chaos"), "--chaos-kills", str(kills)]
-    clean_args = [*args, "--checkpoint-dir", str(directory / "clean")]
-    chaos_args += ["--summary-json", str(directory / "chaos.json")]
-    clean_args += ["--summary-json", str(directory / "clean.json")]
-    results = wait_for_spot_demos(
-        {
-            "chaos": start_spot_demo(chaos_args, nproc=nproc, max_restarts=kills + 1),
-            "clean": start_spot_demo(clean_args, nproc=nproc),
-        }
-    )
-    for name, result in results.items():
-        if result.returncode != 0:
-            raise RuntimeError(f"the {name} run failed:\n{result.stderr[-3000:]}")
+    steps, batch = run["steps"], run["batch"]
+    loop = LoopConfig(checkpoint_every=run["checkpoint_every"], step_delay=run["step_delay"])
+    args = ["--steps", str(steps), "--batch", str(batch), "--step-delay", str(loop.step_delay),
+            "--checkpoint-every", str(loop.checkpoint_every), "--chaos-kills", str(kills),
+            "--checkpoint-dir", str(directory / "chaos"),
+            "--summary-json", str(directory / "chaos.json")]  # fmt: skip
+    chaos = start_spot_demo(args, nproc=nproc, max_restarts=kills + 1)
+    try:
+        clean = SpotConfig(str(directory / "clean"), steps=steps, batch=batch, loop=loop)
+        reference = run_local_group(run_spot_training, nproc, (clean,), timeout_s=600.0)[0]
+    finally:
+        result = wait_for_spot_demos({"chaos": chaos})["chaos"]
+    if result.returncode != 0:
+        raise RuntimeError(f"the chaos run failed:\n{result.stderr[-3000:]}")
     return {
-        "clean": SpotResult.read(directory / "clean.json").fingerprint,
+        "clean": reference.fingerprint,
         "chaos": SpotResult.read(directory / "chaos.json").fingerprint,
         "progress": read_progress(directory / "chaos"),
         "clean_progress": read_progress(directory / "clean"),
