@@ -25,7 +25,7 @@ from chapter20.techniques.memory_model import training_state_bytes
 
 STATIC = ("parameters", "gradients", "optimizer_state")
 #: The table sizes notebook 00 measures (times ``CHAPTER20_SCALE``).
-VOCAB_SIZES = (10_000, 50_000, 150_000)
+VOCAB_SIZES = (10_000, 30_000, 100_000)
 
 
 @dataclass(frozen=True)
