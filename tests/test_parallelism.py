@@ -14,7 +14,6 @@ from chapter20.core.models import TransformerEncoder
 from chapter20.labs import nb12_mechanisms as mech
 from chapter20.labs import nb12_parallelism as lab
 from chapter20.labs import nb12_practices as practices
-from chapter20.techniques.distributed import run_local_group
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.parallelism import (
     RankMonitor,
@@ -56,19 +55,18 @@ def test_split_stages_balances_dense_weights_and_composes_to_the_model():
 ZERO = {"vocab_size": 200, "d_model": 16, "n_heads": 2, "n_layers": 1, "max_len": 8}
 
 
-def _checks_on_rank(small: dict, zero: dict) -> dict:
-    """Every multi-rank check of this file in one 2-rank group (a group costs seconds to start)."""
-    return {
-        "pipeline": lab.pipeline_on_rank(("gpipe", "1f1b"), (1, 4), 32, 1, small),
-        "zero": lab.zero_on_rank(3, 12, zero),
-        "no_sync": lab.no_sync_on_rank(4, 16, small),
-        "l2": practices.l2_on_rank(3, 16),
-    }
+#: Every multi-rank check of this file, run in one 2-rank group (a group costs seconds to start).
+JOBS = {
+    "pipeline": (lab.pipeline_on_rank, (("gpipe", "1f1b"), (1, 4), 32, 1, SMALL)),
+    "zero": (lab.zero_on_rank, (3, 12, ZERO)),
+    "no_sync": (lab.no_sync_on_rank, (4, 16, SMALL)),
+    "l2": (practices.l2_on_rank, (3, 16)),
+}
 
 
 @pytest.fixture(scope="module")
 def group():
-    return run_local_group(_checks_on_rank, 2, (SMALL, ZERO))
+    return mech.run_in_one_group(2, JOBS)
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +114,8 @@ def test_no_sync_defers_the_allreduce_to_the_last_micro_batch(group):
 
 
 def test_corrected_l2_on_two_ranks_equals_one_process(group):
+    frame = practices.corrected_l2(3, 16, ranks=[r["l2"] for r in group])
+    assert list(frame["world"]) == [1, 2, 2]
     one = practices.l2_on_rank(3, 16)
     assert one["wrapped"] == "TrainedModule"
     for rank in (r["l2"] for r in group):
@@ -265,3 +265,25 @@ def test_zero1_partition_matches_zero_redundancy_optimizer(group):
     params = list(TransformerEncoder(**ZERO, dropout=0.0).parameters())
     held = [r["zero"]["zero_state_bytes"] for r in sorted(group, key=lambda r: r["zero"]["rank"])]
     assert held == mech.zero1_state_bytes(params, 2)
+
+
+def test_zero_results_read_the_ranks_state_against_w_and_the_planner(group):
+    frame = lab.zero_results([r["zero"] for r in group], global_batch=12)
+    assert list(frame["rank"]) == [0, 1] and (frame["world_size"] == 2).all()
+    assert frame["zero_state_bytes"].sum() == frame["plain_state_bytes"].iloc[0]
+    assert frame["share"].sum() == pytest.approx(1.0)
+    with pytest.raises(TypeError, match="jobs"):
+        mech.run_in_one_group(2, {"x": (None, ())})
+
+
+def test_two_node_launch_reads_its_committed_record(monkeypatch):
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    row, source = practices.two_node_launch()
+    assert source.startswith("the committed record, measured ")
+    assert row.world_size == 2 and row.backend == "gloo"
+    assert row.command_shown.startswith("torchrun --nnodes=2 --node_rank=0")
+    summary = {"world_size": 2, "backend": "gloo", "first_loss": 5.0, "final_loss": 4.0}
+    frame = practices.two_node_row({"command": "c", "line": "done:", "summary": summary})
+    assert list(frame.columns) == [
+        "command_shown", "line", "world_size", "backend", "first_loss", "final_loss",
+    ]  # fmt: skip

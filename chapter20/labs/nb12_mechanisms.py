@@ -1,7 +1,8 @@
 """§20.1.1, §20.3.2 the mechanisms of notebook 12 in a few lines each, beside the library
 versions the notebook measures: the pipeline schedule as a grid of stages × time slots (and its
 figure), tensor parallelism of a dense block split over shards in one process, and ZeRO-1's
-partition of the optimizer state over ranks.
+partition of the optimizer state over ranks; and :func:`run_in_one_group`, which runs the
+notebook's multi-rank experiments in one process group (a group costs seconds to start).
 
 Each reference is short enough to read and is proven in the notebook against what PyTorch
 computes: the grid's idle share against (S−1)/(M+S−1), the split block against the whole one,
@@ -16,6 +17,8 @@ from torch import nn
 
 from chapter20.core.checks import check_int
 from chapter20.core.plotting import new_panels
+from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S
+from chapter20.techniques.distributed import run_local_group
 from chapter20.techniques.parallelism import SCHEDULES
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "tensor_parallel_block",
     "zero1_partition",
     "zero1_state_bytes",
+    "run_in_one_group",
 ]
 
 
@@ -147,3 +151,18 @@ def zero1_state_bytes(params: list[torch.Tensor], world: int) -> list[int]:
     for p, rank in zip(params, owner):
         held[rank] += 8 * p.numel() + 4
     return held
+
+
+def _jobs_on_rank(jobs: dict) -> dict:
+    return {name: fn(*args) for name, (fn, args) in jobs.items()}
+
+
+def run_in_one_group(world: int, jobs: dict) -> list[dict]:
+    """§20.4 several experiments on one local gloo group of ``world`` ranks, started once:
+    ``jobs`` maps a name to ``(fn, args)``, where ``fn`` is a module-level ``*_on_rank``
+    function; each rank runs them in order. Returns, in rank order, each rank's
+    ``{name: fn(*args)}``."""
+    world = check_int("world", world, 1)
+    if not isinstance(jobs, dict) or not all(callable(job[0]) for job in jobs.values()):
+        raise TypeError("jobs must map names to (function, args) pairs")
+    return run_local_group(_jobs_on_rank, world, (jobs,), timeout_s=LOCAL_GROUP_TIMEOUT_S)

@@ -261,32 +261,32 @@ def zero_on_rank(steps: int, global_batch: int, model: dict = ZERO_MODEL, seed: 
 def measure_zero(
     world_sizes: tuple[int, ...] = (2, 3), steps: int = 4, global_batch: int = 24
 ) -> pd.DataFrame:
-    """ZeRO-1 vs plain AdamW on each world size: the weights after ``steps`` steps (max |Δ|),
+    """ZeRO-1 vs plain AdamW on each world size (:func:`zero_results` of a group each)."""
+    frames = [
+        zero_results(run_local_group(zero_on_rank, world, (steps, global_batch),
+                                     timeout_s=TIMEOUT_S), global_batch)
+        for world in world_sizes
+    ]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def zero_results(results: list[dict], global_batch: int) -> pd.DataFrame:
+    """From every rank's :func:`zero_on_rank` result: the weights after the steps (max |Δ|),
     and the optimizer state per rank measured, vs the plain state / W and vs the memory
     planner's ZeRO-1 prediction (``memory_plan.plan(..., zero_stage=1)``)."""
-    records = []
+    world = len(results)
     with torch.device("meta"):  # the shape without allocating the weights
         shape = EncoderShape.of(TransformerEncoder(**ZERO_MODEL))
-    for world in world_sizes:
-        predicted = plan(
-            shape, TrainConfig(), batch=global_batch // world, seq_len=shape.max_len,
-            world_size=world, zero_stage=1,
-        ).components["optimizer_state"]  # fmt: skip
-        for result in run_local_group(
-            zero_on_rank, world, (steps, global_batch), timeout_s=TIMEOUT_S
-        ):
-            records.append(
-                {
-                    "world_size": world,
-                    "rank": result["rank"],
-                    "max_weight_diff": result["max_weight_diff"],
-                    "plain_state_bytes": result["plain_state_bytes"],
-                    "zero_state_bytes": result["zero_state_bytes"],
-                    "plain / W": result["plain_state_bytes"] / world,
-                    "planned_zero1": predicted,
-                }
-            )
-    frame = pd.DataFrame(records)
+    predicted = plan(
+        shape, TrainConfig(), batch=global_batch // world, seq_len=shape.max_len,
+        world_size=world, zero_stage=1,
+    ).components["optimizer_state"]  # fmt: skip
+    frame = pd.DataFrame(
+        [{"world_size": world, "rank": r["rank"], "max_weight_diff": r["max_weight_diff"],
+          "plain_state_bytes": r["plain_state_bytes"], "zero_state_bytes": r["zero_state_bytes"],
+          "plain / W": r["plain_state_bytes"] / world, "planned_zero1": predicted}
+         for r in results]
+    )  # fmt: skip
     frame["share"] = frame["zero_state_bytes"] / frame["plain_state_bytes"]
     return frame
 
@@ -379,6 +379,12 @@ def measure_overlap(
     results = run_local_group(
         overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
     )
+    return overlap_results(results, bucket_caps_mb)
+
+
+def overlap_results(results: list[dict], bucket_caps_mb: tuple[float, ...]):
+    """The frame and fit of :func:`measure_overlap` from every rank's :func:`overlap_on_rank`
+    result."""
     seconds = {name: max(r["seconds"][name] for r in results) for name in results[0]["seconds"]}
     slowest = {name: max(results, key=lambda r: r["seconds"][name])["times"][name]
                for name in seconds}  # fmt: skip

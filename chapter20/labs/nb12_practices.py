@@ -44,6 +44,9 @@ __all__ = [
     "loader_throughput",
     "demo_step_throughput",
     "two_node_torchrun",
+    "TWO_NODE_RECORD",
+    "two_node_row",
+    "two_node_launch",
 ]
 
 
@@ -71,11 +74,13 @@ def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32)
             "checksum": checksum, "wrapped": wrapped}  # fmt: skip
 
 
-def corrected_l2(steps: int = 5, global_batch: int = 32) -> pd.DataFrame:
-    """:func:`l2_on_rank` on one process and on 2 gloo ranks, one row per rank."""
+def corrected_l2(steps: int = 5, global_batch: int = 32, ranks: list | None = None) -> pd.DataFrame:
+    """:func:`l2_on_rank` on one process and on 2 gloo ranks, one row per rank; ``ranks``: the
+    ranks' results when a group has already run them (the same ``steps`` and batch)."""
     rows = [l2_on_rank(steps, global_batch)]
-    rows += run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
-    return pd.DataFrame(rows)
+    if ranks is None:
+        ranks = run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
+    return pd.DataFrame(rows + list(ranks))
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,7 +98,10 @@ ADAMW_VARIANTS = (
 
 
 def optimizer_step_times(
-    sizes: tuple[int, ...] = (100_000, 1_000_000), tensors: int = 16, repeat: int = 5
+    sizes: tuple[int, ...] = (100_000, 1_000_000),
+    tensors: int = 16,
+    repeat: int = 5,
+    variants: tuple[str, ...] = tuple(label for label, _, _ in ADAMW_VARIANTS),
 ) -> pd.DataFrame:
     """Step time of AdamW as a for-loop, foreach (one kernel per operation over all tensors),
     fused (one kernel per step) and 8-bit, each built by ``make_optimizer``, on ``tensors``
@@ -103,7 +111,7 @@ def optimizer_step_times(
     records = []
     for size in sizes:
         optimizers, params = {}, {}
-        for label, kind, extra in ADAMW_VARIANTS:
+        for label, kind, extra in (v for v in ADAMW_VARIANTS if v[0] in variants):
             generator = torch.Generator().manual_seed(0)
             params[label] = [nn.Parameter(torch.randn(size // tensors, generator=generator))
                              for _ in range(tensors)]  # fmt: skip
@@ -244,11 +252,48 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
     return {"command": shown, "line": lines[-1] if lines else "", "summary": data}
 
 
-def benchmark(optimizer_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)) -> None:
+#: The committed record of the two-node launch under ``data/``.
+TWO_NODE_RECORD = "two_node_launch.csv"
+
+
+def two_node_row(nodes: dict) -> pd.DataFrame:
+    """:func:`two_node_torchrun`'s result as one row: node 0's command and summary line, the
+    world size, the backend and the first and final loss of the run."""
+    summary = nodes["summary"]
+    return pd.DataFrame(
+        [{"command_shown": nodes["command"], "line": nodes["line"],
+          **{k: summary[k] for k in ("world_size", "backend", "first_loss", "final_loss")}}]
+    )  # fmt: skip
+
+
+def two_node_launch() -> tuple[pd.Series, str]:
+    """§20.4 the two-node launch of notebook 12: run now when ``CHAPTER20_SCALE`` >= 2, else
+    the committed record ``data/two_node_launch.csv`` (starting two torchrun agents and their
+    workers takes the longest of the notebook). Returns the row and where it comes from."""
+    from chapter20.core.device import size_scale
+    from chapter20.labs.common import read_study
+
+    if size_scale() >= 2:
+        return two_node_row(two_node_torchrun()).iloc[0], "this run"
+    record = read_study(TWO_NODE_RECORD).iloc[0]
+    return record, f"the committed record, measured {record.measured_on} on {record.machine}"
+
+
+def benchmark(
+    optimizer_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000), out: str = ""
+) -> None:
     """``python -m chapter20 bench practices``: AdamW step time by implementation, the
-    DataLoader by worker count, and a two-node torchrun launch on localhost (§20.3.2, §20.4)."""
+    DataLoader by worker count, and a two-node torchrun launch on localhost (§20.3.2, §20.4);
+    with ``out`` (or ``CHAPTER20_STUDY_OUT``) the launch is written as notebook 12's record."""
+    from chapter20.labs.common import study_output, write_study
+
     pd.set_option("display.width", 160)
     print("AdamW step:\n" + optimizer_step_times(optimizer_sizes).round(3).to_string(index=False))
     print("\nDataLoader:\n" + loader_throughput().round(1).to_string(index=False))
     nodes = two_node_torchrun()
     print(f"\ntwo nodes on localhost: {nodes['command']}\n  {nodes['line']}")
+    if study_output(out):
+        print(
+            "written:",
+            write_study(two_node_row(nodes), study_output(out), "chapter20 bench practices"),
+        )
