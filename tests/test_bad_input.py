@@ -11,6 +11,7 @@ benchmarks that time real training are out of scope; ``OUT_OF_SCOPE`` says which
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
@@ -996,6 +997,7 @@ def _tmp() -> str:
 _NOT_LIBRARY = ("labs", "cli", "scripts")
 
 
+@functools.cache
 def _public_callables() -> dict[str, typing.Callable]:
     """Every public function and class of the library, keyed by where it is defined, dotted
     below chapter20 (``techniques.accumulation.split_batch``)."""
@@ -1056,6 +1058,8 @@ def _numeric_parameters(obj) -> list[tuple[str, bool]]:
 
 
 def _cases():
+    """One case per numeric parameter of each callable in scope: (qualified name, parameter,
+    whether it holds a sequence, the awkward values it must reject)."""
     cases = []
     for qualified, obj in sorted(_public_callables().items()):
         parameters = _numeric_parameters(obj)
@@ -1064,11 +1068,11 @@ def _cases():
         if qualified not in BASE and _is_record(obj):
             continue
         for name, sequence in parameters:
-            for label in AWKWARD:
-                if label in ACCEPTS.get(f"{qualified}.{name}", set()):
-                    continue  # a valid value for this parameter
+            accepted = ACCEPTS.get(f"{qualified}.{name}", set())  # valid values: not called
+            labels = tuple(label for label in AWKWARD if label not in accepted)
+            if labels:
                 cases.append(
-                    pytest.param(qualified, name, label, sequence, id=f"{qualified}-{name}-{label}")
+                    pytest.param(qualified, name, sequence, labels, id=f"{qualified}-{name}")
                 )
     return cases
 
@@ -1100,10 +1104,9 @@ def _is_integer(obj, name: str) -> bool:
     return "int" in annotation or type(default) is int
 
 
-@pytest.mark.parametrize("qualified, name, label, sequence", CASES)
-def test_awkward_value_is_rejected_with_the_parameters_name(qualified, name, label, sequence):
-    """Rejected with the parameter's name; a huge real number (1.8e19 seconds, dollars) may
-    instead give a result, but never an overflow, a hang or another exception."""
+def _rejection_failure(qualified: str, name: str, sequence: bool, label: str) -> str | None:
+    """None when ``qualified`` rejects the awkward value ``label`` in ``name`` with the
+    parameter's name (or, for a huge real number, returns a result); otherwise what went wrong."""
     obj = _public_callables()[qualified]
     may_return = label == "huge" and not _is_integer(obj, name)
     kwargs = BASE[qualified]()
@@ -1117,16 +1120,28 @@ def test_awkward_value_is_rejected_with_the_parameters_name(qualified, name, lab
             warnings.simplefilter("error")  # an overflow warning is a silent NaN on its way
             obj(**kwargs)
     except (ValueError, TypeError) as exc:
-        assert name in str(exc), f"{type(exc).__name__} does not name {name!r}: {exc}"
+        if name not in str(exc):
+            return f"{label}: {type(exc).__name__} does not name {name!r}: {exc}"
     except _Hang:
-        pytest.fail(f"{qualified}({name}={value!r}) ran for 20 s instead of rejecting it")
+        return f"{label}: {qualified}({name}={value!r}) ran for 20 s instead of rejecting it"
     except Exception as exc:
-        pytest.fail(
-            f"{qualified}({name}={value!r}) raised an unrelated {type(exc).__name__}: {exc}"
-        )
+        unrelated = type(exc).__name__
+        return f"{label}: {qualified}({name}={value!r}) raised an unrelated {unrelated}: {exc}"
     else:
         if not may_return:
-            pytest.fail(f"{qualified}({name}={value!r}) returned silently")
+            return f"{label}: {qualified}({name}={value!r}) returned silently"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    return None
+
+
+@pytest.mark.parametrize("qualified, name, sequence, labels", CASES)
+def test_awkward_values_are_rejected_with_the_parameters_name(qualified, name, sequence, labels):
+    """Each awkward value (``AWKWARD``, less those in ``ACCEPTS``), in a fresh call with valid
+    other arguments: rejected with the parameter's name; a huge real number (1.8e19 seconds,
+    dollars) may instead give a result, but never an overflow, a hang or another exception.
+    One test per parameter; the failure lists every value that went wrong."""
+    failures = [_rejection_failure(qualified, name, sequence, label) for label in labels]
+    failures = [f for f in failures if f is not None]
+    assert not failures, "\n".join(failures)
