@@ -114,7 +114,8 @@ def _dcp_checks(save_dir: str, load_dir: str | None) -> dict:
     for partition in PARTITIONS:
         model, optimizer = _trained(partition)
         out[f"saved {partition}"] = _logical(model, optimizer)
-        save_sharded_state(f"{save_dir}/{partition}", model, optimizer)
+        if load_dir is None or partition == "range":  # W=3, 4 reload only their range save
+            save_sharded_state(f"{save_dir}/{partition}", model, optimizer)
     out["loaded same world"], out["reads same world"] = _load_into("range", f"{save_dir}/range")
     if load_dir is not None:
         for saved in PARTITIONS:
@@ -124,7 +125,16 @@ def _dcp_checks(save_dir: str, load_dir: str | None) -> dict:
     return out
 
 
-def _group_checks(save_dir: str, load_dir: str | None) -> dict:
+def _recommender_step(interactions) -> dict:
+    """``sharded_step_on_rank`` on the interactions the test process built: every rank would
+    otherwise tokenise the same passages again (seconds per process)."""
+    from chapter20.labs import nb01_recommender
+
+    nb01_recommender.passage_interactions = lambda: interactions  # this rank's process only
+    return sharded_step_on_rank()
+
+
+def _group_checks(save_dir: str, load_dir: str | None, interactions=None) -> dict:
     rank, world = group_rank_and_size()
     sizes = tuple(v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1)
     table = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=3)
@@ -144,16 +154,22 @@ def _group_checks(save_dir: str, load_dir: str | None) -> dict:
         "loaded": loaded,
         "scalar_shape": tuple(scalar.shape),
         "comm": comm_bytes_on_rank(96, 8, 50),
-        "recommender": sharded_step_on_rank() if world == 2 else None,
+        "recommender": _recommender_step(interactions) if world == 2 else None,
     }
 
 
 @pytest.fixture(scope="module")
-def group_runs(tmp_path_factory):
+def interactions():
+    """The recommender's real interactions, built once for the module and its W=2 group."""
+    return passage_interactions()
+
+
+@pytest.fixture(scope="module")
+def group_runs(tmp_path_factory, interactions):
     """Checks at W = 2, 3, 4; W=3 and W=4 load the table W=2 saved."""
     runs = {}
     saved_at_two = str(tmp_path_factory.mktemp("saved_w2"))
-    runs[2] = run_local_group(_group_checks, 2, (saved_at_two, None))
+    runs[2] = run_local_group(_group_checks, 2, (saved_at_two, None, interactions))
     for world in (3, 4):
         save_dir = str(tmp_path_factory.mktemp(f"saved_w{world}"))
         runs[world] = run_local_group(_group_checks, world, (save_dir, saved_at_two))
@@ -177,8 +193,8 @@ def test_recommender_tables_sharded_over_two_ranks_equal_the_plain_tables(group_
         assert result["loss_sharded"] == pytest.approx(result["loss_plain"], abs=1e-6)
 
 
-def test_passage_interactions_are_real_disjoint_and_filtered():
-    data = passage_interactions()
+def test_passage_interactions_are_real_disjoint_and_filtered(interactions):
+    data = interactions
     train = {tuple(p) for p in data.train.tolist()}
     test = {tuple(p) for p in data.test.tolist()}
     assert len(train) == len(data.train) and len(test) == len(data.test)  # distinct pairs
