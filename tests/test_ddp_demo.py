@@ -1,6 +1,7 @@
-"""§20.4 chapter20/scripts/ddp_demo.py under torchrun: one process, two processes on one node,
-and two single-process "nodes" on localhost give the same training run for the same seed and
-global batch (float32 rounding: the ranks sum the same terms in another order)."""
+"""§20.4 chapter20/scripts/ddp_demo.py under torchrun: two processes on one node and two
+single-process "nodes" on localhost give the same training run as one process (the demo's
+``main`` in this process) for the same seed and global batch (float32 rounding: the ranks sum
+the same terms in another order)."""
 
 import json
 import math
@@ -46,8 +47,12 @@ def _summary(result: subprocess.CompletedProcess, path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    from chapter20.demos import ddp_demo
+
     tmp = tmp_path_factory.mktemp("ddp_demo")
-    one = _summary(_torchrun(["--nproc_per_node=1"], tmp / "one.json"), tmp / "one.json")
+    # The reference runs here: a torchrun launch of one process would only add two interpreters.
+    ddp_demo.main([*ARGS, "--no-report", "--summary-json", str(tmp / "one.json")])
+    one = json.loads((tmp / "one.json").read_text())
     two = _summary(
         _torchrun(["--nproc_per_node=2"], tmp / "two.json", ["--compress", "fp16"]),
         tmp / "two.json",
