@@ -167,13 +167,18 @@ def cmd_env() -> int:
     return 0 if failures == 0 else 1
 
 
-def cmd_audit(width: int) -> int:
-    """``chapter20 audit``: every claim with its latest verdict (this run's, else the record)."""
-    from chapter20.core.claims import NOT_YET_MEASURED, audit, audit_text
+def cmd_audit(width: int, criteria: bool = False) -> int:
+    """``chapter20 audit``: every claim with its latest verdict (this run's, else the record);
+    ``--criteria``: then each claim's criterion, one line each, as ``data/claims.csv`` has it."""
+    from chapter20.core.claims import NOT_YET_MEASURED, audit, audit_text, load_claims
     from chapter20.core.paths import results_dir
 
     frame = audit()
     print(audit_text(frame, width))
+    if criteria:
+        print("\ncriteria (the measured quantity, the workload, the comparison, the tolerance):")
+        for claim in load_claims().values():
+            print(f"{claim.id:<4} {claim.criterion} [{claim.comparison()}]")
     counts = frame["verdict"].value_counts()
     print(
         f"\n{len(frame)} claims, each judged by its owner notebook (data/claims.csv): "
@@ -361,6 +366,9 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--width", type=_width, default=60, help="max characters of claim text (>= 20)"
     )
+    parser.add_argument(
+        "--criteria", action="store_true", help="also print each claim's criterion, one line each"
+    )
 
 
 def _bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -389,7 +397,7 @@ COMMANDS: dict[str, Command] = {
     "audit": Command(
         "print the claims audit (latest measured verdict per claim)",
         _audit_arguments,
-        lambda args: cmd_audit(args.width),
+        lambda args: cmd_audit(args.width, args.criteria),
     ),
     "bench": Command(
         "run a named benchmark (no name: list them)",
