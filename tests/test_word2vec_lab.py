@@ -191,3 +191,36 @@ def test_the_notebooks_proof_of_the_c_loop_is_within_float32_rounding(objective)
         pytest.skip("needs a C compiler")
     tables, loss = fused_equals_plain(objective, pairs=60)
     assert 0 <= tables < 1e-5 and 0 <= loss < 1e-5
+
+
+def test_learned_means_beyond_the_seed_spread_of_the_untrained_vectors():
+    from chapter20.labs.nb09_study import UNTRAINED_VECTORS, learned_table
+
+    runs = _runs()
+    untrained = runs[runs.trainer == "ours negative"].assign(
+        trainer=UNTRAINED_VECTORS, wordsim353=[0.05, 0.0, -0.05], simlex999=[0.08, 0.09, 0.10]
+    )
+    table = learned_table(pd.concat([runs, untrained], ignore_index=True))
+    assert UNTRAINED_VECTORS not in table.index
+    # WordSim: 0.22 ± 0.02 vs 0.00 ± 0.05: a gap of 0.22 > 2 × 0.05
+    assert table.loc["ours negative", "wordsim353_learned"]
+    # SimLex: 0.11 ± 0.01 vs 0.09 ± 0.01: a gap of 0.02, not more than 2 × 0.01
+    assert not table.loc["ours negative", "simlex999_learned"]
+    assert table.loc["ours negative", "wordsim353"] == "0.220 ± 0.020"
+
+
+def test_the_record_holds_every_run_of_the_study():
+    from chapter20.labs.nb09_study import (
+        EPOCH_CONTROL,
+        STUDY_TRAINERS,
+        UNTRAINED_VECTORS,
+        study_rows,
+    )
+
+    trainers, ranks, source = study_rows(live=False)
+    expected = {*STUDY_TRAINERS, UNTRAINED_VECTORS, EPOCH_CONTROL, "ours softmax"}
+    assert set(trainers.trainer) == expected
+    assert (trainers.groupby("trainer").seed.nunique() == 3).all()  # three seeds each
+    assert set(ranks.variant) >= {"2 ranks, combined once at the end (control)"}
+    assert (ranks.rank_spread == 0).all()  # every rank ends with the same vectors
+    assert source.startswith("the committed record, measured ")

@@ -34,6 +34,11 @@ from chapter20.word2vec.objectives import (
     hierarchical_softmax_log_probs,
     negative_sampling_grads,
 )
+from chapter20.word2vec.pair_updates import (
+    hierarchical_pair_step,
+    negative_pair_step,
+    softmax_pair_step,
+)
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
 from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
 from chapter20.word2vec.skipgram_config import Word2VecConfig
@@ -44,6 +49,7 @@ __all__ = [
     "hs_normalisation_proof",
     "gradient_proof",
     "fused_equals_plain",
+    "reference_equals_fast",
     "step_time_vs_vocab",
     "step_time_table",
     "path_length_vs_vocab",
@@ -181,6 +187,67 @@ def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, see
     plain_loss = step_pair_by_pair(plain, inputs, outputs, lr, noise)
     tables = max(_max_diff((fused._w_in, fused._w_out), (plain._w_in, plain._w_out)), 0.0)
     return tables, abs(loss - plain_loss) / abs(plain_loss)
+
+
+def reference_equals_fast(
+    objective: str,
+    counts: np.ndarray,
+    inputs: torch.Tensor,
+    outputs: torch.Tensor,
+    *,
+    lr: float = 0.025,
+    scale: float = 0.2,
+    seed: int = 7,
+):
+    """The few-line updates of ``chapter20.word2vec.pair_updates`` against what training runs
+    (note, topic 1), on the pairs ``(inputs[p], outputs[p])`` one after another, from the same
+    random tables (``scale`` × normal, so that every score and step is far from zero): the
+    fused C loop for negative sampling (the same noise words) and the hierarchical softmax, the
+    plain ``SkipGram.step`` for the full softmax. Returns ``(max |Δ| of the tables, |Δ| of the
+    summed loss relative to it)``, or None where the C loop cannot run. At word2vec's rate
+    (0.025) the fast paths' step cap does not bind, so the two must agree to float32 rounding."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # one pair's ops are tiny: threads only add their handovers
+    try:
+        result = _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed)
+    finally:
+        torch.set_num_threads(previous)
+    return result
+
+
+def _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed):
+    model = SkipGram(objective, counts, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    for table in (model.input_vectors, model.output_vectors):
+        table.copy_(torch.randn(table.shape, generator=gen) * scale)
+    w_in, w_out = model.input_vectors.clone(), model.output_vectors.clone()
+    pairs = list(zip(inputs.tolist(), outputs.tolist()))
+    if objective == "softmax":
+        loss = step_pair_by_pair(model, inputs, outputs, lr)
+        reference = sum(softmax_pair_step(w_in, w_out, i, o, lr) for i, o in pairs)
+    else:
+        kernel = model.fused_kernel()
+        if kernel is None:
+            return None
+        if objective == "negative":  # the noise words the kernel draws, in its own stream
+            stream = int(
+                torch.randint(0, 2**63 - 1, (), generator=torch.Generator().manual_seed(1))
+            )
+            k, sampler = model.negative, model.sampler
+            noise = load_kernels().draw_noise(sampler.prob, sampler.alias, stream, k * len(pairs))
+            noise = noise.view(len(pairs), k)
+            steps = [negative_pair_step(w_in, w_out, i, o, noise[p], lr)
+                     for p, (i, o) in enumerate(pairs)]  # fmt: skip
+        else:
+            tree = model.tree
+            points, codes = torch.as_tensor(tree.points).long(), torch.as_tensor(tree.codes)
+            steps = [hierarchical_pair_step(w_in, w_out, i, points[o, : tree.lengths[o]],
+                                            codes[o, : tree.lengths[o]], lr)
+                     for i, o in pairs]  # fmt: skip
+        reference = sum(steps)
+        loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
+    tables = _max_diff((model.input_vectors, model.output_vectors), (w_in, w_out))
+    return tables, abs(loss - reference) / abs(reference)
 
 
 def _max_diff(ours, theirs) -> float:

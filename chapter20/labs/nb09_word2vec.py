@@ -23,20 +23,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.core.device import get_device
 from chapter20.core.findings import compare
 from chapter20.core.gpu_record import code_version, current_gpu_figure
-from chapter20.core.measure import time_fn
 from chapter20.core.seed_statistics import summarize_seeds
-from chapter20.vocab.vocabulary import build_vocab
-from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
+from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.fused import load_kernels
-from chapter20.word2vec.gensim_reference import gensim_huffman_tree, gensim_word2vec
-from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
-from chapter20.word2vec.skipgram import SkipGram
-from chapter20.word2vec.skipgram_config import Word2VecConfig
-from chapter20.word2vec.skipgram_training import default_batch_size, train_word2vec
-from chapter20.word2vec.vectors import WordVectors
+from chapter20.word2vec.trainers import TRAINERS, score_run, softmax_at_equal_time, train
 
 __all__ = [
     "TRAINERS",
@@ -64,73 +56,7 @@ __all__ = [
 ]
 
 
-#: Trainer names: ``"<source> <objective>"``. Ours run the fused kernels where they can
-#: (``chapter20.word2vec.fused``); ``-plain`` forces the plain path (``fused=False``),
-#: ``negative-shared`` draws the noise words once per window (``share_negatives=True``), and
-#: ``hierarchical-gensim_tree`` trains on gensim's Huffman tree (``gensim_huffman_tree``).
-TRAINERS = (
-    "ours negative",
-    "ours negative-plain",
-    "ours negative-shared",
-    "ours hierarchical",
-    "ours hierarchical-plain",
-    "ours hierarchical-gensim_tree",
-    "ours softmax",
-    "gensim negative",
-    "gensim hierarchical",
-)
-
-
 # --- real corpus: ours vs gensim ------------------------------------------------------------
-
-
-def train(
-    trainer: str, sentences, *, seed: int = 1, workers: int = 2, device=None, **settings
-) -> WordVectors:
-    """Train one of :data:`TRAINERS` (``"ours negative"``, ``"gensim hierarchical"``, ...)
-    with ``Word2VecConfig``'s defaults, overridden by ``settings`` (its fields)."""
-    source, _, objective = trainer.partition(" ")
-    objective, _, variant = objective.partition("-")
-    tree = None
-    if source == "ours" and variant == "shared":
-        settings["share_negatives"] = True
-    elif source == "ours" and variant == "plain":
-        settings["fused"] = False
-    elif source == "ours" and variant == "gensim_tree" and objective == "hierarchical":
-        tree = gensim_huffman_tree(sentences, Word2VecConfig(**settings).min_count)
-    elif variant:
-        raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
-    if source == "gensim":
-        config = Word2VecConfig(objective, seed=seed, workers=workers, **settings)
-        return gensim_word2vec(sentences, config)
-    if source != "ours":
-        raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
-    # The full softmax is matrix multiplies: one worker, torch's own threads, is fastest.
-    on_cpu = device is None or torch.device(device).type == "cpu"
-    cpu_workers = workers if on_cpu and objective != "softmax" else 1
-    config = Word2VecConfig(
-        objective, seed=seed, workers=cpu_workers, device=device, progress=False, **settings
-    )
-    return train_word2vec(sentences, config, tree=tree)
-
-
-def _scored(trainer: str, wv: WordVectors, seed: int, epochs: float) -> dict:
-    """One row of :func:`compare_trainers`: the run's settings, ρ and OOV shares, speed."""
-    ws, sl = wv.evaluate_word_pairs("wordsim353"), wv.evaluate_word_pairs("simlex999")
-    return {
-        "trainer": trainer,
-        "device": wv.stats.device,
-        "seed": seed,
-        "epochs": epochs,
-        "wordsim353": ws.spearman,
-        "simlex999": sl.spearman,
-        "wordsim_oov_%": ws.oov_ratio,
-        "simlex_oov_%": sl.oov_ratio,
-        "wordsim_scored": ws.pairs - ws.oov_pairs,
-        "simlex_scored": sl.pairs - sl.oov_pairs,
-        "words_per_second": wv.stats.words_per_second,
-        "seconds": wv.stats.seconds,
-    }
 
 
 def compare_trainers(
@@ -156,7 +82,7 @@ def compare_trainers(
             if epochs and trainer in epochs:
                 options["epochs"] = epochs[trainer]
             wv = train(trainer, sentences, seed=seed, workers=workers, device=device, **options)
-            records.append(_scored(trainer, wv, seed, wv.stats.epochs))
+            records.append(score_run(trainer, wv, seed, wv.stats.epochs))
     return pd.DataFrame(records)
 
 
@@ -229,42 +155,6 @@ def speed_findings(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def softmax_at_equal_time(
-    corpus: str,
-    seconds: float,
-    *,
-    seed: int = 1,
-    device: torch.device | str | None = None,
-    **settings,
-) -> tuple[WordVectors, float]:
-    """The full softmax given ``seconds`` of training on ``corpus`` (claim C24): its cost per
-    pair is timed on the corpus's vocabulary, and it trains one epoch on the random share of
-    the sentences it can afford in that time (the whole corpus's vocabulary, so the scores
-    stay comparable). Returns the vectors and the share of one epoch it saw."""
-    settings = {**settings, "epochs": 1}
-    config = Word2VecConfig("softmax", seed=seed, device=device, progress=False, **settings)
-    device = torch.device("cpu") if device is None else get_device(str(device))
-    sentences = corpus_sentences(corpus)
-    vocab = build_vocab(sentences, min_count=config.min_count)
-    batch = default_batch_size("softmax", device)
-    model = SkipGram("softmax", vocab.counts, dim=config.dim, seed=seed, device=device)
-    gen = torch.Generator().manual_seed(seed)
-    pairs = torch.randint(0, len(vocab), (2, batch), generator=gen).to(device)
-    timing = time_fn(
-        lambda: model.step(pairs[0], pairs[1], 1e-4), warmup=1, repeat=3, device=device
-    )
-    per_pair = timing.median
-    corpus_ids = encode_corpus(sentences, vocab)
-    keep = torch.as_tensor(keep_probabilities(vocab.counts, config.sample))
-    epoch_pairs = len(skipgram_pairs(corpus_ids, config.window, keep, gen)[0])
-    share = min(1.0, seconds / (per_pair / batch * epoch_pairs))
-    order = np.random.default_rng(seed).permutation(len(sentences))
-    chosen = np.sort(order[: max(1, round(share * len(sentences)))])
-    subset = [sentences[i] for i in chosen]
-    wv = train_word2vec(subset, config, vocab=vocab)
-    return wv, share
-
-
 def softmax_results(
     corpus: str = "wiki+lee",
     seconds: float | None = None,
@@ -279,7 +169,7 @@ def softmax_results(
         return compare_trainers(corpus, ("ours softmax",), (seed,), device=device)
     wv, share = softmax_at_equal_time(corpus, seconds, seed=seed, device=device)
     # It saw a random share of the corpus: ``epochs`` is that share, words/s count what it saw.
-    record = _scored("ours softmax", wv, seed, share)
+    record = score_run("ours softmax", wv, seed, share)
     return pd.DataFrame([record])
 
 
@@ -324,6 +214,7 @@ def claim_evidence(
     paths: pd.DataFrame,
     table: pd.DataFrame,
     gpu: dict | None,
+    cpu_ratio: float | None = None,
 ) -> dict[str, dict]:
     """The keyword arguments of ``ClaimsLog.check`` for C24, C25 and C26, from this
     notebook's measurements; the criteria are those of ``data/claims.csv``, which
@@ -340,7 +231,8 @@ def claim_evidence(
       cache misses, negative sampling's too.
     - C26: our trainer's words/s on CUDA over gensim's on every core of the same host: measured
       now when ``gpu`` is given, else the newest figure of the GPU record that the current
-      code measured (:data:`GPU_CODE`); without one, "needs a GPU".
+      code measured (:data:`GPU_CODE`); without one, "needs a GPU". ``cpu_ratio``: this
+      CPU's words/s of ours over gensim's, shown in the note (default: from ``table``).
     """
     n = 10**5
     softmax = _us_per_pair(steps, "softmax", n)
@@ -377,7 +269,9 @@ def claim_evidence(
         f"{sizes}, shown not judged: hierarchical x{growth['hierarchical']:.2f}, negative "
         f"sampling x{growth['negative']:.2f}, full softmax x{growth['softmax']:,.0f}",
     }
-    c26 = _c26_evidence(gpu, ns.words_per_second / gns.words_per_second)
+    if cpu_ratio is None:
+        cpu_ratio = ns.words_per_second / gns.words_per_second
+    c26 = _c26_evidence(gpu, cpu_ratio)
     return {"C24": c24, "C25": c25, "C26": c26}
 
 
@@ -518,8 +412,8 @@ def benchmark(
     for seed in seeds:
         for name in names:
             wv = train(name, sentences, seed=seed, workers=threads)
-            records.append({**_scored(name, wv, seed, wv.stats.epochs), "load": os.getloadavg()[0],
-                            "fused": wv.stats.fused})  # fmt: skip
+            row = score_run(name, wv, seed, wv.stats.epochs)
+            records.append({**row, "load": os.getloadavg()[0], "fused": wv.stats.fused})
     frame = pd.DataFrame(records)
     speed = frame.pivot(index="seed", columns="trainer", values="words_per_second")
     table = frame.groupby("trainer", sort=False)[["wordsim353", "simlex999", "load"]].mean()

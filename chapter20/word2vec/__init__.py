@@ -26,6 +26,8 @@ The modules, bottom up:
 - ``huffman``: the Huffman tree of the hierarchical softmax;
 - ``objectives``: the three objectives' losses and exact gradients (public so that the tests
   compare them with autograd);
+- ``pair_updates``: the update of one pair, for each objective, in a few lines: the reference
+  the fast paths are proven equal to;
 - ``skipgram``: :class:`SkipGram`, the model's two tables and its vectorised SGD steps;
 - ``fused`` (+ ``kernels.c``): the same step, fused into one C loop per pair;
 - ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
@@ -36,7 +38,9 @@ The modules, bottom up:
 - ``data_parallel``: :func:`train_word2vec_data_parallel`, ranks of a process group that each
   train a copy on their share of the corpus and combine the copies every part of an epoch;
 - ``gensim_reference``: gensim's trainer and tree, with the same configuration, as the
-  reference.
+  reference;
+- ``trainers``: ours and gensim's trainers by name (:func:`train`), a run scored as a row
+  (:func:`score_run`), the full softmax given a time budget.
 
 Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
 in the library, import from the module that defines it.
@@ -76,6 +80,11 @@ from chapter20.word2vec.objectives import (
     hierarchical_softmax_log_probs,
     negative_sampling_grads,
 )
+from chapter20.word2vec.pair_updates import (
+    hierarchical_pair_step,
+    negative_pair_step,
+    softmax_pair_step,
+)
 from chapter20.word2vec.sampling import (
     NoiseSampler,
     keep_probabilities,
@@ -96,6 +105,12 @@ from chapter20.word2vec.skipgram_training import (
     EpochSync,
     default_batch_size,
     train_word2vec,
+)
+from chapter20.word2vec.trainers import (
+    TRAINERS,
+    score_run,
+    softmax_at_equal_time,
+    train,
 )
 from chapter20.word2vec.vectors import (
     PairEvaluation,
@@ -120,6 +135,7 @@ __all__ = [
     "PairEvaluation",
     "RankSync",
     "SkipGram",
+    "TRAINERS",
     "TrainStats",
     "WordVectors",
     "Word2VecConfig",
@@ -134,14 +150,20 @@ __all__ = [
     "gensim_huffman_tree",
     "gensim_settings",
     "gensim_word2vec",
+    "hierarchical_pair_step",
     "hierarchical_softmax_grads",
     "hierarchical_softmax_log_probs",
     "keep_probabilities",
     "load_kernels",
+    "negative_pair_step",
     "negative_sampling_grads",
     "noise_distribution",
+    "score_run",
     "skipgram_pairs",
     "skipgram_windows",
+    "softmax_at_equal_time",
+    "softmax_pair_step",
+    "train",
     "train_word2vec",
     "train_word2vec_data_parallel",
 ]
