@@ -594,23 +594,27 @@ def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
 
 
 def test_demo_stop_after_says_where_it_stopped_and_resumes_to_the_uninterrupted_end(
-    tmp_path, single_reference
+    tmp_path, single_reference, capsys
 ):
-    """``spot_demo.py --stop-after 7`` (the README's command line): exit status 0, the lines of
-    the StoppedLaunch; the same command without it resumes from step 6 (the last checkpoint
-    before the stop) and ends bitwise equal to the uninterrupted run (this process's)."""
+    """``spot_demo.py --stop-after 7`` (the README's command line, a subprocess): exit status 0,
+    the lines of the StoppedLaunch; the same arguments without it (the script's ``main``, in
+    this process) resume from step 6 (the last checkpoint before the stop) and end bitwise
+    equal to the uninterrupted run (this process's)."""
+    from chapter20.demos import spot_demo
+
     directory = tmp_path / "ckpt"
-    command = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--checkpoint-dir"]
-    command += [str(directory), "--summary-json", str(tmp_path / "summary.json")]
-    stopped = subprocess.run([*command, "--stop-after", "7"], cwd=repo_root(),
-                             capture_output=True, text=True)  # fmt: skip
+    args = [*DEMO, "--checkpoint-dir", str(directory)]
+    args += ["--summary-json", str(tmp_path / "summary.json")]
+    stopped = subprocess.run([sys.executable, "chapter20/scripts/spot_demo.py", *args,
+                              "--stop-after", "7"], cwd=repo_root(), capture_output=True,
+                             text=True)  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr[-3000:]
     assert stopped.stdout.splitlines() == StoppedLaunch(7, None, str(directory)).lines()
     assert "stopped after step 7" in stopped.stdout and str(directory) in stopped.stdout
     assert not (tmp_path / "summary.json").exists()  # only a finished run writes its summary
-    resumed = subprocess.run(command, cwd=repo_root(), capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert resumed.stdout.splitlines() == [
+    capsys.readouterr()
+    spot_demo.main(args)
+    assert capsys.readouterr().out.splitlines() == [
         f"done: 24 steps on 1 process(es), resumed from step 6; fingerprint {single_reference}"
     ]
     assert SpotResult.read(tmp_path / "summary.json").fingerprint == single_reference
