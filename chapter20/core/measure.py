@@ -282,6 +282,13 @@ class MemoryReport:
 class _LiveTensorTracker(TorchDispatchMode):
     """Counts the bytes of live tensor storages on one device, and remembers their peak."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in dynamo.disable unless this says False; the
+        # wrapper imports torch._dynamo on the first op (seconds per process) for a mode that is
+        # never compiled.
+        return False
+
     def __init__(
         self,
         device: torch.device,
