@@ -154,3 +154,8 @@ def test_ddp_accumulation_equals_one_process_and_syncs_once():
     for result in results:
         assert result["max_diff"] < ATOL
         assert result["syncs"] == 1 < result["micro"]  # no_sync on all but the last micro-batch
+
+
+@pytest.mark.parametrize("sizes", [(7, 3, 5, 1), (15, 1)])
+def test_the_short_version_equals_the_full_batch(sizes):
+    assert accumulation_proof(sizes)["reference"] < ATOL  # float32 rounding

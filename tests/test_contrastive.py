@@ -243,3 +243,30 @@ def test_grad_cache_rejects_bad_arguments():
         grad_cache_backward(model, (ids, ids), info_nce, 2.5)
     with pytest.raises(ValueError, match="inputs"):
         grad_cache_backward(model, (), info_nce, 2)
+
+
+def test_short_info_nce_equals_info_nce():
+    from chapter20.labs.nb02_contrastive import info_nce_proof
+
+    assert info_nce_proof() < 1e-5  # float32 rounding: the mean is taken in another order
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 22])
+def test_short_grad_cache_equals_the_full_batch_and_the_package(chunk):
+    from chapter20.labs.nb02_contrastive import grad_cache_reference_proof
+
+    result = grad_cache_reference_proof(batch=22, chunk_size=chunk)
+    assert result["vs_full_batch"] < 1e-5  # float32 rounding: chunks summed in another order
+    assert result["vs_package"] == 0.0  # the same passes in the same order, without dropout
+
+
+def test_strategy_runs_name_the_untrained_encoder_and_refuse_unknown_methods():
+    from chapter20.core.corpora import PairData
+    from chapter20.labs.nb02_strategies import train_pairs
+
+    gen = torch.Generator().manual_seed(0)
+    data = PairData(*torch.randint(1, 50, (4, 40, 6), generator=gen), vocab_size=50)
+    untrained = train_pairs(data, "untrained", batch=8, micro=4, dim=8)
+    assert untrained.steps == 0 and untrained.negatives == 0
+    with pytest.raises(ValueError, match="method must be one of"):
+        train_pairs(data, "huge batch")

@@ -14,6 +14,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
@@ -38,6 +39,8 @@ __all__ = [
     "batch_ids",
     "equivalence_on_rank",
     "misuse_on_rank",
+    "listing_lookup_done_right",
+    "reference_on_rank",
     "bad_ids_on_rank",
     "comm_bytes_on_rank",
     "throughput_on_rank",
@@ -214,6 +217,58 @@ def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0) -> di
     return {"W": world, "rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
 
 
+def listing_lookup_done_right(ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int):
+    """The chapter's replicated lookup (listing L1: contiguous row ranges, a masked local
+    lookup, a SUM all-reduce), with its two faults fixed: blocks of ceil(V/W) rows keep the
+    last ``V mod W`` rows, and an id outside [0, V) raises instead of reading as zeros. This is
+    Megatron's ``VocabParallelEmbedding``. Every rank passes the same ``ids`` and its own
+    ``shard`` (rows [rank·block, rank·block + block) of the table). The backward is the identity
+    (the loss after the lookup is the same on every rank). For reading: the package's version
+    is ``ShardedEmbedding(inputs="replicated", partition="range")``."""
+    rank, world = group_rank_and_size()
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
+        raise IndexError(f"ids must be in [0, {num_embeddings}), got {ids.min()}..{ids.max()}")
+    block = -(-num_embeddings // world)  # ceil(V / W): no row is left without an owner
+    start = rank * block
+    outside = (ids < start) | (ids >= start + block)  # ids another rank owns
+    local = (ids - start).masked_fill(outside, 0)  # any valid row; its result is zeroed below
+    if len(shard):
+        rows = F.embedding(local, shard).masked_fill(outside.unsqueeze(-1), 0.0)
+    else:  # V < W: this rank owns no row, and sends zeros (with a gradient path to its shard)
+        rows = shard.new_zeros((*ids.shape, shard.shape[1])) + shard.sum()
+    total = rows.detach().clone()
+    if world > 1:
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)  # each row comes from exactly one rank
+    return total + (rows - rows.detach())  # forward: the sum; backward: to this rank's rows
+
+
+def reference_on_rank(sizes: tuple[int, ...], dim: int = 5, seed: int = 0) -> list[dict]:
+    """:func:`listing_lookup_done_right` against ``ShardedEmbedding(inputs="replicated",
+    partition="range")`` on this rank, for each V of ``sizes``: the output and the shard's
+    gradient (largest absolute difference), and whether an id of V raises."""
+    rank, world = group_rank_and_size()
+    records = []
+    for num_embeddings in sizes:
+        full = _reference_weight(num_embeddings, dim, seed)
+        ids = batch_ids(num_embeddings, world, 0, seed)
+        probe = torch.randn(*ids.shape, dim, generator=torch.Generator().manual_seed(seed))
+        table = ShardedEmbedding.from_full_weight(full, inputs="replicated", partition="range")
+        shard = table.weight.detach().clone().requires_grad_()
+        ours, theirs = table(ids), listing_lookup_done_right(ids, shard, num_embeddings)
+        (ours * probe).sum().backward()
+        (theirs * probe).sum().backward()
+        try:
+            listing_lookup_done_right(torch.tensor([num_embeddings]), shard, num_embeddings)
+            raised = False
+        except IndexError:
+            raised = True
+        records.append({"V": num_embeddings, "W": world, "rank": rank, "rows": len(shard),
+                        "forward": _max_diff(ours.detach(), theirs.detach()),
+                        "gradient": _max_diff(table.weight.grad, shard.grad),
+                        "bad_id_raises": raised})  # fmt: skip
+    return records
+
+
 # --------------------------------------------------------------------------------------------
 # Measure: bytes per collective, throughput
 # --------------------------------------------------------------------------------------------
@@ -305,6 +360,7 @@ def survey_on_rank(
     return {
         "equivalence": equivalence_on_rank(sizes),
         "misuse": [misuse_on_rank()] if world > 1 else [],
+        "reference": reference_on_rank(sizes),
         "errors": bad_ids_on_rank(),
         "comm": comm_bytes_on_rank(*comm),
         "seconds": throughput_on_rank(*throughput) if throughput else None,
@@ -328,7 +384,9 @@ def run_survey(
     for the same ids; a group's step takes as long as its slowest rank). ``extra`` maps a world
     size to ``(function, args)`` run in that group; the results (rank 0's) come back under
     ``"extra"``, keyed by world size."""
-    frames: dict[str, list] = {"equivalence": [], "misuse": [], "errors": [], "comm": []}
+    frames: dict[str, list] = {
+        "equivalence": [], "reference": [], "misuse": [], "errors": [], "comm": []
+    }  # fmt: skip
     extras: dict[int, object] = {}
     single = _single_process_seconds(*throughput)
     timings = [{"table": "nn.Embedding", "W": 1, "times": single["nn.Embedding"]}]

@@ -8,7 +8,6 @@ Functions named ``*_on_rank`` run inside a process group (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 import matplotlib.ticker
 import pandas as pd
@@ -16,21 +15,21 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.core.corpora import PairData
 from chapter20.core.device import set_seed
 from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
-from chapter20.core.plotting import new_figure, new_panels
-from chapter20.techniques.accumulation import example_weights
+from chapter20.core.plotting import new_figure
+from chapter20.techniques.accumulation import accumulate_reference, example_weights
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
     gather_with_grad,
     grad_cache_backward,
+    grad_cache_reference,
     info_nce,
+    info_nce_reference,
 )
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.training.config import TrainConfig
-from chapter20.training.pair_training import heldout_run
 from chapter20.training.trainer import Trainer
 
 __all__ = [
@@ -38,19 +37,13 @@ __all__ = [
     "accumulation_proof",
     "naive_info_nce_accumulation_gap",
     "grad_cache_proof",
+    "info_nce_proof",
+    "grad_cache_reference_proof",
     "distributed_proof_on_rank",
     "distributed_proof",
-    "TrainingRun",
-    "STRATEGIES",
-    "CONTROL",
-    "CONTROL_TEMPERATURE",
-    "train_pairs",
-    "compare_batch_strategies",
-    "step_time_table",
     "memory_vs_batch",
     "logit_matrix_bytes",
     "plot_memory_vs_batch",
-    "plot_recalls",
     "benchmark",
 ]
 
@@ -97,7 +90,8 @@ def listing_l4_backward(model: nn.Module, micro_batches: list, loss_fn) -> None:
 def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> dict[str, float]:
     """Accumulating uneven micro-batches vs one full batch, for a mean per-example loss
     (§20.2.1). Returns the max gradient difference of the trainer's exact accumulation (weights
-    by examples: float32 rounding) and of listing L4's rule (mean / number of micro-batches)."""
+    by examples: float32 rounding), of ``accumulate_reference`` (the same rule in a few lines)
+    and of listing L4's rule (mean / number of micro-batches)."""
     set_seed(seed)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
     inputs, targets = torch.randn(sum(sizes), 6), torch.randn(sum(sizes), 3)
@@ -107,8 +101,15 @@ def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> 
     micro = list(zip(inputs.split(list(sizes)), targets.split(list(sizes))))
     trainer.step(micro)
     exact = max_grad_diff(_grads(model), full)
+    model.zero_grad(set_to_none=True)
+    accumulate_reference(model, micro, _mse_per_example)
+    reference = max_grad_diff(_grads(model), full)
     listing_l4_backward(model, micro, _mse_per_example)
-    return {"examples": exact, "micro_batches": max_grad_diff(_grads(model), full)}
+    return {
+        "examples": exact,
+        "reference": reference,
+        "micro_batches": max_grad_diff(_grads(model), full),
+    }
 
 
 def _pair_loss(model: nn.Module, batch) -> torch.Tensor:
@@ -171,6 +172,44 @@ def grad_cache_proof(
         grad_cache_backward(model, (anchors, positives), loss_fn, chunk_size, replay_rng=replay)
         result["replayed" if replay else "not_replayed"] = max_grad_diff(grads(), reference)
     return result
+
+
+def info_nce_proof(batch: int = 16, dim: int = 8, seed: int = 0) -> float:
+    """``info_nce`` against ``info_nce_reference`` (§20.2.1) on random queries and keys: the
+    largest absolute difference of the loss and of both inputs' gradients."""
+    set_seed(seed)
+    inputs = torch.randn(2, batch, dim)
+    results = []
+    for loss_fn in (info_nce, info_nce_reference):
+        q, k = inputs.clone().requires_grad_().unbind(0)
+        loss = loss_fn(q, k, TEMPERATURE)
+        results.append([loss.detach(), *torch.autograd.grad(loss, (q, k))])
+    return max(float((a - b).abs().max()) for a, b in zip(*results))
+
+
+def grad_cache_reference_proof(batch: int = 22, chunk_size: int = 5, seed: int = 0) -> dict:
+    """``grad_cache_reference`` (the two passes alone) against ``grad_cache_backward`` and
+    against the full batch back-propagated at once (§20.2.1): a small Transformer encoder
+    without dropout, chunks of ``chunk_size`` that do not divide ``batch``."""
+    set_seed(seed)
+    model = TransformerEncoder(300, d_model=32, n_heads=4, n_layers=2, max_len=16, dropout=0.0)
+    towers = tuple(torch.randint(1, 300, (2, batch, 16)))
+
+    def loss_fn(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return info_nce(q, k, TEMPERATURE)
+
+    grads = []
+    for backward in (
+        lambda: loss_fn(*(model(x) for x in towers)).backward(),
+        lambda: grad_cache_reference(model, towers, loss_fn, chunk_size),
+        lambda: grad_cache_backward(model, towers, loss_fn, chunk_size),
+    ):
+        model.zero_grad(set_to_none=True)
+        backward()
+        grads.append(_grads(model))
+    full, reference, package = grads
+    return {"vs_full_batch": max_grad_diff(reference, full),
+            "vs_package": max_grad_diff(reference, package)}  # fmt: skip
 
 
 def distributed_proof_on_rank(sizes: tuple[int, ...], hard: int, seed: int = 0) -> dict:
@@ -242,135 +281,6 @@ def _proof_cases_on_rank(cases: list[tuple[tuple[int, ...], int]]) -> list[dict]
         record["sizes"] = str(sizes)
         records.append(record)
     return records
-
-
-# --------------------------------------------------------------------------------------------
-# Real text: next-sentence pairs from the Wikipedia sample
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TrainingRun:
-    """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
-    negatives per query, steps, seed, seconds, held-out recalls, loss per step, final weights."""
-
-    method: str
-    effective_batch: int
-    micro: int
-    negatives: int
-    steps: int
-    seed: int
-    seconds: float
-    recall: dict[int, float]
-    losses: list[float]
-    state: dict[str, torch.Tensor]
-
-
-STRATEGIES = ("small batch", "naive accumulation", "gradient caching", "large batch")
-#: The positive control of the comparison, chosen before the run: the large batch at a
-#: temperature so high (τ = 1 over cosine similarities in [-1, 1]) that its softmax is nearly
-#: uniform and the negatives barely push — a change held-out recall must be able to detect.
-CONTROL = "large batch, τ = 1 (control)"
-CONTROL_TEMPERATURE = 1.0
-
-
-def train_pairs(
-    data: PairData,
-    method: str,
-    *,
-    batch: int = 256,
-    micro: int = 32,
-    steps: int = 150,
-    lr: float = 3e-3,
-    dim: int = 128,
-    temperature: float = TEMPERATURE,
-    seed: int = 0,
-) -> TrainingRun:
-    """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` or the
-    ``CONTROL`` (the large batch at ``CONTROL_TEMPERATURE``) (§20.2.1):
-    ``small batch`` (``micro`` pairs per step), ``naive accumulation`` (``batch`` pairs per step
-    in micro-batches of ``micro``, each with its own negatives), ``gradient caching`` (``batch``
-    pairs, chunks of ``micro``), ``large batch`` (``batch`` pairs at once). Same seed, data
-    order, number of optimizer ``steps`` and Adam learning rate for all, so the small batch
-    sees ``batch / micro`` times fewer examples; the last three see the same examples, and
-    gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
-    if method not in (*STRATEGIES, CONTROL):
-        raise ValueError(f"method must be one of {(*STRATEGIES, CONTROL)}, got {method!r}")
-    if method == CONTROL:
-        temperature = CONTROL_TEMPERATURE
-    config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
-    loss = None
-    if method == "naive accumulation":
-        config, loss = replace(config, micro_batches=batch // micro), _pair_loss
-    elif method == "gradient caching":
-        config = replace(config, chunk_size=micro)
-    step_size = micro if method == "small batch" else batch
-    run = heldout_run(data, config, steps=steps, batch=step_size, seed=seed, dim=dim, loss=loss)
-    negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
-    return TrainingRun(
-        method,
-        step_size,
-        micro,
-        negatives,
-        len(run.losses),
-        seed,
-        run.seconds,
-        run.recall,
-        run.losses,
-        run.state,
-    )
-
-
-def compare_batch_strategies(
-    data: PairData,
-    *,
-    seeds: tuple[int, ...] = (0, 1, 2),
-    caching_seeds: tuple[int, ...] = (0,),
-    control: bool = True,
-    **kwargs,
-) -> tuple[pd.DataFrame, list[TrainingRun]]:
-    """Train the ``STRATEGIES`` (same settings) once per seed, and the ``CONTROL`` if
-    ``control``, and tabulate recall@1 and recall@10, a row per run. Gradient caching computes
-    the large batch's loss and gradients (proved in notebook 02), so it is trained only for
-    ``caching_seeds``, where its weights are compared with the large batch's; the other
-    strategies and the control run every seed."""
-    methods = (*STRATEGIES, CONTROL) if control else STRATEGIES
-    runs = [
-        train_pairs(data, method, seed=seed, **kwargs)
-        for seed in seeds
-        for method in methods
-        if method != "gradient caching" or seed in caching_seeds
-    ]
-    frame = pd.DataFrame(
-        [
-            {
-                "method": r.method,
-                "seed": r.seed,
-                "effective batch": r.effective_batch
-                if r.method != "naive accumulation"
-                else f"{r.effective_batch} (micro {r.micro})",
-                "negatives / query": r.negatives,
-                "steps": r.steps,
-                "recall@1": r.recall[1],
-                "recall@10": r.recall[10],
-                "seconds": r.seconds,
-            }
-            for r in runs
-        ]
-    )
-    return frame, runs
-
-
-def step_time_table(runs: list[TrainingRun]) -> pd.DataFrame:
-    """Milliseconds per training step of each method (§20.2.1): the median over its seeds'
-    runs, with the fastest and slowest run (one run: no spread)."""
-    rows = []
-    for method in dict.fromkeys(r.method for r in runs):
-        per_step = [1e3 * r.seconds / r.steps for r in runs if r.method == method]
-        rows.append({"method": method, "runs": len(per_step),
-                     "ms_per_step": float(pd.Series(per_step).median()),
-                     "min_ms": min(per_step), "max_ms": max(per_step)})  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -455,39 +365,6 @@ def plot_memory_vs_batch(frame: pd.DataFrame):
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend()
-    return fig
-
-
-def plot_recalls(runs: list[TrainingRun]):
-    """Held-out recall@1 and @10 per strategy, mean over the seeds with ± one standard
-    deviation (left), and the training loss per step of the first seed (right)."""
-    fig, (left, right) = new_panels(
-        2, "Next-sentence retrieval on held-out Wikipedia articles", figsize=(10, 4)
-    )
-    methods = list(dict.fromkeys(r.method for r in runs))
-    for offset, k in zip((-0.2, 0.2), (1, 10)):
-        recalls = [torch.tensor([r.recall[k] for r in runs if r.method == m]) for m in methods]
-        left.bar(
-            [i + offset for i in range(len(methods))],
-            [float(v.mean()) for v in recalls],
-            yerr=[float(v.std()) if len(v) > 1 else 0.0 for v in recalls],
-            capsize=3,
-            width=0.4,
-            label=f"recall@{k}",
-        )
-    left.set_xticks(range(len(methods)), labels=[m.replace(" ", "\n") for m in methods])
-    left.set(ylabel="share of test anchors", title="held-out recall (mean ± std over seeds)")
-    left.legend()
-    first_seed = runs[0].seed
-    for run in (r for r in runs if r.seed == first_seed):
-        steps = torch.linspace(0, 1, len(run.losses))
-        right.plot(steps, run.losses, label=run.method, linewidth=1)
-    right.set(
-        xlabel="fraction of training",
-        ylabel="training loss (per step)",
-        title=f"InfoNCE loss, seed {first_seed} (each with its own negatives)",
-    )
-    right.legend()
     return fig
 
 

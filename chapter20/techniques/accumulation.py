@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 from chapter20.core.checks import check_int
 
-__all__ = ["RULES", "num_examples", "split_batch", "example_weights"]
+__all__ = ["RULES", "num_examples", "split_batch", "example_weights", "accumulate_reference"]
 
 #: How a micro-batch's summed loss is weighted: by the examples of the whole step (exact), or
 #: listing L4's mean per micro-batch / number of micro-batches (exact only for equal sizes).
@@ -74,3 +74,15 @@ def example_weights(counts: Sequence[int], rule: str = "examples") -> list[float
     if rule == "examples":
         return [1.0 / sum(counts)] * len(counts)
     return [1.0 / (c * len(counts)) for c in counts]
+
+
+def accumulate_reference(model: torch.nn.Module, micro_batches: Sequence[Any], loss_fn) -> None:
+    """Exact accumulation in its few lines (§20.2.1), for reading: ``loss_fn(model, batch)``
+    returns one loss per example, and each micro-batch's *sum* is divided by the examples of
+    the whole step, so every example weighs 1 / total, as in the full batch's mean, whatever the
+    split. The gradients add up in ``.grad``; the optimizer steps once after the loop. The step
+    of the package (``Trainer`` with ``micro_batches``) does the same, plus DDP's ``no_sync``
+    and the counts over ranks."""
+    total = sum(num_examples(batch) for batch in micro_batches)  # examples in the whole step
+    for batch in micro_batches:
+        (loss_fn(model, batch).sum() / total).backward()  # adds into .grad

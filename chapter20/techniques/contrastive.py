@@ -32,6 +32,8 @@ from chapter20.techniques.distributed import group_rank_and_size
 
 __all__ = [
     "info_nce",
+    "info_nce_reference",
+    "grad_cache_reference",
     "gather_with_grad",
     "distributed_info_nce",
     "grad_cache_backward",
@@ -121,6 +123,18 @@ def info_nce(
     if symmetric:
         losses = (losses + _per_query_losses(k, q, labels, temperature)) / 2
     return _reduce(losses, reduction)
+
+
+def info_nce_reference(queries: torch.Tensor, keys: torch.Tensor, temperature: float = 0.05):
+    """InfoNCE in its few lines (§20.2.1), for reading: cosine similarities of every query with
+    every key over the temperature, and a cross-entropy whose right answer for query i is key i
+    (the diagonal). :func:`info_nce` computes the same, with input checks, float32, hard
+    negatives, the symmetric form and the reductions."""
+    q = F.normalize(queries, dim=-1)
+    k = F.normalize(keys, dim=-1)
+    logits = q @ k.T / temperature  # [B, B]: query i against every key of the batch
+    labels = torch.arange(len(q), device=q.device)  # query i's positive is key i
+    return F.cross_entropy(logits, labels)  # the mean over the batch
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +257,24 @@ def _no_sync(model: nn.Module, last: bool):
     if not last and isinstance(model, nn.parallel.DistributedDataParallel):
         return model.no_sync()
     return contextlib.nullcontext()
+
+
+def grad_cache_reference(
+    model: nn.Module, towers: Sequence[torch.Tensor], loss_fn: Callable, chunk_size: int
+) -> torch.Tensor:
+    """Gradient caching's two passes and nothing else (§20.2.1), for reading: no dropout replay,
+    no DDP, no loss parameters. ``towers`` are the inputs of each side (anchors, positives);
+    ``loss_fn(*representations)`` sees the whole batch. :func:`grad_cache_backward` computes the
+    same gradients and adds those three."""
+    with torch.no_grad():  # pass 1: every chunk encoded without a graph
+        reps = [torch.cat([model(c) for c in x.split(chunk_size)]) for x in towers]
+    reps = [r.requires_grad_() for r in reps]
+    loss = loss_fn(*reps)  # every query meets every key of the batch
+    loss.backward()  # stops at the representations: r.grad is the cached gradient
+    for x, r in zip(towers, reps):  # pass 2: one chunk's graph at a time
+        for chunk, cached in zip(x.split(chunk_size), r.grad.split(chunk_size)):
+            model(chunk).backward(cached)  # the chain rule, from the cache into the encoder
+    return loss.detach()
 
 
 def grad_cache_backward(

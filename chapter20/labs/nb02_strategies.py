@@ -1,0 +1,240 @@
+"""§20.2.1 Contrastive training at scale on real text: notebook 02, section 6. Does the number of
+negatives matter? Four ways to train the bag-of-embeddings encoder on next-sentence pairs of the
+Wikipedia sample (a small batch, naive accumulation, gradient caching, a large batch), the same
+encoder untrained, and a positive control (the large batch at τ = 1), scored by held-out recall.
+
+The three-seed study is the committed record ``data/batch_strategies.csv``
+(:func:`strategy_benchmark`, ``chapter20 bench batch-strategies``); the notebook reruns seed 0
+live and checks it against its row (:func:`live_strategies`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+import torch
+
+from chapter20.core.checks import check_int
+from chapter20.core.corpora import PairData
+from chapter20.core.plotting import new_figure
+from chapter20.labs.common import UNTRAINED
+from chapter20.techniques.contrastive import info_nce
+from chapter20.training.config import TrainConfig
+from chapter20.training.pair_training import heldout_run
+
+__all__ = [
+    "TrainingRun",
+    "STRATEGIES",
+    "CONTROL",
+    "CONTROL_TEMPERATURE",
+    "train_pairs",
+    "compare_batch_strategies",
+    "run_table",
+    "STRATEGY_STUDY",
+    "strategy_benchmark",
+    "live_strategies",
+    "plot_recalls",
+]
+
+TEMPERATURE = 0.05
+
+
+def _accumulated_info_nce(model: torch.nn.Module, batch) -> torch.Tensor:
+    """One InfoNCE loss per pair of a micro-batch, against that micro-batch's keys only."""
+    return info_nce(model(batch[0]), model(batch[1]), TEMPERATURE, reduction="none")
+
+
+# --------------------------------------------------------------------------------------------
+# Real text: next-sentence pairs from the Wikipedia sample
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
+    negatives per query, steps, seed, seconds, held-out recalls, loss per step, final weights."""
+
+    method: str
+    effective_batch: int
+    micro: int
+    negatives: int
+    steps: int
+    seed: int
+    seconds: float
+    recall: dict[int, float]
+    losses: list[float]
+    state: dict[str, torch.Tensor]
+
+
+STRATEGIES = ("small batch", "naive accumulation", "gradient caching", "large batch")
+#: The positive control of the comparison, chosen before the run: the large batch at a
+#: temperature so high (τ = 1 over cosine similarities in [-1, 1]) that its softmax is nearly
+#: uniform and the negatives barely push — a change held-out recall must be able to detect.
+CONTROL = "large batch, τ = 1 (control)"
+CONTROL_TEMPERATURE = 1.0
+
+
+def train_pairs(
+    data: PairData,
+    method: str,
+    *,
+    batch: int = 256,
+    micro: int = 32,
+    steps: int = 150,
+    lr: float = 3e-3,
+    dim: int = 128,
+    temperature: float = TEMPERATURE,
+    seed: int = 0,
+) -> TrainingRun:
+    """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` or the
+    ``CONTROL`` (the large batch at ``CONTROL_TEMPERATURE``), or ``UNTRAINED`` (no step) (§20.2.1):
+    ``small batch`` (``micro`` pairs per step), ``naive accumulation`` (``batch`` pairs per step
+    in micro-batches of ``micro``, each with its own negatives), ``gradient caching`` (``batch``
+    pairs, chunks of ``micro``), ``large batch`` (``batch`` pairs at once). Same seed, data
+    order, number of optimizer ``steps`` and Adam learning rate for all, so the small batch
+    sees ``batch / micro`` times fewer examples; the last three see the same examples, and
+    gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
+    if method not in (UNTRAINED, *STRATEGIES, CONTROL):
+        allowed = (UNTRAINED, *STRATEGIES, CONTROL)
+        raise ValueError(f"method must be one of {allowed}, got {method!r}")
+    if method == CONTROL:
+        temperature = CONTROL_TEMPERATURE
+    config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
+    loss = None
+    if method == "naive accumulation":
+        config, loss = replace(config, micro_batches=batch // micro), _accumulated_info_nce
+    elif method == "gradient caching":
+        config = replace(config, chunk_size=micro)
+    step_size = micro if method == "small batch" else batch
+    steps = 0 if method == UNTRAINED else steps  # the same encoder before its first step
+    run = heldout_run(data, config, steps=steps, batch=step_size, seed=seed, dim=dim, loss=loss)
+    negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
+    if method == UNTRAINED:
+        negatives = 0
+    return TrainingRun(
+        method,
+        step_size,
+        micro,
+        negatives,
+        len(run.losses),
+        seed,
+        run.seconds,
+        run.recall,
+        run.losses,
+        run.state,
+    )
+
+
+def compare_batch_strategies(
+    data: PairData,
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    caching_seeds: tuple[int, ...] = (0,),
+    control: bool = True,
+    untrained: bool = False,
+    **kwargs,
+) -> tuple[pd.DataFrame, list[TrainingRun]]:
+    """Train the ``STRATEGIES`` (same settings) once per seed, and the ``CONTROL`` if
+    ``control``, and tabulate recall@1 and recall@10, a row per run. Gradient caching computes
+    the large batch's loss and gradients (proved in notebook 02), so it is trained only for
+    ``caching_seeds``, where its weights are compared with the large batch's; the other
+    strategies and the control run every seed, and with ``untrained`` the encoder of each seed
+    before its first step (:data:`~chapter20.labs.common.UNTRAINED`)."""
+    methods = (*STRATEGIES, CONTROL) if control else STRATEGIES
+    methods = (UNTRAINED, *methods) if untrained else methods
+    runs = [
+        train_pairs(data, method, seed=seed, **kwargs)
+        for seed in seeds
+        for method in methods
+        if method != "gradient caching" or seed in caching_seeds
+    ]
+    return run_table(runs), runs
+
+
+def run_table(runs: list[TrainingRun]) -> pd.DataFrame:
+    """A row per run of :func:`train_pairs`: method, seed, effective batch, negatives per
+    query, steps, held-out recall@1 and @10, seconds."""
+    return pd.DataFrame(
+        [
+            {
+                "method": r.method,
+                "seed": r.seed,
+                "effective batch": str(r.effective_batch)
+                if r.method != "naive accumulation"
+                else f"{r.effective_batch} (micro {r.micro})",
+                "negatives / query": r.negatives,
+                "steps": r.steps,
+                "recall@1": r.recall[1],
+                "recall@10": r.recall[10],
+                "seconds": r.seconds,
+            }
+            for r in runs
+        ]
+    )
+
+
+#: The committed record of :func:`strategy_benchmark`: the four strategies, the untrained
+#: encoder and the positive control, three seeds each (gradient caching: seed 0).
+STRATEGY_STUDY = "batch_strategies.csv"
+
+
+def strategy_benchmark(steps: int = 150, out: str = "") -> None:
+    """``chapter20 bench batch-strategies``: :func:`compare_batch_strategies` with the untrained
+    encoder and the control, seeds 0–2, ``steps`` Adam steps each (§20.2.1); with ``out``
+    written as the record ``data/batch_strategies.csv`` (quality only: no times), which
+    notebook 02 judges the strategies on and checks one live seed against."""
+    from chapter20.core.corpora import pair_data
+    from chapter20.labs.common import study_output, write_study
+
+    steps = check_int("steps", steps, 1)
+    frame, _ = compare_batch_strategies(pair_data(), steps=steps, untrained=True)
+    frame = frame.drop(columns="seconds")
+    print(frame.round(4).to_string(index=False))
+    if study_output(out):
+        command = f"chapter20 bench batch-strategies --steps {steps}"
+        print("written:", write_study(frame, study_output(out), command))
+
+
+def live_strategies(data: PairData, steps: int = 150, short_steps: int = 20):
+    """Notebook 02's live part of the strategy study (§20.2.1): ``(live, judged, source,
+    short)``. ``live``: seed 0 of the untrained encoder and of the large batch trained ``steps``
+    steps, rows to check against the record; ``judged``: the committed record
+    :data:`STRATEGY_STUDY` (every strategy, the untrained encoder and the control, 3 seeds),
+    or, with ``CHAPTER20_SCALE`` >= 2, the whole study run here; ``source`` says which.
+    ``short``: seed 0 of every strategy trained ``short_steps`` steps (weights compared, steps
+    timed)."""
+    from chapter20.core.device import size_scale
+    from chapter20.labs.common import run_or_record
+
+    own_run = size_scale() >= 2
+    if own_run:
+        live, _ = compare_batch_strategies(data, steps=steps, untrained=True)
+    else:
+        live = run_table([train_pairs(data, m, steps=steps) for m in (UNTRAINED, "large batch")])
+    judged, source = run_or_record(live.drop(columns="seconds"), own_run, STRATEGY_STUDY)
+    short = [train_pairs(data, method, steps=short_steps) for method in STRATEGIES]
+    return live, judged, source, short
+
+
+def plot_recalls(frame: pd.DataFrame):
+    """Held-out recall@1 and @10 per method of a strategy study (``frame``: a row per run, as
+    :func:`run_table` or the record), mean over the seeds with ± one standard deviation; the
+    untrained encoder is the level every run starts from (§20.2.1)."""
+    methods = list(dict.fromkeys(frame["method"]))
+    fig, ax = new_figure(
+        "Next-sentence retrieval on held-out Wikipedia articles", "", "share of test anchors",
+        figsize=(9, 4),
+        alt="Bar chart of held-out recall@1 and recall@10 per training strategy, mean and "
+        "standard deviation over three seeds, with the untrained encoder and the control.",
+    )  # fmt: skip
+    for offset, k in zip((-0.2, 0.2), (1, 10)):
+        stats = frame.groupby("method", sort=False)[f"recall@{k}"].agg(["mean", "std"])
+        stats = stats.loc[methods].fillna(0.0)
+        positions = [i + offset for i in range(len(methods))]
+        ax.bar(positions, stats["mean"], yerr=stats["std"], capsize=3, width=0.4,
+               label=f"recall@{k}")  # fmt: skip
+    labels = [m.replace(" (control)", "\n(control)").replace(", ", ",\n") for m in methods]
+    ax.set_xticks(range(len(methods)), labels=labels, fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
