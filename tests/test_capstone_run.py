@@ -91,18 +91,6 @@ def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(cle
         encoder.encode(["a text", 3])
 
 
-def test_a_stopped_launch_resumes_to_the_clean_fingerprint(clean, tmp_path):
-    config = RunConfig(output_dir=str(tmp_path), **TINY)
-    stopped = replace(config, loop=replace(config.loop, stop_after=3))
-    launch = run_capstone(stopped, log=lambda *_: None)
-    assert launch == StoppedLaunch(3, None, config.checkpoint_dir)
-    assert not (tmp_path / SUMMARY_FILE).exists()  # a stopped launch writes no summary
-    resumed = run_capstone(config, log=lambda *_: None).summary
-    assert resumed["resumed_from"] == 2
-    assert resumed["fingerprint"] == clean[0].summary["fingerprint"]
-    assert [e["step"] for e in resumed["evaluations"]] == [4, 8]
-
-
 def test_the_plan_follows_the_techniques(tmp_path):
     model = WeightedBagEncoder(1000, 32)
     base = RunConfig(output_dir=str(tmp_path), dim=32, batch=64)
@@ -241,8 +229,9 @@ def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_f
     clean, tmp_path, capsys
 ):
     """scripts/train.py --stop-after 3 (a subprocess) and ``chapter20 train --stop-after 1``
-    each exit 0 printing StoppedLaunch.lines(); ``chapter20 train`` without it then finishes:
-    bitwise the uninterrupted run."""
+    each exit 0 printing StoppedLaunch.lines() and writing no summary; ``chapter20 train``
+    without it then resumes from the last checkpoint (step 2) and finishes: bitwise the
+    uninterrupted run, with its evaluations."""
     args = [*TINY_ARGS, "--output-dir", str(tmp_path)]
     checkpoints = str(tmp_path / "checkpoints")
     script = _launch([*args, "--stop-after", "3"])
@@ -254,11 +243,14 @@ def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_f
     assert chapter20_main(["train", *args, "--stop-after", "1"]) == 0  # resumes from step 2
     out = capsys.readouterr().out
     assert "\n".join(StoppedLaunch(3, 2, checkpoints).lines()) in out
+    assert not (tmp_path / SUMMARY_FILE).exists()  # a stopped launch writes no summary
     assert "to resume: run the same command again without --stop-after" in out
     assert chapter20_main(["train", *args]) == 0
     fingerprint = clean[0].summary["fingerprint"]
     assert f"resumed from step 2; fingerprint {fingerprint}" in capsys.readouterr().out
-    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["fingerprint"] == fingerprint
+    resumed = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert (resumed["fingerprint"], resumed["resumed_from"]) == (fingerprint, 2)
+    assert [e["step"] for e in resumed["evaluations"]] == [4, 8]
 
 
 @pytest.mark.parametrize("where", ["proc", "below a file"])
