@@ -68,6 +68,18 @@ def zipf_counts(n: int, s: float = 1.1, total: int = 10**9) -> np.ndarray:
 # --- proofs ---------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """torch on one CPU thread for the block: the proofs step one pair at a time, whose ops are
+    so small that more threads only add their handovers (and on a busy machine, long waits)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def huffman_proof(counts: np.ndarray) -> dict[str, float | bool]:
     """The Huffman tree's guarantees, checked on ``counts`` (note, topic 1): prefix-free codes,
     frequent words never longer, mean code length within 1 bit of the entropy."""
@@ -162,6 +174,11 @@ def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, see
     previous ones left, so a difference in any single step would grow from pair to pair; at
     ``lr = 0.5`` the step caps are active. Negative sampling draws its noise words in the
     kernel's stream and gives the plain step the same ones."""
+    with _one_thread():
+        return _fused_and_plain(objective, pairs, lr, seed)
+
+
+def _fused_and_plain(objective, pairs, lr, seed):
     twins = []
     for _ in range(2):
         model = SkipGram(objective, zipf_counts(60, total=10**6), dim=37, negative=4, seed=seed)
@@ -206,13 +223,8 @@ def reference_equals_fast(
     plain ``SkipGram.step`` for the full softmax. Returns ``(max |Δ| of the tables, |Δ| of the
     summed loss relative to it)``, or None where the C loop cannot run. At word2vec's rate
     (0.025) the fast paths' step cap does not bind, so the two must agree to float32 rounding."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # one pair's ops are tiny: threads only add their handovers
-    try:
-        result = _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed)
-    finally:
-        torch.set_num_threads(previous)
-    return result
+    with _one_thread():
+        return _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed)
 
 
 def _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed):

@@ -190,6 +190,8 @@ def study_rows(live: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     record = read_study(QUALITY_STUDY)
     trainers = record[record.study == "trainers"].reset_index(drop=True)
     ranks = record[record.study == "data_parallel"].rename(columns={"trainer": "variant"})
+    counts = ["rank", "syncs", "sync_bytes"]  # integers, read back as floats beside NaN
+    ranks = ranks.astype({c: "int64" for c in counts})
     loads = record.load_average
     source = (
         f"the committed record, measured {record.measured_on.iloc[0]} on "
