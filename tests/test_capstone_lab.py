@@ -256,7 +256,7 @@ def test_a_written_study_carries_its_provenance(tmp_path):
     frame = pd.read_csv(path)
     assert set(PROVENANCE) <= set(frame.columns) and frame["x"].tolist() == [1, 2]
     line = provenance_line(frame)
-    assert line.startswith("measured 20") and line.endswith("by: chapter20 bench x")
+    assert line.startswith("measured 20") and line.endswith("\nreproduce: chapter20 bench x")
     with pytest.raises(ValueError, match="frame"):
         write_study(pd.DataFrame(), str(tmp_path / "e.csv"), "c")
 

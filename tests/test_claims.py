@@ -523,7 +523,8 @@ def test_check_a_study_not_trained_past_its_start_is_inconclusive():
     assert check("C27", 0.0, trained_past_start=False).verdict == NOT_TRAINED
     # trained runs are judged as usual; the basis rules come first
     assert check("C11", 3.0, trained_past_start=True).verdict == HOLDS
-    assert check("C01", None, trained_past_start=False).verdict == NOT_MEASURABLE
+    assert check("C01", None, trained_past_start=False).verdict == NOT_TRAINED  # before "missing"
+    assert check("C01", None).verdict == NOT_MEASURABLE
     with pytest.raises(TypeError, match="trained_past_start"):
         check("C11", 3.0, trained_past_start="no")
     assert NOT_TRAINED in VERDICTS

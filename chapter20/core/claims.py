@@ -330,14 +330,15 @@ def check(
 
 def _verdict(claim, measured, tests, control_detected, device, untrained) -> tuple[str, str]:
     """(verdict, direction) of :func:`check`."""
-    if claim.basis == "missing":
-        return NOT_MEASURABLE, ""
     if claim.basis == "definition":
         return DEFINITION, ""
     if claim.basis == "gpu" and not is_gpu_device(device):
         return NEEDS_GPU, ""
+    # Runs that never left their start say nothing, even about what is missing to measure more.
     if untrained:
         return NOT_TRAINED, ""
+    if claim.basis == "missing":
+        return NOT_MEASURABLE, ""
     if measured is None:
         raise ValueError(
             f"claim {claim.id} is judged on a measured value (basis {claim.basis!r}): "

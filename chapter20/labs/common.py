@@ -127,13 +127,13 @@ def run_or_record(frame: pd.DataFrame, own_run: bool, name: str) -> tuple[pd.Dat
 
 
 def provenance_line(frame: pd.DataFrame) -> str:
-    """Where a committed study comes from, as one line: the dates, machines and loads of its
-    rows and the command that reproduces it."""
+    """Where a committed study comes from: one line with the dates, machines and loads of its
+    rows, then a ``reproduce:`` line with the command that measures it again."""
     dates = sorted(set(frame["measured_on"].astype(str)))
     machines = sorted(set(frame["machine"].astype(str)))
     loads = frame["load_average"]
     return (
         f"measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} on {', '.join(machines)} "
         f"(load average {loads.min():g}–{loads.max():g}, {frame['torch_threads'].iloc[0]} torch "
-        f"threads) by: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
+        f"threads)\nreproduce: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
     )

@@ -355,8 +355,7 @@ def replay_batch_row(
 def record_lines(frame: pd.DataFrame) -> str:
     """Where a committed study comes from, for a reader: when, on what and under what load it
     was measured, then one ``reproduce:`` line with the command that measures it again."""
-    measured, _, command = provenance_line(frame).partition(" by: ")
-    return f"{measured}\nreproduce: {command}"
+    return provenance_line(frame)
 
 
 def plot_batch_study(
