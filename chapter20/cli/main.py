@@ -75,6 +75,12 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "benchmark",
         "pipeline bubble, ZeRO-1 state per rank, DDP overlap vs bucket size",
     ),
+    "faults": (
+        "chapter20.labs.nb07_faults",
+        "fault_matrix_benchmark",
+        "notebook 07's fault matrix: each fault of a checkpoint writer injected for real, and what "
+        "the next run finds",
+    ),
     "practices": (
         "chapter20.labs.nb12_practices",
         "benchmark",
