@@ -377,3 +377,70 @@ def test_fp16_quality_note_names_the_judged_run_and_every_arms_recall():
     assert fp16_quality_note(by_arm, judged, own_run=False) == (
         f"the committed record 2026-11-30, {expected}"
     )
+
+
+def test_learned_needs_fp32_and_fp16_above_the_untrained_encoder_beyond_the_seeds_noise():
+    """Notebook 03's "the runs learned": better than the same encoder untrained, by more than
+    twice the larger standard deviation over the seeds, for fp32 and for fp16 alike."""
+    import pandas as pd
+
+    from chapter20.labs.nb03_precision import learned
+
+    def summary(fp16_mean):
+        return pd.DataFrame(
+            {"arm": ["untrained", "fp32", "fp16"], "recall@10_mean": [0.05, 0.07, fp16_mean],
+             "recall@10_std": [0.004, 0.002, 0.002]}
+        )  # fmt: skip
+
+    assert learned(summary(0.069))
+    assert not learned(summary(0.055))  # above the untrained mean, within twice its spread
+
+
+def test_quality_agreement_compares_the_untrained_start_and_the_loss_at_the_live_step():
+    import pandas as pd
+
+    from chapter20.labs.nb03_precision import LIVE_LOSS, quality_agreement
+
+    scores = {"recall@1": 0.01, "recall@10": 0.05, "mrr": 0.02}
+    judged = pd.DataFrame(
+        {"arm": ["untrained", "fp32", "fp16", "fp32"], "seed": [0, 0, 0, 1],
+         LIVE_LOSS: [None, 4.0, 4.0, 3.0], **scores}
+    )  # fmt: skip
+    live = judged.iloc[:3].assign(**{LIVE_LOSS: [None, 4.0, 4.004]})
+    assert quality_agreement(live, judged) == (5, pytest.approx(1e-3))
+    older = judged.drop(columns=LIVE_LOSS)  # a record without the loss: the start only
+    assert quality_agreement(live, older) == (3, 0.0)
+    moved = live.assign(mrr=[0.03, 0.02, 0.02])
+    assert quality_agreement(moved, older)[1] == pytest.approx(0.5)
+
+
+def test_the_committed_records_of_notebook_03_hold_every_arm_seed_and_batch():
+    """The quality record keeps its three seeds, its control and the untrained encoder, with the
+    loss the live run is checked against; the memory record both batches and precisions."""
+    from chapter20.labs.common import read_study
+    from chapter20.labs.nb03_precision import (
+        LIVE_LOSS,
+        MEMORY_BATCHES,
+        MEMORY_STUDY,
+        QUALITY_ARMS,
+        QUALITY_STUDY,
+    )  # fmt: skip
+
+    quality = read_study(QUALITY_STUDY)
+    assert set(zip(quality["arm"], quality["seed"])) == {
+        (arm, seed) for arm in QUALITY_ARMS for seed in (0, 1, 2)
+    }
+    if LIVE_LOSS in quality:
+        assert quality.loc[quality["arm"] != "untrained", LIVE_LOSS].notna().all()
+    memory = read_study(MEMORY_STUDY)
+    assert set(zip(memory["batch"], memory["precision"])) == {
+        (b, p) for b in MEMORY_BATCHES for p in ("fp32", "bf16")
+    }
+
+
+def test_speed_prediction_names_what_this_hardware_offers():
+    from chapter20.labs.nb03_precision import speed_prediction
+
+    assert "tensor cores" in speed_prediction("cuda")
+    cpu = speed_prediction("cpu")
+    assert torch.backends.cpu.get_cpu_capability() in cpu and "fp32" in cpu

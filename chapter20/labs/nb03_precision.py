@@ -18,19 +18,21 @@ from torch import nn
 
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import PairData
-from chapter20.core.device import get_device, set_seed
-from chapter20.core.gpu_record import code_version, current_gpu_figure
-from chapter20.core.measure import format_bytes, time_interleaved
+from chapter20.core.device import get_device, set_seed, size_scale
+from chapter20.core.gpu_record import (
+    MEASURED_LIVE,
+    code_version,
+    current_gpu_figure,
+    current_gpu_ratio,
+)
+from chapter20.core.measure import CATEGORIES, format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
-from chapter20.core.plotting import CATEGORY_COLORS, new_figure, new_panels, stacked_memory_bars
-from chapter20.core.seed_statistics import range_text
-from chapter20.cost.estimates import ThroughputRecord
-from chapter20.labs.common import UNTRAINED, compare_times, timing_columns
+from chapter20.core.seed_statistics import beyond_noise
+from chapter20.cost.estimates import H200_MEASUREMENT, THROUGHPUT_CODE, ThroughputRecord
+from chapter20.labs.common import UNTRAINED, compare_times, run_or_record, timing_columns
 from chapter20.techniques.contrastive import info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
-    PRECISIONS,
-    format_limits,
     matmul_speedup,
     resolve_precision,
     store_weights_in,
@@ -47,11 +49,19 @@ __all__ = [
     "overflow_steps",
     "step_time_vs_batch",
     "speed_findings",
-    "matmul_table",
     "MATMUL_MODULES",
     "matmul_quantity",
     "fp16_matmul_speedup",
+    "step_seconds_quantity",
+    "mixed_precision_speedup",
+    "LIVE_STEPS",
+    "LIVE_LOSS",
     "memory_by_precision",
+    "MEMORY_BATCHES",
+    "MEMORY_STUDY",
+    "memory_study",
+    "memory_agreement",
+    "speed_prediction",
     "gradient_magnitudes",
     "QUALITY",
     "CONTROL",
@@ -61,12 +71,10 @@ __all__ = [
     "QUALITY_STUDY",
     "quality_benchmark",
     "judged_quality",
+    "quality_agreement",
+    "learned",
     "mixed_precision_notes",
     "fp16_quality_note",
-    "plot_parity",
-    "plot_step_time",
-    "plot_memory",
-    "plot_number_line",
     "benchmark",
 ]
 
@@ -209,20 +217,6 @@ def speed_findings(frame: pd.DataFrame, reference: str = "fp32") -> list[str]:
     return lines
 
 
-def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`~chapter20.techniques.precision.matmul_speedup` for display: median ms with the
-    repeats' min–max, TFLOP/s and the speed-up over fp32."""
-    return pd.DataFrame(
-        {
-            "precision": frame["precision"],
-            "median ms": (frame["seconds"] * 1e3).round(3),
-            "min–max ms": range_text(frame.seconds_min * 1e3, frame.seconds_max * 1e3, 3),
-            "TFLOP/s": frame["tflops"].round(3),
-            "speedup": frame["speedup"].round(3),
-        }
-    )
-
-
 #: The package code whose GPU figures claim C06 reads: the matmul timing and the timer. A row of
 #: the GPU record measured by another version of them no longer decides the verdict.
 MATMUL_MODULES = ("techniques.precision", "core.measure")
@@ -242,11 +236,49 @@ def fp16_matmul_speedup(matmul: pd.DataFrame, size: int) -> tuple[float | None, 
     device = get_device()
     if device.type == "cuda" and size == 4096:
         speedup = float(matmul.set_index("precision").loc["fp16", "speedup"])
-        return speedup, str(device), "measured in this run"
+        return speedup, str(device), MEASURED_LIVE
     row = current_gpu_figure(matmul_quantity(4096, "fp16"), MATMUL_MODULES)
     if row is not None:
-        return row.value, row.device, f"GPU record: {row.provenance}"
+        return row.value, row.device, f"GPU record: {row.provenance}, code {row.code}"
     return None, str(device), "the GPU record holds no 4096 x 4096 figure of the current code"
+
+
+def step_seconds_quantity(precision: str, batch: int = 1024) -> str:
+    """The GPU record's name of one step time of notebook 08's workload, e.g. ``"step seconds,
+    bf16, 1024 pairs"`` (what ``bench cost-throughput --record`` writes)."""
+    return f"step seconds, {precision}, {batch} pairs"
+
+
+def mixed_precision_speedup(
+    batch: int = 1024, record: ThroughputRecord = H200_MEASUREMENT
+) -> tuple[float | None, str, str]:
+    """What claim C07 is judged on, as ``(value, device, note)``, by the rule of every GPU claim:
+    fp32 over bf16 step time of notebook 08's workload at ``batch`` pairs from GPU-record rows
+    measured by the current version of ``THROUGHPUT_CODE`` (the speed-up over fp32 with TF32
+    beside it); else no value (the verdict is then "needs a GPU") and the note shows ``record``'s
+    rows, which carry no code version, as figures that are not judged."""
+    found = current_gpu_ratio(
+        step_seconds_quantity("fp32", batch), step_seconds_quantity("bf16", batch), THROUGHPUT_CODE
+    )
+    if found is None:
+        older = (
+            f"x{record.speedup('bf16', 'fp32', batch):.2f} over fp32, "
+            f"x{record.speedup('bf16', 'tf32', batch):.2f} over fp32 with TF32"
+        )
+        return (
+            None,
+            "cpu",
+            (
+                "the GPU record has no step time of the current code; its rows without a code "
+                f"version ({record.gpu}, {record.date}), shown, not judged: {older}"
+            ),
+        )
+    speedup, _, bf16 = found
+    tf32 = current_gpu_ratio(
+        step_seconds_quantity("tf32", batch), step_seconds_quantity("bf16", batch), THROUGHPUT_CODE
+    )
+    beside = "" if tf32 is None else f"; over fp32 with TF32 allowed: x{tf32[0]:.2f}"
+    return speedup, bf16.device, f"GPU record: {bf16.provenance}, code {bf16.code}{beside}"
 
 
 def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:
@@ -272,6 +304,50 @@ def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> 
     return frame
 
 
+#: Section 5's batches: the one rerun live and claim C09's, and the committed record of both
+#: (byte counts by component: the same on every machine).
+MEMORY_BATCHES = (8, 64)
+MEMORY_STUDY = "precision_memory.csv"
+
+
+def memory_study():
+    """Section 5 of notebook 03: ``(live, judged, own_run, source)``. The live run measures
+    :func:`memory_by_precision` at the first of :data:`MEMORY_BATCHES` (at every one with
+    ``CHAPTER20_SCALE`` >= 2, ``own_run``: it is then the judged run); the judged rows are
+    otherwise the committed record :data:`MEMORY_STUDY`, which holds both batches."""
+    own_run = size_scale() >= 2
+    batches = MEMORY_BATCHES if own_run else MEMORY_BATCHES[:1]
+    live = pd.concat([memory_by_precision(b).assign(batch=b) for b in batches], ignore_index=True)
+    judged, source = run_or_record(live, own_run, MEMORY_STUDY)
+    return live, judged[list(live.columns)], own_run, source
+
+
+def memory_agreement(live: pd.DataFrame, judged: pd.DataFrame) -> tuple[int, int]:
+    """``(rows compared, largest |difference| in bytes)`` between the live and the judged rows of
+    :func:`memory_study` over the batches and precisions they share."""
+    keys, columns = ["batch", "precision"], ["peak_bytes", *CATEGORIES]
+    both = live.merge(judged, on=keys, suffixes=("", "_judged"))
+    gaps = [(both[c] - both[f"{c}_judged"]).abs().max() for c in columns if c in live]
+    return len(both), int(max(gaps))
+
+
+def speed_prediction(device: torch.device | str | None = None) -> str:
+    """Section 4's prediction, before the timing, from what the hardware offers: on CUDA, tensor
+    cores multiply 16-bit matrices several times faster than fp32; on a CPU with AVX512-BF16 or
+    AMX (``torch.backends.cpu.get_cpu_capability()``), bf16 multiplies can be faster; on
+    any other CPU no 16-bit instruction exists, so 16-bit is slower (casts and emulation)."""
+    device = get_device() if device is None else torch.device(device)
+    if device.type == "cuda":
+        return "16-bit matmul faster than fp32 (tensor cores); the whole step gains less"
+    capability = torch.backends.cpu.get_cpu_capability()
+    if "AVX512" in capability and "BF16" in capability or "AMX" in capability:
+        return f"{capability}: bf16 matmul faster than fp32; the whole step gains less"
+    return (
+        f"{capability}: no 16-bit multiply instructions, so 16-bit slower than fp32 "
+        "(every operand is cast and each multiply emulated)"
+    )
+
+
 def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
     """One fp32 backward of the encoder: (absolute values of all non-zero gradients, the model)
     — what fp16 would have to hold without loss scaling."""
@@ -290,6 +366,10 @@ QUALITY = {"d_model": 64, "layers": 1, "seq_len": 16, "steps": 200, "batch": 128
 #: The positive control: weights stored in 8-bit floats (e4m3) with no fp32 master copy.
 CONTROL = "fp8 weights, no master copy (control)"
 QUALITY_ARMS = (UNTRAINED, "fp32", "fp16", CONTROL)
+#: The live rerun of the quality study: seed 0 for this many steps, whose loss at its last step
+#: (column :data:`LIVE_LOSS`) the committed record holds too, from the same seed and data order.
+LIVE_STEPS = 10
+LIVE_LOSS = f"loss_at_step_{LIVE_STEPS}"
 
 
 def truncated(data: PairData, seq_len: int) -> PairData:
@@ -324,13 +404,11 @@ def quality_runs(
     batch: int = QUALITY["batch"],
     lr: float = QUALITY["lr"],
 ) -> pd.DataFrame:
-    """Held-out quality of the Transformer encoder trained on real next-sentence pairs in each
-    of ``arms``, once per seed (§20.2.2, claim C27): ``"fp32"``, ``"fp16"`` (autocast with a
-    ``GradScaler``), ``"bf16"``, :data:`CONTROL` and ``"untrained"`` (the encoder before any
-    step). A row per run with the final loss (mean of the last 10 steps), recall@1 and @10 and
-    the mean reciprocal rank scored in float32, steps skipped, the largest step-by-step loss
-    difference from the fp32 run of the seed, and seconds. Same weights and data order in every
-    arm of a seed; sentences cut to ``seq_len`` tokens."""
+    """Held-out quality of the Transformer encoder trained on real next-sentence pairs, one row
+    per arm of ``arms`` (``"fp32"``, ``"fp16"`` with a ``GradScaler``, ``"bf16"``, :data:`CONTROL`,
+    ``"untrained"``) and seed (§20.2.2, claim C27): final loss, the loss at :data:`LIVE_STEPS`,
+    recall@1 and @10 and MRR scored in float32, skipped steps, the largest loss gap from fp32's
+    run of the seed, seconds. Same weights and data order in every arm of a seed."""
     data = truncated(data, seq_len)
 
     def build(vocab: int, dim: int) -> TransformerEncoder:
@@ -360,6 +438,9 @@ def quality_runs(
                     "mrr": run.mrr,
                     "skipped_steps": run.skipped_steps,
                     "loss_gap_vs_fp32": _largest_gap(run.losses, losses.get("fp32")),
+                    LIVE_LOSS: run.losses[LIVE_STEPS - 1]
+                    if len(run.losses) >= LIVE_STEPS
+                    else None,
                     "seconds": run.seconds,
                 }
             )
@@ -378,18 +459,39 @@ def _largest_gap(losses: list[float], reference: list[float] | None) -> float:
 QUALITY_STUDY = "precision_quality.csv"
 
 
-def judged_quality(data: PairData, live_steps: int):
-    """Claim C27's runs for notebook 03: ``(live, judged, own_run, source)``. The live run
-    trains ``live_steps`` steps, all three seeds if that is :data:`QUALITY`'s full length
-    (``own_run``: it is then the judged run), else seed 0 only, and the judged run is the
-    committed record :data:`QUALITY_STUDY` (``source`` says where it comes from)."""
-    from chapter20.labs.common import run_or_record
-
-    own_run = check_int("live_steps", live_steps, 1) >= QUALITY["steps"]
-    live = quality_runs(data, seeds=(0, 1, 2) if own_run else (0,), steps=live_steps)
+def judged_quality(data: PairData):
+    """Claim C27's runs for notebook 03: ``(live, judged, own_run, source)``. With
+    ``CHAPTER20_SCALE`` >= 2 the live run trains :data:`QUALITY`'s full length for all three
+    seeds (``own_run``: it is then the judged run); otherwise it trains seed 0 for
+    :data:`LIVE_STEPS` steps, and the judged run is the committed record :data:`QUALITY_STUDY`
+    (``source`` says where it comes from; :func:`quality_agreement` checks the two agree)."""
+    own_run = size_scale() >= 2
+    steps = QUALITY["steps"] if own_run else LIVE_STEPS
+    live = quality_runs(data, seeds=(0, 1, 2) if own_run else (0,), steps=steps)
     judged, source = run_or_record(live, own_run, QUALITY_STUDY)
-    steps = live_steps if own_run else QUALITY["steps"]
-    return live, judged, own_run, f"{steps} steps, {source}"
+    return live, judged, own_run, f"{QUALITY['steps']} steps, {source}"
+
+
+def quality_agreement(live: pd.DataFrame, judged: pd.DataFrame) -> tuple[int, float]:
+    """``(values compared, largest relative |difference|)`` between the live runs and the judged
+    runs of the same arm and seed: the untrained encoder's recall@1, recall@10 and MRR (the same
+    weights and evaluation), and, where the judged run holds it, each trained run's loss at step
+    :data:`LIVE_STEPS` (:data:`LIVE_LOSS`: the same weights, batches and arithmetic)."""
+    both = live.merge(judged, on=["arm", "seed"], suffixes=("", "_judged"))
+    start = both[both["arm"] == UNTRAINED]
+    pairs = [(start[c], start[f"{c}_judged"]) for c in ("recall@1", "recall@10", "mrr")]
+    if f"{LIVE_LOSS}_judged" in both:
+        trained = both.dropna(subset=[LIVE_LOSS, f"{LIVE_LOSS}_judged"])
+        pairs.append((trained[LIVE_LOSS], trained[f"{LIVE_LOSS}_judged"]))
+    gaps = pd.concat([(a - b).abs() / b.abs() for a, b in pairs])
+    return len(gaps), float(gaps.max())
+
+
+def learned(summary: pd.DataFrame, arms=("fp32", "fp16")) -> bool:
+    """Whether each of ``arms`` beats the same encoder untrained, under the same evaluation,
+    beyond the seeds' noise (``seed_statistics.beyond_noise`` on recall@10 of
+    ``versus_reference``'s ``summary``): the condition for judging claim C27."""
+    return all(beyond_noise(summary, arm, UNTRAINED, by="arm", column="recall@10") for arm in arms)
 
 
 def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):
@@ -407,21 +509,17 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):
         print("written:", write_study(frame, study_output(out), command))
 
 
-def mixed_precision_notes(
-    limits: pd.DataFrame, activation_ratio: float, record: ThroughputRecord
-) -> dict[str, str]:
-    """§20.2.2: the notes of claims C07, C08 and C09 in notebook 03's claims check, by claim id
-    (C06's comes with its value from :func:`fp16_matmul_speedup`): fp16's smallest normal from
-    ``limits`` (``format_limits``), the bf16 / fp32 ``activation_ratio`` of
-    :func:`memory_by_precision`, and the GPU ``record``'s bf16 speed-up over fp32 with TF32."""
+def mixed_precision_notes(limits: pd.DataFrame, activation_ratio: float) -> dict[str, str]:
+    """§20.2.2: the notes of claims C08 and C09 in notebook 03's claims check, by claim id
+    (C06's and C07's come with their values from :func:`fp16_matmul_speedup` and
+    :func:`mixed_precision_speedup`): fp16's smallest normal from ``limits``
+    (``format_limits``) and the bf16 / fp32 ``activation_ratio`` of :func:`memory_by_precision`."""
     normal = limits.set_index("dtype").loc["float16", "smallest_normal"]
     return {
         "C08": "largest value fp16 rounds to 0 (2^-25), found by casting; values up to the "
         f"smallest normal {normal:.2g} survive as subnormals with fewer bits",
         "C09": "bf16, one Adam step, batch 64: only the activations shrink "
         f"(x{activation_ratio:.2f}); fp32 weights and Adam state do not",
-        "C07": f"GPU record ({record.date}); over fp32 with TF32 allowed: "
-        f"x{record.speedup('bf16', 'tf32', 1024):.2f}",
     }
 
 
@@ -440,98 +538,14 @@ def fp16_quality_note(by_arm: pd.DataFrame, judged: pd.DataFrame, own_run: bool)
 
 
 # --------------------------------------------------------------------------------------------
-# Figures
-# --------------------------------------------------------------------------------------------
-
-
-def plot_parity(losses: dict[str, np.ndarray], relative: dict[str, np.ndarray]):
-    """§20.2.2, the proof of notebook 03: the training loss of :func:`parity_run` in each
-    precision (left), and each 16-bit run's relative loss difference from fp32 per step against
-    its format's epsilon (right, log scale). Returns the figure."""
-    steps = len(next(iter(losses.values())))
-    fig, (left, right) = new_panels(
-        2, f"The same {steps} Adam steps in three precisions", figsize=(10, 4)
-    )
-    styles = {"fp32": "-", "bf16": "--", "fp16": ":"}
-    for name, values in losses.items():
-        left.plot(values, label=name, linestyle=styles[name], linewidth=2)
-    for name, values in relative.items():
-        right.plot(np.maximum(values, 1e-8), "o-", markersize=3, label=f"{name} vs fp32")
-        eps = torch.finfo(PRECISIONS[name]).eps
-        color = right.lines[-1].get_color()
-        right.axhline(eps, color=color, linestyle=":", label=f"{name} epsilon")
-    left.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
-    right.set(xlabel="step", ylabel="relative loss difference", yscale="log")
-    right.set(title="distance from fp32", ylim=(1e-5, 1e-1))
-    left.legend()
-    right.legend(fontsize=8, ncol=2, loc="lower center")
-    return fig
-
-
-def plot_step_time(frame: pd.DataFrame):
-    """Step time per precision vs batch size."""
-    fig, ax = new_figure(
-        "One training step of the Transformer encoder", "batch (pairs)", "median step time (ms)"
-    )
-    for name, part in frame.groupby("precision", sort=False):
-        ax.plot(part["batch"], part["seconds"] * 1e3, "o-", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(frame["batch"].unique(), labels=map(str, frame["batch"].unique()))
-    ax.legend()
-    return fig
-
-
-def plot_memory(frame: pd.DataFrame):
-    """Peak memory per precision, stacked by component."""
-    categories = [c for c in CATEGORY_COLORS if c in frame.columns]
-    breakdowns = [dict(zip(categories, row)) for row in frame[categories].itertuples(index=False)]
-    return stacked_memory_bars(
-        list(frame["precision"]),
-        breakdowns,
-        title="Peak memory of one training step",
-        unit="MiB",
-        bar_labels=[f"{r:.2f}x" for r in frame["vs_fp32"]],
-    )
-
-
-def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):
-    """Histogram of gradient magnitudes (log scale), unscaled and times ``scale``, against fp16's
-    smallest subnormal, smallest normal and largest value."""
-    fig, ax = new_figure(
-        "Gradient magnitudes against the fp16 number line",
-        "|gradient| (log scale)",
-        "share of gradient values",
-    )
-    values = magnitudes.double().numpy()
-    bins = np.logspace(-14, 6, 81)
-    weights = np.full(len(values), 1 / len(values))
-    ax.hist(values, bins=bins, weights=weights, alpha=0.6, label="gradients")
-    ax.hist(
-        values * scale,
-        bins=bins,
-        weights=weights,
-        alpha=0.6,
-        label=f"gradients x {scale:.0f} (loss scaling)",
-    )
-    limits = format_limits([torch.float16]).iloc[0]
-    for value, label, style in (
-        (limits.largest_that_rounds_to_zero, "rounds to 0 below", ":"),
-        (limits.smallest_normal, "smallest normal", "--"),
-        (limits["max"], "largest fp16", "-"),
-    ):
-        ax.axvline(value, color="#C44E52", linestyle=style, label=f"{label} {value:.1e}")
-    ax.set_xscale("log")
-    ax.legend(fontsize=8)
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
 # Benchmark
 # --------------------------------------------------------------------------------------------
 
 
 def benchmark(
-    batches: tuple[int, ...] = (16, 64), matmul_sizes: tuple[int, ...] = (4096, 8192)
+    batches: tuple[int, ...] = (16, 64),
+    matmul_sizes: tuple[int, ...] = (4096, 8192),
+    out: str = "",
 ) -> list[dict]:
     """``python -m chapter20 bench precision``: step-time and peak-memory ratios of each half
     precision to fp32 for the shared Transformer encoder at each of ``batches``, and the speed-up
@@ -539,7 +553,14 @@ def benchmark(
     TF32). Returns the matmul speed-ups as rows for the GPU record (``--record``), each with the
     version of the code that measured them (``code``, :data:`MATMUL_MODULES`): claim C06 reads
     the 4096 × 4096 fp16 row of the current code. On a CPU the matmuls take seconds each, and
-    fp16 (no fast CPU kernels) is left out of them."""
+    fp16 (no fast CPU kernels) is left out of them. With ``out``, section 5's memory by
+    precision at :data:`MEMORY_BATCHES` is first written there (``data/precision_memory.csv``)."""
+    from chapter20.labs.common import study_output, write_study
+
+    if study_output(out):
+        frame = pd.concat([memory_by_precision(b).assign(batch=b) for b in MEMORY_BATCHES])
+        command = f"chapter20 bench precision --matmul-sizes 512 --out data/{MEMORY_STUDY}"
+        print("written:", write_study(frame, study_output(out), command))
     device = get_device()
     speed = step_time_vs_batch(batches)
     print(f"Transformer encoder (d_model 128, 2 layers, 64 tokens), one Adam step on {device}:")
