@@ -134,7 +134,7 @@ def test_bench_sizes_from_options_scale_and_environment(monkeypatch):
     monkeypatch.setenv("CHAPTER20_SCALE", "0.5")
     assert benchmark_arguments("contrastive", [])[1] == {"batch": 256, "chunk": 16}
     _, kwargs, _ = benchmark_arguments("step-memory", ["--scale", "2"])
-    assert kwargs == {"vocab_sizes": (40_000, 200_000, 800_000)}
+    assert kwargs == {"vocab_sizes": (20_000, 60_000, 200_000)}  # nb00.VOCAB_SIZES x 2
     assert os.environ["CHAPTER20_SCALE"] == "2.0"  # the library's scaled sizes follow --scale
     _, kwargs, _ = benchmark_arguments("step-memory", ["--vocab-sizes", "1_000,2000"])
     assert kwargs == {"vocab_sizes": (1000, 2000)}
