@@ -259,3 +259,43 @@ def test_notebook_04s_readings_versus_none_depth_table_and_c10_note():
     assert "no measured depth" in activation_saving_note(
         ratios.assign(ratio=[2.0, 3.0]), 30.0, step
     )
+
+
+def test_policy_roles_follow_the_segments_apply_checkpointing_builds():
+    """Notebook 04's map: under every_k (k=4) on 8 layers, layers 1 and 5 keep their input and
+    the others are recomputed from it; none keeps everything; every layer under every_layer is
+    its own segment."""
+    from chapter20.labs.nb04_activation_checkpointing import ROLES, policy_roles
+
+    roles = policy_roles(8).set_index(["policy", "layer"])
+    every_4 = roles.loc["every_k (k=4)"]
+    assert list(every_4["role"]) == ["input", "inside", "inside", "inside"] * 2
+    assert list(every_4["segment"]) == [0] * 4 + [1] * 4
+    assert set(roles.loc["none", "role"]) == {"kept"}
+    assert roles.loc["every_layer", "segment"].nunique() == 8
+    assert set(roles["role"]) <= set(ROLES)
+
+
+def test_the_depth_record_matches_the_code_to_the_byte():
+    """The committed sweep of notebook 04 (byte counts) is what the current code measures: the
+    shallowest depth is remeasured here and compared, every column, exactly."""
+    from chapter20.labs.common import read_study
+    from chapter20.labs.nb04_activation_checkpointing import (
+        DEPTH_SIZES,
+        DEPTH_STUDY,
+        DEPTHS,
+        record_agreement,
+    )  # fmt: skip
+
+    record = read_study(DEPTH_STUDY)
+    assert sorted(set(record["layers"])) == list(DEPTHS)
+    live = activation_vs_depth((2,), **DEPTH_SIZES)
+    assert record_agreement(live, record) == (len(live), 0)
+
+
+def test_predicted_time_ratio_is_four_thirds_for_full_recomputation():
+    from chapter20.labs.nb04_activation_checkpointing import POLICY_CASES, predicted_time_ratio
+
+    ratios = {label: predicted_time_ratio(label) for label, _, _ in POLICY_CASES}
+    assert ratios["none"] == ratios["selective"] == 1.0
+    assert ratios["every_layer"] == ratios["listing L7"] == pytest.approx(4 / 3)

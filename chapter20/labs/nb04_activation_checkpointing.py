@@ -16,17 +16,19 @@ import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.core.device import get_device, set_seed
+from chapter20.core.device import get_device, set_seed, size_scale
 from chapter20.core.findings import compare
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import TransformerEncoder
+from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, stacked_memory_bars
 from chapter20.core.seed_statistics import range_text
-from chapter20.labs.common import compare_times, timing_columns
+from chapter20.labs.common import compare_times, run_or_record, timing_columns
 from chapter20.techniques.activation_checkpointing import (
     CheckpointedTransformerLayer,
     apply_checkpointing,
     predicted_activation_bytes,
+    segment_size,
 )
 from chapter20.techniques.contrastive import info_nce
 
@@ -37,6 +39,14 @@ __all__ = [
     "gradient_proof",
     "layer_measurements",
     "activation_vs_depth",
+    "DEPTHS",
+    "LIVE_DEPTHS",
+    "DEPTH_STUDY",
+    "judged_depth",
+    "record_agreement",
+    "policy_roles",
+    "plot_policy_map",
+    "predicted_time_ratio",
     "depth_table",
     "step_report",
     "versus_none",
@@ -45,6 +55,7 @@ __all__ = [
     "checkpointing_ratio",
     "depth_reaching",
     "activation_saving_note",
+    "ROLES",
     "plot_activation_vs_depth",
     "plot_trade",
     "plot_step_memory",
@@ -141,9 +152,12 @@ def _train_step(model: nn.Module, optimizer: torch.optim.Optimizer, ids: torch.T
 
 
 def activation_vs_depth(
-    depths: tuple[int, ...] = (2, 4, 8, 16, 32, 64), batch: int = 16, seq_len: int = 64
+    depths: tuple[int, ...] = (2, 4, 8, 16, 32, 64),
+    batch: int = 16,
+    seq_len: int = 64,
+    cases=POLICY_CASES,
 ) -> pd.DataFrame:
-    """Activation bytes per policy and depth, measured (forward ``retained``, and
+    """Activation bytes per policy of ``cases`` and depth, measured (forward ``retained``, and
     ``activation_peak``: the activations at their own peak during forward + backward, claim
     C10's quantity) next to :func:`predicted_activation_bytes`."""
     unit = layer_measurements(batch, seq_len)
@@ -151,7 +165,7 @@ def activation_vs_depth(
     records = []
     for depth in depths:
         base = make_encoder(depth)
-        for label, policy, k in POLICY_CASES:
+        for label, policy, k in cases:
             if policy == "L7":
                 continue
             model = checkpointed(base, policy, k)
@@ -172,6 +186,40 @@ def activation_vs_depth(
                 }
             )
     return pd.DataFrame(records)
+
+
+#: The depths of section 2's sweep, the ones rerun live, its batch (pairs × tokens) and the
+#: committed record of the whole sweep (byte counts: the same on every machine).
+DEPTHS = (2, 4, 8, 16, 32, 64)
+LIVE_DEPTHS = (2, 4, 8)
+DEPTH_SIZES = {"batch": 8, "seq_len": 32}
+DEPTH_STUDY = "checkpointing_depth.csv"
+
+
+def judged_depth():
+    """Section 2 of notebook 04: ``(live, judged, own_run, source)``. The live run measures
+    :data:`LIVE_DEPTHS` (every depth of :data:`DEPTHS` with ``CHAPTER20_SCALE`` >= 2, ``own_run``:
+    it is then the judged run); the judged sweep is otherwise the committed record
+    :data:`DEPTH_STUDY`, which :func:`record_agreement` checks against the live depths."""
+    try:
+        data_file(DEPTH_STUDY)
+    except FileNotFoundError:  # no record yet: measure every depth
+        own_run = True
+    else:
+        own_run = size_scale() >= 2
+    live = activation_vs_depth(DEPTHS if own_run else LIVE_DEPTHS, **DEPTH_SIZES)
+    judged, source = run_or_record(live, own_run, DEPTH_STUDY)
+    return live, judged[list(live.columns)], own_run, source
+
+
+def record_agreement(live: pd.DataFrame, judged: pd.DataFrame) -> tuple[int, int]:
+    """``(rows compared, largest |difference| in bytes)`` between the live measurements and the
+    judged sweep, over every depth and policy they share and every byte column."""
+    keys = ["layers", "policy"]
+    both = live.merge(judged, on=keys, suffixes=("", "_judged"))
+    columns = [c for c in live.columns if c not in keys]
+    gaps = [(both[c] - both[f"{c}_judged"]).abs().max() for c in columns]
+    return len(both), int(max(gaps))
 
 
 def depth_table(depth: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -250,6 +298,7 @@ def timing_table(frame: pd.DataFrame) -> pd.DataFrame:
             "median ms": (frame["seconds"] * 1e3).round(1),
             "min–max ms": range_text(frame.seconds_min * 1e3, frame.seconds_max * 1e3, 1),
             "time_vs_none": frame["time_vs_none"].round(2),
+            "predicted": [round(predicted_time_ratio(p), 2) for p in frame["policy"]],
         }
     )
 
@@ -302,14 +351,97 @@ def activation_saving_note(ratios: pd.DataFrame, limit: float, deep: pd.DataFram
     """Claim C10's note in notebook 04 (§5): the best policy at the deepest encoder of
     :func:`checkpointing_ratio`'s sweep (batch 8 × 32), the depth at which the ratio reaches 10×
     (:func:`depth_reaching`), the deep-encoder ``limit`` and the whole Adam step's factor of the
-    12-layer encoder of :func:`step_report` ``deep``."""
+    encoder of :func:`step_report` ``deep`` (section 4)."""
     deepest, reached = ratios.iloc[-1], depth_reaching(ratios, 10.0)
     return (
         f"{deepest['best_policy']} at {deepest['layers']} layers, batch 8x32; reaches 10x at "
         + (f"L ≈ {reached:.0f} (interpolated)" if reached else "no measured depth")
-        + f"; limit for deep encoders {limit:.1f}x; whole Adam step of the 12-layer encoder: "
+        + f"; limit for deep encoders {limit:.1f}x; whole Adam step of section 4's encoder: "
         f"x{1 / deep['memory_vs_none'].min():.1f}"
     )
+
+
+#: What each layer does between forward and backward under a policy (:func:`policy_roles`).
+ROLES = {
+    "kept": "keeps every tensor it saves",
+    "input": "keeps its input, recomputed in backward",
+    "inside": "keeps nothing, recomputed from its segment's input",
+    "selective": "keeps matmul and attention outputs, recomputes the rest",
+    "blocks": "keeps each block's input (2), recomputed in backward",
+}
+
+
+def policy_roles(layers: int = 8, cases=POLICY_CASES) -> pd.DataFrame:
+    """Section 1 of notebook 04: for each policy of ``cases`` (rows) and each layer (columns,
+    1 = nearest the embeddings), its role, a key of :data:`ROLES`, and ``segment`` (the index
+    of the checkpointed unit it belongs to), from ``segment_size`` as ``apply_checkpointing``
+    deals the layers."""
+    records = []
+    for label, policy, k in cases:
+        size = 1 if policy == "L7" else segment_size(policy, layers, k)
+        for layer in range(layers):
+            if size == 0:
+                role = "kept"
+            elif policy in ("selective", "L7"):
+                role = "selective" if policy == "selective" else "blocks"
+            else:
+                role = "input" if layer % size == 0 else "inside"
+            segment = layer if size == 0 else layer // size
+            records.append({"policy": label, "layer": layer + 1, "role": role, "segment": segment})
+    return pd.DataFrame(records)
+
+
+def plot_policy_map(roles: pd.DataFrame):
+    """What each policy keeps and recomputes, layer by layer (:func:`policy_roles`): one row
+    per policy, one cell per layer coloured by its role, each checkpointed segment outlined."""
+    import matplotlib.patches as patches
+
+    policies = list(dict.fromkeys(roles["policy"]))
+    layers = int(roles["layer"].max())
+    fig, ax = new_figure(
+        f"What each policy keeps for backward ({layers}-layer encoder)", "layer", "",
+        alt=f"A grid of {len(policies)} policies by {layers} layers, each cell coloured by "
+        "what that layer keeps between the forward and the backward pass, segments outlined.",
+    )  # fmt: skip
+    colors = dict(zip(ROLES, ("#4C72B0", "#DD8452", "#F2C6A0", "#55A868", "#8172B3")))
+    for row, policy in enumerate(policies):
+        part = roles[roles["policy"] == policy]
+        for cell in part.itertuples():
+            ax.add_patch(
+                patches.Rectangle(
+                    (cell.layer - 0.5, row - 0.4),
+                    1,
+                    0.8,
+                    facecolor=colors[cell.role],
+                    edgecolor="white",
+                    label=ROLES[cell.role],
+                )
+            )
+        if part["role"].iloc[0] != "kept":
+            for _, seg in part.groupby("segment"):
+                start, width = seg["layer"].min() - 0.5, len(seg)
+                ax.add_patch(
+                    patches.Rectangle(
+                        (start, row - 0.4), width, 0.8, fill=False, edgecolor="black", linewidth=1.5
+                    )
+                )
+    ax.set(xlim=(0.5, layers + 0.5), ylim=(len(policies) - 0.5, -0.5))
+    ax.set_xticks(range(1, layers + 1))
+    ax.set_yticks(range(len(policies)), labels=policies)
+    ax.grid(False)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.15),
+              fontsize=8, ncol=2, frameon=False)  # fmt: skip
+    return fig
+
+
+def predicted_time_ratio(label: str) -> float:
+    """Section 3's prediction of a policy's step time over no checkpointing: backward costs
+    about two forwards, so recomputing every layer once adds one forward to three, 4/3; the
+    selective policy recomputes only pointwise operations, nearly free by FLOPs, 1."""
+    policy = dict((case[0], case[1]) for case in POLICY_CASES)[label]
+    return 1.0 if policy in ("none", "selective") else 4 / 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +473,9 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.legend(title="measured (o), predicted (—)", fontsize=8)
+    ax.legend(
+        title="measured (o), predicted (—)", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8
+    )
     return fig
 
 
@@ -363,7 +497,7 @@ def plot_trade(frame: pd.DataFrame):
             label=row.policy,
         )
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     return ax
 
 
@@ -384,9 +518,16 @@ def plot_step_memory(frame: pd.DataFrame, title: str):
 # --------------------------------------------------------------------------------------------
 
 
-def benchmark(layers: int = 12) -> None:
+def benchmark(layers: int = 12, out: str = "") -> None:
     """``python -m chapter20 bench checkpointing``: activation-memory and step-time ratios of
-    each policy to no checkpointing for a ``layers``-deep encoder, in one run."""
+    each policy to no checkpointing for a ``layers``-deep encoder, in one run; with ``out``, also
+    section 2's sweep over :data:`DEPTHS` written there (``data/checkpointing_depth.csv``)."""
+    from chapter20.labs.common import study_output, write_study
+
+    if study_output(out):
+        depth = activation_vs_depth(DEPTHS, **DEPTH_SIZES)
+        command = "chapter20 bench checkpointing --out data/" + DEPTH_STUDY
+        print("written:", write_study(depth, study_output(out), command))
     frame = step_report(layers, repeat=5)
     print(
         f"{layers}-layer Transformer encoder (d_model 64, batch 16 x 64 tokens), one Adam step, "
