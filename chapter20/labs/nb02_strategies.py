@@ -235,6 +235,7 @@ def plot_recalls(frame: pd.DataFrame):
         ax.bar(positions, stats["mean"], yerr=stats["std"], capsize=3, width=0.4,
                label=f"recall@{k}")  # fmt: skip
     labels = [m.replace(" (control)", "\n(control)").replace(", ", ",\n") for m in methods]
+    labels = [label if "\n" in label else label.replace(" ", "\n") for label in labels]
     ax.set_xticks(range(len(methods)), labels=labels, fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
