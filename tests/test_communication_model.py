@@ -78,3 +78,27 @@ def test_the_nvlink_bandwidth_of_links_is_the_datasheet_figure_the_cost_model_re
 
     # both per GPU and direction (the datasheet's 600 GB/s is both directions together)
     assert LINKS["NVLink (A100)"]["bandwidth"] == gpu_link_gb_s("A100") * 1e9
+
+
+def test_the_reference_ring_sums_every_ranks_tensor_and_sends_2_w_minus_1_over_w():
+    """The written-out ring of §20.4 equals the sum on every rank (float32 rounding: another
+    order of additions), in 2(W-1) steps, each rank sending ring_allreduce_bytes' share."""
+    import torch
+
+    from chapter20.techniques.communication_model import (
+        ring_allreduce_bytes,
+        ring_allreduce_reference,
+    )
+
+    for world in (1, 2, 3, 5):
+        tensors = [
+            torch.randn(6, 10, generator=torch.Generator().manual_seed(r)) for r in range(world)
+        ]
+        results, log = ring_allreduce_reference(tensors)
+        total = torch.stack(tensors).sum(dim=0)
+        assert all(torch.allclose(r, total, atol=1e-5) and r.shape == (6, 10) for r in results)
+        assert len(log) == 2 * (world - 1)
+        sent = sum(
+            len(tensors[0].flatten().tensor_split(world)[c]) for _, s in log for r, c in s if r == 0
+        )
+        assert sent == ring_allreduce_bytes(60, world)  # 60 values: W divides them

@@ -285,3 +285,34 @@ def test_notebook_05s_control_takes_adamws_default_weight_decay_when_the_config_
     adamw = make_optimizer(model.parameters(), "adamw", lr=1e-3)
     assert control.defaults["weight_decay"] == adamw.defaults["weight_decay"]
     assert _coarse_state(1e-3, 0.0)(model).defaults["weight_decay"] == 0.0
+
+
+def test_the_reference_steps_equal_pytorchs_fused_foreach_adamw_and_nesterov_sgd():
+    """§20.3.2: the written-out AdamW and SGD-Nesterov steps match PyTorch's kernels within
+    float32 rounding over five steps (notebook 05's proof, checked here too)."""
+    from chapter20.labs.nb05_state import reference_step_proof
+
+    lines = reference_step_proof()
+    assert len(lines) == 3 and all("✓" in line for line in lines)
+
+
+def test_the_dynamic_quantisation_reference_matches_bitsandbytes():
+    """§20.3.2: decoding equals bitsandbytes' exactly; encoding within 1e-4 of a block's scale;
+    the AdamW8bit state decodes to 0.1 x the gradient."""
+    pytest.importorskip("bitsandbytes")
+    from chapter20.labs.nb05_state import quantisation_proof
+
+    lines = quantisation_proof(size=8_192)
+    assert len(lines) == 4 and all("✓" in line for line in lines)
+
+
+def test_quantise_dynamic_round_trips_the_codes_levels_exactly():
+    from chapter20.techniques.optimizers import dequantise_dynamic, quantise_dynamic
+
+    code = torch.linspace(-1, 1, 256)
+    values = code[torch.randint(0, 256, (1000,), generator=torch.Generator().manual_seed(0))] * 3
+    values[0] = 3.0  # every block's scale is 3
+    values[256] = values[512] = values[768] = 3.0
+    codes, absmax = quantise_dynamic(values, code, 256)
+    assert codes.dtype == torch.uint8 and absmax.shape == (4,)
+    assert torch.allclose(dequantise_dynamic(codes, absmax, code, 256), values, atol=1e-6)

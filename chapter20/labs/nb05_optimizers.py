@@ -15,12 +15,22 @@ from dataclasses import replace
 import pandas as pd
 import torch
 
+from chapter20.core.checks import check_int
 from chapter20.core.claims import judged_in
 from chapter20.core.corpora import PairData
+from chapter20.core.device import size_scale
 from chapter20.core.findings import compare
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.plotting import new_figure
-from chapter20.labs.common import UNTRAINED, compare_times, timing_columns
+from chapter20.core.seed_statistics import beyond_noise
+from chapter20.labs.common import (
+    UNTRAINED,
+    compare_times,
+    run_or_record,
+    study_output,
+    timing_columns,
+    write_study,
+)
 from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import (
     CoarseStateAdamW,
@@ -49,6 +59,16 @@ __all__ = [
     "plot_state_bytes",
     "plot_convergence",
     "benchmark",
+    "QUALITY",
+    "QUALITY_STUDY",
+    "MEMORY_STUDY",
+    "judged_quality",
+    "quality_agreement",
+    "learned_lines",
+    "plot_quality",
+    "quality_benchmark",
+    "judged_memory",
+    "memory_benchmark",
 ]
 
 STATE_KINDS = ("adamw", "sgd_nesterov", "adamw8bit")
@@ -104,14 +124,22 @@ def _coarse_state(lr: float, weight_decay: float):
     return build
 
 
+#: The quality study's settings: steps of ``batch`` pairs at learning rate ``lr``.
+QUALITY = {"steps": 150, "batch": 256, "lr": 3e-3}
+#: The committed records of notebook 05 (``data/``): the quality study (3 seeds, every
+#: optimizer, the untrained encoder and the control) and the measured step memories.
+QUALITY_STUDY = "optimizer_quality.csv"
+MEMORY_STUDY = "checklist_memory.csv"
+
+
 def convergence(
     data: PairData,
     kinds: tuple[str, ...] = (UNTRAINED, "adamw", "adamw8bit", CONTROL),
     *,
     seeds: tuple[int, ...] = (0, 1, 2),
-    steps: int = 150,
-    batch: int = 256,
-    lr: float = 3e-3,
+    steps: int = QUALITY["steps"],
+    batch: int = QUALITY["batch"],
+    lr: float = QUALITY["lr"],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs
     with each optimizer kind, once per seed, the embedding table's state in the kind's own
@@ -378,3 +406,135 @@ def benchmark(size: int = 4_194_304) -> None:
     print(f"state AdamW / AdamW8bit = {ratio:.2f}x (target >= 3.8x: {verdict})")
     rows = {kind: pd.Series(timing_columns(t)) for kind, t in timing.items()}
     print("step time: " + compare_times("AdamW8bit", rows["adamw8bit"], "AdamW", rows["adamw"]))
+
+
+# --------------------------------------------------------------------------------------------
+# The committed records: one seed (or one step) rerun live, the rest read back
+# --------------------------------------------------------------------------------------------
+
+
+def judged_quality(data: PairData) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """§20.3.2, notebook 05 section 3: ``(live, judged, source)``. With ``$CHAPTER20_SCALE`` >= 2
+    the whole study (3 seeds, every optimizer, the untrained encoder and the control) runs here
+    and is judged; otherwise seed 0 of 8-bit AdamW and of the untrained encoder run live and the
+    judged rows are the committed record :data:`QUALITY_STUDY` (``source`` says which)."""
+    own_run = size_scale() >= 2
+    kinds = (UNTRAINED, "adamw", "adamw8bit", CONTROL) if own_run else (UNTRAINED, "adamw8bit")
+    live, _ = convergence(data, kinds, seeds=(0, 1, 2) if own_run else (0,))
+    live = live.drop(columns="seconds")
+    judged, source = run_or_record(live, own_run, QUALITY_STUDY)
+    return live, judged, source
+
+
+def quality_agreement(
+    live: pd.DataFrame, judged: pd.DataFrame, tolerance: float = 0.004
+) -> tuple[float, str]:
+    """The largest |Δ| of recall@1 and recall@10 between each live row and the judged row of the
+    same optimizer and seed, and one line with the ``tolerance`` (a few held-out hits: another
+    machine's rounding moves a few) and a ✓ or ✗."""
+    keys = ["optimizer", "seed"]
+    merged = live.merge(judged, on=keys, suffixes=("", "_judged"))
+    if len(merged) != len(live):
+        raise ValueError("judged must hold a row for every live (optimizer, seed)")
+    gap = max((merged[c] - merged[f"{c}_judged"]).abs().max() for c in ("recall@1", "recall@10"))
+    mark = "✓" if gap <= tolerance else "✗"
+    return gap, f"live run vs the judged rows of the same seed: max |Δ recall| = {gap:.4f} " + (
+        f"(tolerance {tolerance}) {mark}"
+    )
+
+
+def learned_lines(summary: pd.DataFrame) -> list[str]:
+    """§20.3.2: for AdamW and 8-bit AdamW, whether its mean recall@10 exceeds the untrained
+    encoder's under the same evaluation beyond the seeds' noise
+    (``core.seed_statistics.beyond_noise``): the check that the runs learned, which fails for a
+    run that stays at its start. ``summary``: ``versus_reference`` by optimizer."""
+    rows = summary.set_index("optimizer")
+    lines = []
+    for kind in ("adamw", "adamw8bit"):
+        learned = beyond_noise(summary, kind, UNTRAINED, by="optimizer", column="recall@10")
+        mean, base = rows.loc[kind, "recall@10_mean"], rows.loc[UNTRAINED, "recall@10_mean"]
+        spread = 2 * max(rows.loc[kind, "recall@10_std"], rows.loc[UNTRAINED, "recall@10_std"])
+        lines.append(
+            f"{kind} learned (mean recall@10 {mean:.4f} vs untrained {base:.4f}, "
+            f"gap > 2 std = {spread:.4f}): {learned}"
+        )
+    return lines
+
+
+def plot_quality(judged: pd.DataFrame, live: pd.DataFrame, chance: float):
+    """Held-out recall@10 of each seed by optimizer (the judged rows), the live rows circled,
+    and chance as a line: the comparison section 3 judges."""
+    fig, ax = new_figure("Held-out recall@10 by optimizer", "optimizer", "recall@10 (held out)")
+    kinds = list(dict.fromkeys(judged["optimizer"]))
+    for index, kind in enumerate(kinds):
+        values = judged.loc[judged["optimizer"] == kind, "recall@10"]
+        ax.plot([index] * len(values), values, "o", color=f"C{index}", alpha=0.7)
+        ax.hlines(values.mean(), index - 0.25, index + 0.25, color=f"C{index}")
+        mine = live.loc[live["optimizer"] == kind, "recall@10"]
+        ax.plot([index] * len(mine), mine, "o", mfc="none", mec="black", ms=11)
+    ax.axhline(chance, color="#8C8C8C", linestyle=":")
+    ax.text(len(kinds) - 0.5, chance, " chance", va="bottom", ha="right", color="#8C8C8C")
+    labels = [k.replace(", ", ",\n").replace(" (control)", "\n(control)") for k in kinds]
+    ax.set_xticks(range(len(kinds)), labels, fontsize=8)
+    ax.set_ylim(0, judged["recall@10"].max() * 1.25)
+    ax.text(0.01, 0.98, "dots: seeds, bars: means, ring: this run", transform=ax.transAxes,
+            va="top", fontsize=8)  # fmt: skip
+    return fig
+
+
+def quality_benchmark(steps: int = QUALITY["steps"], out: str = "") -> None:
+    """``chapter20 bench optimizer-quality``: :func:`convergence` (3 seeds, AdamW, 8-bit AdamW,
+    the control and the untrained encoder), printed; with ``out`` written as the record
+    ``data/optimizer_quality.csv`` notebook 05 judges (§20.3.2)."""
+    from chapter20.core.corpora import pair_data
+
+    frame, _ = convergence(pair_data(), steps=check_int("steps", steps, 1))
+    frame = frame.drop(columns="seconds")
+    print(frame.round(4).to_string(index=False))
+    if study_output(out):
+        command = f"chapter20 bench optimizer-quality --steps {steps}"
+        print("written:", write_study(frame, study_output(out), command))
+
+
+#: The planner's configurations measured in notebook 05 section 5, beside the replay's rows.
+PLANNER_CONFIGS = (
+    (EncoderShape(8_000, 128, 4, 2, max_len=64), 32, 64, "fp32", "adamw", "none"),
+    (EncoderShape(8_000, 128, 4, 6, max_len=64), 32, 64, "bf16", "adamw8bit", "every_layer"),
+    (EncoderShape(50_000, 64, 4, 2, max_len=64), 16, 32, "fp32", "sgd_nesterov", "none"),
+)
+_PLANNER_KEYS = ("shape", "batch", "seq_len", "precision", "optimizer", "activation_checkpointing")
+
+
+def _memory_study() -> pd.DataFrame:
+    replay = checklist_replay().assign(study="checklist")
+    versus = plan_vs_measured([dict(zip(_PLANNER_KEYS, c)) for c in PLANNER_CONFIGS])
+    return pd.concat([replay, versus.assign(study="planner")], ignore_index=True)
+
+
+def judged_memory() -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
+    """§20.3, notebook 05 sections 4 and 5: ``(replay, versus, source, check)``: the checklist
+    replay and the planner's rows, measured here with ``$CHAPTER20_SCALE`` >= 2, else read
+    from the record :data:`MEMORY_STUDY`; the planner's first configuration (the cheapest step)
+    is measured live either way and ``check`` says whether its peak equals the record's (bytes
+    are counted, so the tolerance is 0)."""
+    own_run = size_scale() >= 2
+    frame, source = run_or_record(_memory_study() if own_run else None, own_run, MEMORY_STUDY)
+    replay = frame[frame["study"] == "checklist"].dropna(axis=1, how="all")
+    replay = replay.assign(in_chain=replay["in_chain"].astype(bool)).reset_index(drop=True)
+    versus = frame[frame["study"] == "planner"].dropna(axis=1, how="all").reset_index(drop=True)
+    counts = ["batch", "seq_len", "vocab", "layers", "measured", "planned"]
+    versus = versus.astype({c: int for c in counts})
+    live = plan_vs_measured([dict(zip(_PLANNER_KEYS, PLANNER_CONFIGS[0]))])
+    gap = abs(int(live["measured"].iloc[0]) - int(versus["measured"].iloc[0]))
+    check = f"live step vs the record, peak bytes: max |Δ| = {gap} B {'✓' if gap == 0 else '✗'}"
+    return replay, versus.drop(columns="study"), source, check
+
+
+def memory_benchmark(out: str = "") -> None:
+    """``chapter20 bench checklist-memory``: the checklist replay and the planner's configurations
+    measured (peak bytes by component, counted by the live-tensor tracker), printed; with ``out``
+    written as the record ``data/checklist_memory.csv`` notebook 05 reads (§20.3)."""
+    frame = _memory_study()
+    print(frame.drop(columns=["measured_by"]).round(3).to_string(index=False))
+    if study_output(out):
+        print("written:", write_study(frame, study_output(out), "chapter20 bench checklist-memory"))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.distributed as dist
+from matplotlib.patches import Rectangle
 from torch import nn
 
 from chapter20.core.device import set_seed
@@ -53,6 +54,8 @@ __all__ = [
     "link_speed_note",
     "scaling_speedup_note",
     "benchmark",
+    "plot_ring",
+    "two_process_prediction",
 ]
 
 #: Message sizes of the all-reduce sweep: 4 KiB to 16 MiB, ×4 apart.
@@ -408,6 +411,55 @@ def scaling_speedup_note(at: dict) -> str:
 # --------------------------------------------------------------------------------------------
 # Figures and the benchmark
 # --------------------------------------------------------------------------------------------
+
+
+def plot_ring(log: list, world: int):
+    """§20.4, the ring all-reduce's steps (``communication_model.ring_allreduce_reference``'s
+    ``log``): one panel per step, rank by chunk, each cell shaded and labelled with how many
+    ranks' gradients it holds summed after the step; outlined: the chunks received at that step,
+    each from the rank above (rank 0 from rank W-1)."""
+    counts = np.ones((world, world), dtype=int)
+    fig, axes = new_panels(len(log) + 1, f"Ring all-reduce, {world} ranks, a gradient of "
+                           f"{world} chunks each", figsize=(2.1 * (len(log) + 1), 2.9))  # fmt: skip
+    for index, ax in enumerate(axes):
+        received = []
+        if index:
+            phase, sends = log[index - 1]
+            before = counts.copy()
+            for rank, chunk in sends:
+                receiver = (rank + 1) % world
+                kept = before[receiver, chunk] if phase == "reduce-scatter" else 0
+                counts[receiver, chunk] = before[rank, chunk] + kept
+                received.append((receiver, chunk))
+        ax.imshow(counts, cmap="Blues", vmin=0, vmax=world + 1)
+        ax.grid(False)
+        for (rank, chunk), n in np.ndenumerate(counts):
+            color = "white" if n == world else "black"
+            ax.text(chunk, rank, str(n), ha="center", va="center", fontsize=9, color=color)
+        for rank, chunk in received:
+            ax.add_patch(Rectangle((chunk - 0.5, rank - 0.5), 1, 1, fill=False, lw=2, ec="C3"))
+        ax.set_xticks(range(world), [str(c) for c in range(world)], fontsize=8)
+        ax.set_yticks(range(world), [f"rank {r}" for r in range(world)], fontsize=8)
+        ax.set_xlabel("chunk", fontsize=8)
+        ax.set_title(f"{log[index - 1][0]}\nafter step {index}" if index else "start", fontsize=9)
+    return fig
+
+
+def two_process_prediction(
+    scaling: pd.DataFrame, sweep: pd.DataFrame, vocab: int = 20_000, dim: int = 128
+) -> str:
+    """§20.4's data-parallel model of the 2-process step of :func:`measure_scaling`, next to the
+    measurement, as one line: the 1-process step halved (each rank computes half the batch)
+    plus a ring all-reduce of the encoder's gradient on 2 ranks at the alpha and beta fitted to
+    ``sweep`` (:func:`measure_allreduce_sweep`, float32 on 2 ranks). No overlap."""
+    alpha, beta = fit_alpha_beta(sweep[(sweep["W"] == 2) & (sweep["dtype"] == "float32")])
+    gradient = 4 * count_parameters(BagOfEmbeddingsEncoder(vocab, dim))
+    times = scaling.set_index("processes")["ms"]
+    model = times[1] / 2 + 1e3 * ring_allreduce_seconds(gradient, 2, alpha, 1 / beta)
+    return (
+        f"model, 2 processes (half the compute each + all-reduce of {format_bytes(gradient)} at "
+        f"the fitted alpha-beta, no overlap): {model:.1f} ms; measured: {times[2]:.1f} ms"
+    )
 
 
 def benchmark() -> None:

@@ -10,12 +10,15 @@ model of a ring, its fit to measured times, and the data-parallel scaling it pre
   :func:`scaling_model`: data parallelism over nodes of GPUs — a ring inside the node, then a
   ring over the nodes for each GPU's share — and the efficiency compute / (compute + exposed
   communication) that §20.5's cost model (``chapter20.cost.estimates``) scales with.
+- :func:`ring_allreduce_reference`: the ring itself, written out over a list of tensors (one per
+  rank): reduce-scatter, then all-gather, with the log of who sent which chunk at each step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from chapter20.core.checks import check_int, check_positive, check_real
 
@@ -27,6 +30,7 @@ __all__ = [
     "hierarchical_allreduce_seconds",
     "scaling_efficiency",
     "scaling_model",
+    "ring_allreduce_reference",
 ]
 
 #: Links of the scaling model: bandwidth in bytes/s per GPU in one direction, latency (alpha) in
@@ -179,3 +183,26 @@ def scaling_model(
              "speedup": world * efficiency}
         )  # fmt: skip
     return pd.DataFrame(records)
+
+
+def ring_allreduce_reference(
+    tensors: list[torch.Tensor],
+) -> tuple[list[torch.Tensor], list[tuple[str, list[tuple[int, int]]]]]:
+    """A ring all-reduce written out (§20.1.1, §20.4): ``tensors[r]`` is rank r's gradient; each
+    is cut into W chunks. Reduce-scatter: at each of W−1 steps, rank r sends one chunk to rank
+    r+1, which adds it to its own; after them rank r holds the full sum of chunk r+1. All-gather:
+    W−1 more steps pass the summed chunks on around the ring. Returns every rank's result (the
+    sum) and, per step, its phase and the (sending rank, chunk) pairs."""
+    world = check_int("len(tensors)", len(tensors), 1)
+    chunks = [list(t.detach().flatten().clone().tensor_split(world)) for t in tensors]
+    log = []
+    for phase in ("reduce-scatter", "all-gather"):
+        for step in range(world - 1):
+            first = 0 if phase == "reduce-scatter" else 1  # all-gather starts at the summed chunk
+            sends = [(rank, (rank + first - step) % world) for rank in range(world)]
+            payloads = [chunks[rank][chunk].clone() for rank, chunk in sends]  # all send at once
+            for (rank, chunk), payload in zip(sends, payloads):
+                receiver = chunks[(rank + 1) % world]
+                receiver[chunk] = receiver[chunk] + payload if first == 0 else payload
+            log.append((phase, sends))
+    return [torch.cat(c).view_as(t) for c, t in zip(chunks, tensors)], log

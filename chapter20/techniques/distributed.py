@@ -109,6 +109,19 @@ def free_port() -> int:
 _RANK_PRELOAD = ("torch", "torch.distributed", "chapter20.training.trainer")
 
 
+@contextlib.contextmanager
+def _environment(environment: dict[str, str]):
+    """``os.environ`` is ``environment`` inside the block and as before after it."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _rank_process_context():
     """The ``forkserver`` start method where the platform has it (Linux, macOS), preloaded with
     :data:`_RANK_PRELOAD`; ``spawn`` elsewhere. Both start ranks from a clean process (never a
@@ -192,10 +205,11 @@ def run_local_group(
             f"backend {backend!r} needs one GPU per rank: world_size={world_size}, "
             f"GPUs={torch.cuda.device_count()}"
         )
+    # Ranks log C++ warnings (gloo's notices, DDP's hints) from ERROR up unless the caller chose.
+    environment = {"TORCH_CPP_LOG_LEVEL": "ERROR", **os.environ}  # read as a rank's torch starts
     context = _rank_process_context()
     results = context.Queue()
     port = free_port()
-    environment = dict(os.environ)
     processes = [
         context.Process(
             target=_worker,
@@ -204,8 +218,9 @@ def run_local_group(
         )
         for rank in range(world_size)
     ]
-    for process in processes:
-        process.start()
+    with _environment(environment):
+        for process in processes:
+            process.start()
     values: dict[int, Any] = {}
     deadline = time.monotonic() + timeout_s
     try:

@@ -11,6 +11,10 @@ state, :func:`sparse_optimizers` updates only the rows a batch touched.
 :func:`optimizer_state_bytes` reports what an optimizer really holds. :class:`CoarseStateAdamW`
 is a deliberately harmful variant, for quality comparisons that must show they can detect harm:
 AdamW whose moments are stored linearly quantised to a few bits per block.
+:func:`quantise_dynamic` / :func:`dequantise_dynamic` are the reference of what an 8-bit
+optimizer stores: one byte per value (an index into a 256-level dynamic code) and one float32
+scale per block. :func:`adamw_reference_step` and :func:`sgd_nesterov_reference_step` are the
+few lines that update AdamW's two moments and SGD's one momentum buffer.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ __all__ = [
     "optimizer_state_bytes",
     "CoarseStateAdamW",
     "quantise_blockwise",
+    "quantise_dynamic",
+    "dequantise_dynamic",
+    "adamw_reference_step",
+    "sgd_nesterov_reference_step",
+    "dynamic_code",
 ]
 
 OPTIMIZER_KINDS = (
@@ -322,3 +331,68 @@ class CoarseStateAdamW(torch.optim.AdamW):
                         quantise_blockwise(state[key], self.bits, self.block, signed=signed)
                     )
         return loss
+
+
+# --------------------------------------------------------------------------------------------
+# References: what an 8-bit optimizer stores, and the state lines of AdamW and SGD-Nesterov
+# --------------------------------------------------------------------------------------------
+
+
+def quantise_dynamic(
+    values: torch.Tensor, code: torch.Tensor, block: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Block-wise 8-bit quantisation, the reference of bitsandbytes' (§20.3.2): per block of
+    ``block`` consecutive values, one float32 scale (the block's largest magnitude, absmax) and,
+    per value, the byte of the level of ``code`` (256 sorted levels in [-1, 1], e.g. bitsandbytes'
+    dynamic map) nearest to value / absmax. Returns ``(codes uint8, absmax float32)``."""
+    flat = values.detach().flatten().float()
+    blocks = nn.functional.pad(flat, (0, -flat.numel() % block)).view(-1, block)
+    absmax = blocks.abs().amax(dim=1)
+    scaled = (blocks / absmax.clamp_min(1e-38)[:, None]).clamp(-1, 1)
+    midpoints = (code[:-1] + code[1:]) / 2  # level i wins between its two midpoints
+    codes = torch.bucketize(scaled, midpoints).to(torch.uint8)
+    return codes.flatten()[: flat.numel()].view(values.shape), absmax
+
+
+def dequantise_dynamic(
+    codes: torch.Tensor, absmax: torch.Tensor, code: torch.Tensor, block: int = 256
+) -> torch.Tensor:
+    """The inverse of :func:`quantise_dynamic` (§20.3.2): each byte's level times its block's
+    scale, as float32."""
+    flat = code[codes.flatten().long()]
+    blocks = nn.functional.pad(flat, (0, -flat.numel() % block)).view(-1, block)
+    return (blocks * absmax[:, None]).flatten()[: flat.numel()].view(codes.shape)
+
+
+@torch.no_grad()
+def adamw_reference_step(p, grad, state: dict, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """One AdamW step on ``p`` in place, written out (§20.3.2): the two moments of ``state``
+    (created at the first step) are its 8 bytes of state per parameter."""
+    if not state:
+        state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+    state["step"] += 1
+    m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+    m.mul_(betas[0]).add_(grad, alpha=1 - betas[0])  # first moment: 4 bytes
+    v.mul_(betas[1]).addcmul_(grad, grad, value=1 - betas[1])  # second moment: 4 bytes
+    p.mul_(1 - lr * weight_decay)  # decoupled weight decay
+    denom = (v / (1 - betas[1] ** t)).sqrt_().add_(eps)
+    p.addcdiv_(m, denom, value=-lr / (1 - betas[0] ** t))
+
+
+@torch.no_grad()
+def sgd_nesterov_reference_step(p, grad, state: dict, lr, momentum=0.9, weight_decay=0.0):
+    """One SGD step with Nesterov momentum on ``p`` in place, written out (§20.3.2): one
+    momentum buffer, 4 bytes of state per parameter."""
+    grad = grad + weight_decay * p
+    if "momentum_buffer" not in state:
+        state["momentum_buffer"] = grad.clone()
+    else:
+        state["momentum_buffer"].mul_(momentum).add_(grad)
+    p.add_(grad + momentum * state["momentum_buffer"], alpha=-lr)
+
+
+def dynamic_code(signed: bool = True) -> torch.Tensor:
+    """bitsandbytes' dynamic 8-bit map (§20.3.2): 256 sorted levels in [-1, 1] (``signed``, a
+    first moment) or [0, 1] (a second moment), dense near 0, the code :func:`quantise_dynamic`
+    rounds to. Needs bitsandbytes (ImportError without it)."""
+    return importlib.import_module("bitsandbytes.functional").create_dynamic_map(signed=signed)
