@@ -39,12 +39,19 @@ def plot_parity(losses: dict[str, np.ndarray], relative: dict[str, np.ndarray]):
         2, f"The same {steps} Adam steps in three precisions", figsize=(10, 4)
     )
     styles = {"fp32": "-", "bf16": "--", "fp16": ":"}
+    colors = {"fp32": "C0", "bf16": "C1", "fp16": "C2"}  # one colour per precision, both panels
     for name, values in losses.items():
-        left.plot(values, label=name, linestyle=styles[name], linewidth=2)
+        left.plot(values, label=name, linestyle=styles[name], linewidth=2, color=colors[name])
     for name, values in relative.items():
-        right.plot(np.maximum(values, 1e-8), "o-", markersize=3, label=f"{name} vs fp32")
+        right.plot(
+            np.maximum(values, 1e-8),
+            "o-",
+            markersize=3,
+            color=colors[name],
+            label=f"{name} vs fp32",
+        )
         eps = torch.finfo(PRECISIONS[name]).eps
-        color = right.lines[-1].get_color()
+        color = colors[name]
         right.axhline(eps, color=color, linestyle=":", label=f"{name} epsilon")
     left.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
     right.set(xlabel="step", ylabel="relative loss difference", yscale="log")
