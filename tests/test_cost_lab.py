@@ -60,7 +60,7 @@ def test_tables_of_peaks_and_mixed_precision(capsys):
     assert len(peaks) == load_gpu_datasheets()["gpu_model"].nunique()
     table = lab.mixed_precision_table()
     assert table.loc["fp32", "speed-up"] > table.loc["tf32", "speed-up"]
-    assert table.loc["fp32", "verdict on this figure"] == "holds, larger than claimed"
+    assert list(table.columns) == ["speed-up", "cost saved %"]  # shown, never judged
     if not lab.torch.cuda.is_available():
         assert lab.benchmark() == [] and "needs one" in capsys.readouterr().out
 

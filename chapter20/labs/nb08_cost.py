@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from chapter20.core.claims import check
-from chapter20.core.gpu_record import code_version, current_gpu_figure
+from chapter20.core.gpu_record import code_version, current_gpu_ratio
 from chapter20.cost.catalog import load_catalog, load_snapshot, spot_discounts
 from chapter20.cost.estimates import (
     EGRESS_PER_GB,
@@ -182,35 +182,23 @@ def datasheet_table() -> pd.DataFrame:
 
 def current_speedup(baseline: str = "fp32", batch: int = 1024) -> float | None:
     """bf16 over ``baseline`` step time of the workload at ``batch`` from GPU record rows of the
-    current code (``THROUGHPUT_CODE``), or None when the record has none: what C21's verdict
-    may read (``chapter20.core.gpu_record.current_gpu_figure``)."""
-    rows = [
-        current_gpu_figure(f"step seconds, {p}, {batch} pairs", THROUGHPUT_CODE)
-        for p in ("bf16", baseline)
-    ]
-    if any(row is None for row in rows):
-        return None
-    return rows[1].value / rows[0].value
+    current code (``THROUGHPUT_CODE``), or None when the record has none: the only figure C21's
+    verdict may read (the one GPU rule, ``chapter20.core.gpu_record.current_gpu_ratio``)."""
+    quantity = "step seconds, {}, " + f"{batch} pairs"
+    ratio = current_gpu_ratio(quantity.format(baseline), quantity.format("bf16"), THROUGHPUT_CODE)
+    return None if ratio is None else ratio[0]
 
 
 def mixed_precision_table(record: ThroughputRecord = H200_MEASUREMENT, batch: int = 1024):
     """C21 on both fp32 baselines: the speed-up of bf16 over plain fp32 (PyTorch's default,
     no TF32) and over fp32 with TF32 matrix multiplies, from the GPU record, the cost each
-    saves (1 − 1/speed-up), and the verdict each would get (:func:`chapter20.core.claims.check`
-    on the recorded figure: rows without a code version are shown, not logged)."""
+    saves (1 − 1/speed-up). Shown, never judged: these rows carry no code version, so by the
+    one GPU rule no verdict reads them (:func:`current_speedup` is what C21 is judged on)."""
     records = []
     for baseline in ("fp32", "tf32"):
         speedup = record.speedup("bf16", baseline, batch)
         saving = 100 * mixed_precision_saving(speedup)
-        verdict = check("C21", saving, device=record.gpu).judgement
-        records.append(
-            {
-                "baseline": baseline,
-                "speed-up": speedup,
-                "cost saved %": saving,
-                "verdict on this figure": verdict,
-            }
-        )
+        records.append({"baseline": baseline, "speed-up": speedup, "cost saved %": saving})
     return pd.DataFrame(records).set_index("baseline")
 
 
