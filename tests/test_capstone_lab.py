@@ -270,3 +270,53 @@ def test_the_committed_studies_read_and_say_where_they_come_from(name):
 
     frame = read_study(name)
     assert len(frame) and "chapter20 bench" in provenance_line(frame)
+
+
+def _baseline_frame():
+    lsi = pd.DataFrame(
+        {"topics": [50, 100], "recall@1": [0.1, 0.2], "recall@10": [0.3, 0.4], "mrr": [0.15, 0.25]}
+    ).assign(chosen=[False, True], study="lsi size", corpus="lee_background")
+    table = pd.DataFrame(
+        {
+            "method": ["bm25", "doc2vec", "bm25", "doc2vec"],
+            "corpus": "lee_background",
+            "seed": [0, 0, 1, 1],
+            "settings": ["{}", "{'epochs': 40}", "{}", "{'epochs': 40}"],
+            "mrr": [0.08, 0.05, 0.08, 0.06],
+        }
+    ).assign(study="baselines")
+    return pd.concat([lsi, table], ignore_index=True)
+
+
+def test_the_baseline_record_splits_into_the_size_study_and_the_table_of_one_seed():
+    from chapter20.labs import nb11_baselines as baselines_lab
+
+    sizes, table = baselines_lab.recorded_baselines(_baseline_frame(), seed=1)
+    assert list(sizes) == ["lee_background"] and sizes["lee_background"]["chosen"].tolist() == [
+        False,
+        True,
+    ]
+    assert table["seed"].tolist() == [1, 1] and table["settings"].tolist() == [{}, {"epochs": 40}]
+    assert "topics" not in table.columns and "study" not in table.columns
+
+
+def test_replaying_a_baseline_needs_one_row_of_the_record():
+    from chapter20.labs import nb11_baselines as baselines_lab
+
+    _, table = baselines_lab.split_study(_baseline_frame())
+    with pytest.raises(ValueError, match="no single row"):
+        baselines_lab.replay_baseline(table, "tfidf", "lee_background", seed=0)
+
+
+def test_the_committed_baseline_record_holds_three_seeds_of_every_baseline_on_both_corpora():
+    from chapter20.capstone.baselines import BASELINES, CORPORA
+    from chapter20.labs import nb11_baselines as baselines_lab
+    from chapter20.labs.common import provenance_line, read_study
+
+    record = read_study(baselines_lab.BASELINES_FILE)
+    sizes, table = baselines_lab.split_study(record)
+    assert set(sizes) == set(CORPORA) and all(s["chosen"].sum() == 1 for s in sizes.values())
+    counts = table.groupby(["method", "corpus"]).size()
+    assert set(counts.index) == {(m, c) for m in BASELINES for c in CORPORA}
+    assert (counts == len(baselines_lab.BASELINE_SEEDS)).all()
+    assert "reproduce: chapter20 bench baselines" in provenance_line(record)

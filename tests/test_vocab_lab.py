@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from chapter20.core import corpora as data
+from chapter20.labs import nb10_records as records_lab
 from chapter20.labs import nb10_vocab as vocab_lab
 from chapter20.labs import nb10_word_vectors as vectors_lab
 from chapter20.vocab.bpe import bpe_table
@@ -162,12 +163,12 @@ def test_figures_have_labelled_axes(lee_split, bow, low_rank_matrix):
                 [f"w{i}" for i in range(30)], low_rank_matrix(30, 8), [2, 4], lambda w, v: 0.5
             )
         ),
-        vocab_lab.plot_projection(
+        records_lab.plot_projection(
             vocab_lab.sparse_projection_benchmark(
                 data_, compressed, out_dim=4, batch_size=8, warmup=0, repeat=1, device="cpu"
             )
         ),
-        vocab_lab.plot_explained_variance(compressed.pca),
+        records_lab.plot_explained_variance(compressed.pca),
     ]
     for fig in figures:
         for ax in fig.axes:
@@ -234,7 +235,7 @@ def test_projection_step_findings_compare_pca_with_each_raw_variant_within_the_r
         "step_ms": [4.0, 1.05, 2.0, 1.0], "step_ms_min": [3.9, 0.8, 1.9, 0.9],
         "step_ms_max": [4.1, 1.3, 2.1, 1.1],
     })  # fmt: skip
-    dense, bag, sparse = vocab_lab.projection_step_findings(bench)
+    dense, bag, sparse = records_lab.projection_step_findings(bench)
     assert dense == "pca_precomputed step: 4.00× faster than dense_linear (1 ms vs 4 ms)"
     assert bag.startswith("pca_precomputed step: indistinguishable from embedding_bag")
     assert bag.endswith("within the spread of 0.5 ms")  # the larger range, embedding_bag's

@@ -126,6 +126,21 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "ablation_benchmark",
         "the composed step with each memory technique off, 3 seeds, against the seed noise",
     ),
+    "baselines": (
+        "chapter20.labs.nb11_baselines",
+        "baselines_benchmark",
+        "TF-IDF, LSI (size chosen on validation), Doc2Vec, BM25 on two corpora, 3 seeds",
+    ),
+    "bpe-sizes": (
+        "chapter20.labs.nb10_records",
+        "bpe_benchmark",
+        "BPE vocabularies of several sizes: tokens per word, UNK, round trip, word OOV (C30)",
+    ),
+    "autoencoder": (
+        "chapter20.labs.nb10_vocab",
+        "autoencoder_benchmark",
+        "an autoencoder vs PCA at 300 dims: held-out error and accuracy, 3 seeds",
+    ),
     "subwords": (
         "chapter20.labs.nb10_word_vectors",
         "subword_benchmark",

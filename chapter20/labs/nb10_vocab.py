@@ -7,7 +7,9 @@ vocabulary, fed to a learned layer directly (``nn.Linear`` on the densified rows
 (the variants of ``chapter20.vocab.sparse_input``): :func:`bag_of_words_data`,
 :func:`compress_bag_of_words`, :func:`projection_equivalence` (the proofs),
 :func:`sparse_projection_benchmark` (bytes and step time), :func:`projection_accuracy` (does the
-compressed input keep the signal?), their figures and ``benchmark()`` for the command line.
+compressed input keep the signal?), the autoencoder against PCA (:func:`autoencoder_study`, its
+record ``data/autoencoder_vs_pca.csv`` and :func:`pca_row_check`) and ``benchmark()`` for the
+command line; the figures are ``chapter20.labs.nb10_records``'.
 
 The word-vector experiments of the same notebook (pruning and BPE figures, PCA of word vectors,
 subword vectors) are ``chapter20.labs.nb10_word_vectors``; the package side (pruning, BPE,
@@ -30,7 +32,6 @@ import torch.nn.functional as F
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import wiki_sentences
 from chapter20.core.device import get_device, set_seed, synchronize
-from chapter20.core.findings import compare
 from chapter20.core.measure import (
     Timing,
     format_bytes,
@@ -38,7 +39,7 @@ from chapter20.core.measure import (
     tensor_bytes,
     time_interleaved,
 )
-from chapter20.core.plotting import new_figure, new_panels
+from chapter20.labs.common import study_output, write_study
 from chapter20.techniques.optimizers import sparse_optimizers
 from chapter20.vocab.autoencoder import train_autoencoder
 from chapter20.vocab.pca import PCAResult, pca_compress
@@ -48,16 +49,18 @@ from chapter20.vocab.vocabulary import Vocabulary, build_vocab
 __all__ = [
     "BagOfWordsData",
     "CompressedInput",
+    "AUTOENCODER_FILE",
+    "AUTOENCODER_SEEDS",
+    "autoencoder_benchmark",
+    "autoencoder_study",
     "autoencoder_vs_pca",
+    "pca_row_check",
     "pca_step_speedup_evidence",
     "bag_of_words_data",
     "benchmark",
     "compress_bag_of_words",
-    "plot_explained_variance",
-    "plot_projection",
     "projection_accuracy",
     "projection_equivalence",
-    "projection_step_findings",
     "sparse_projection_benchmark",
 ]
 
@@ -492,19 +495,6 @@ def autoencoder_vs_pca(
     return pd.DataFrame(records).set_index("method")
 
 
-def projection_step_findings(bench: pd.DataFrame) -> list[str]:
-    """Notebook 10, section 4 (C28): ``pca_precomputed``'s step time next to each raw-input
-    variant's in :func:`sparse_projection_benchmark`'s table, indistinguishable within the larger
-    of the two min-max ranges: one line each, printed by ``core.findings.compare``."""
-    timed = bench.set_index("variant")
-    ranges, pca = timed.step_ms_max - timed.step_ms_min, timed.loc["pca_precomputed"]
-    return [
-        compare("pca_precomputed step", pca.step_ms, raw, timed.step_ms[raw], quantity="time",
-                unit="ms", spread=max(ranges[raw], ranges["pca_precomputed"]))
-        for raw in ("dense_linear", "embedding_bag", "embedding_bag_sparse")
-    ]  # fmt: skip
-
-
 def pca_step_speedup_evidence(
     bench: pd.DataFrame, compressed: CompressedInput, batch_size: int, device
 ) -> dict:
@@ -539,41 +529,37 @@ def pca_step_speedup_evidence(
 # --------------------------------------------------------------------------------------------
 
 
-def plot_projection(table: pd.DataFrame):
-    """Training-state bytes and step time per variant of the sparse-input layer (C28)."""
-    fig, (left, right) = new_panels(2, "Sparse input: raw vs PCA-projected", figsize=(11, 4))
-    labels = list(table["variant"])
-    positions = np.arange(len(labels))
-    parts = {
-        "learned layer": table["layer_bytes"],
-        "fixed projection": table["fixed_bytes"],
-        "gradients": table["gradient_bytes"],
-        "optimizer state": table["optimizer_bytes"],
-    }
-    bottom = np.zeros(len(labels))
-    for name, values in parts.items():
-        heights = np.asarray(values, dtype=float) / 2**20
-        left.bar(positions, heights, bottom=bottom, label=name, width=0.7)
-        bottom += heights
-    left.set_xticks(positions, labels, rotation=30, ha="right")
-    left.set_xlabel("how the layer reads the input")
-    left.set_ylabel("bytes (MiB)")
-    left.set_title("training state")
-    left.legend(fontsize=8)
-    right.bar(positions, table["step_ms"], width=0.7, color="#55A868")
-    right.set_xticks(positions, labels, rotation=30, ha="right")
-    right.set_xlabel("how the layer reads the input")
-    right.set_ylabel("step time (ms, median)")
-    right.set_title("forward + backward + Adam")
-    return fig
+#: The committed record of :func:`autoencoder_benchmark` (``data/``).
+AUTOENCODER_FILE = "autoencoder_vs_pca.csv"
+#: The seeds of the autoencoder record.
+AUTOENCODER_SEEDS = (0, 1, 2)
 
 
-def plot_explained_variance(pca: PCAResult, title: str = "Explained variance"):
-    """Cumulative explained variance of a fitted PCA vs k (C28)."""
-    fig, ax = new_figure(title, "k (dimensions kept)", "cumulative explained variance (%)")
-    cumulative = 100 * pca.explained_variance_ratio.cumsum(0).cpu().numpy()
-    ax.plot(np.arange(1, pca.k + 1), cumulative)
-    return fig
+def autoencoder_study(
+    seeds: Sequence[int] = AUTOENCODER_SEEDS, epochs: int = 1, *, data=None, compressed=None
+) -> pd.DataFrame:
+    """``autoencoder_vs_pca`` for each of ``seeds`` on the 10,000-word bag-of-words rows
+    compressed to 300 dimensions: one row per method and seed, errors, accuracies and bytes (the
+    seconds, which depend on the machine's load, are left out)."""
+    data = bag_of_words_data(10_000) if data is None else data
+    compressed = compress_bag_of_words(data, 300) if compressed is None else compressed
+    frames = [autoencoder_vs_pca(data, compressed, epochs=epochs, seed=check_int("seeds", s, 0))
+              .reset_index().drop(columns="fit_s").assign(seed=s) for s in seeds]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def pca_row_check(record: pd.DataFrame, data, compressed, heldout_accuracy: float | None = None):
+    """PCA's row of seed 0 in the autoencoder record against this run: its held-out
+    reconstruction error from the fit in ``compressed`` and ``heldout_accuracy``, the held-out
+    accuracy of the classifier on PCA codes trained one epoch with seed 0 (trained here when
+    None). Returns the row and this run's two figures."""
+    row = record[(record["method"] == "PCA") & (record["seed"] == 0)].iloc[0]
+    if heldout_accuracy is None:
+        heldout_accuracy = projection_accuracy(
+            data, compressed, variants=("pca_precomputed",), epochs=1
+        ).test_accuracy.iloc[0]
+    error = float(compressed.pca.reconstruction_error(data.test))
+    return row, {"heldout_error": error, "test_accuracy": float(heldout_accuracy)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,3 +581,17 @@ def benchmark() -> None:
             f"fixed {format_bytes(row.fixed_bytes):>10}  state {format_bytes(row.state_bytes):>10}"
             f"  step {row.step_ms:7.2f} ms ({row.time_vs_embedding_bag:.2f}× EmbeddingBag)"
         )
+
+
+def autoencoder_benchmark(
+    seeds: tuple[int, ...] = AUTOENCODER_SEEDS, epochs: int = 1, out: str = ""
+):
+    """``chapter20 bench autoencoder``: :func:`autoencoder_study`, printed; with ``out`` written
+    as ``data/autoencoder_vs_pca.csv`` reads."""
+    frame = autoencoder_study(seeds, epochs)
+    print(frame.round(4).to_string(index=False))
+    if study_output(out):
+        command = (
+            f"chapter20 bench autoencoder --seeds {','.join(map(str, seeds))} --epochs {epochs}"
+        )
+        print("written:", write_study(frame, study_output(out), command))
