@@ -161,7 +161,7 @@ def ablation_costs(batch: int = 256, chunk: int = 64, dim: int = 256, repeat: in
         )
     timing = time_interleaved(
         {n: (lambda n=n: trainers[n].step(batches[n])) for n in trainers},
-        warmup=1,
+        warmup=0,  # step_peak_memory has already run two steps of every trainer
         repeat=check_int("repeat", repeat, 1),
     )
     frame = pd.DataFrame(rows)
