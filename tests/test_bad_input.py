@@ -971,24 +971,33 @@ OUT_OF_SCOPE = {
     "shaded as it is",
     "word2vec.vectors.WordVectors": "a result record that train_word2vec returns",
     "core.device.DeterministicMode": "built by deterministic_mode, which checks its thread count",
-    "techniques.contrastive.info_nce_reference": "a teaching reference: the loss in its essential lines, shown in notebook 02 and proven equal to the checked info_nce"
-    " (checks would hide the lines it shows)",
-    "techniques.contrastive.grad_cache_reference": "a teaching reference: gradient caching's two passes alone, shown in notebook 02 and proven equal to the checked grad_cache_backward"
-    " (checks would hide the lines it shows)",
-    "techniques.optimizers.adamw_reference_step": "a teaching reference: AdamW's update in its essential lines, shown in notebook 05 and proven equal to torch.optim.AdamW"
-    " (checks would hide the lines it shows)",
-    "techniques.optimizers.sgd_nesterov_reference_step": "a teaching reference: SGD with Nesterov momentum in its essential lines, shown in notebook 05 and proven equal to torch.optim.SGD"
-    " (checks would hide the lines it shows)",
-    "techniques.optimizers.quantise_dynamic": "a teaching reference: block-wise quantisation in its essential lines, shown in notebook 05 and proven against bitsandbytes"
-    " (checks would hide the lines it shows)",
-    "techniques.optimizers.dequantise_dynamic": "a teaching reference: block-wise dequantisation in its essential lines, shown in notebook 05 and proven against bitsandbytes"
-    " (checks would hide the lines it shows)",
-    "word2vec.pair_updates.softmax_pair_step": "a teaching reference: one pair's full-softmax update in its essential lines, shown in notebook 09 and proven equal to the checked trainer"
-    " (checks would hide the lines it shows)",
-    "word2vec.pair_updates.negative_pair_step": "a teaching reference: one pair's negative-sampling update in its essential lines, shown in notebook 09 and proven equal to the checked C loop"
-    " (checks would hide the lines it shows)",
-    "word2vec.pair_updates.hierarchical_pair_step": "a teaching reference: one pair's hierarchical-softmax update in its essential lines, shown in notebook 09 and proven equal to the checked C loop"
-    " (checks would hide the lines it shows)",
+    "techniques.contrastive.info_nce_reference": "a teaching reference: the loss in its essential "
+    "lines, shown in notebook 02 and proven equal to the checked info_nce (checks would hide the "
+    "lines it shows)",
+    "techniques.contrastive.grad_cache_reference": "a teaching reference: gradient caching's two "
+    "passes alone, shown in notebook 02 and proven equal to the checked grad_cache_backward "
+    "(checks would hide the lines it shows)",
+    "techniques.optimizers.adamw_reference_step": "a teaching reference: AdamW's update in its "
+    "essential lines, shown in notebook 05 and proven equal to torch.optim.AdamW (checks would "
+    "hide the lines it shows)",
+    "techniques.optimizers.sgd_nesterov_reference_step": "a teaching reference: SGD with Nesterov "
+    "momentum in its essential lines, shown in notebook 05 and proven equal to torch.optim.SGD "
+    "(checks would hide the lines it shows)",
+    "techniques.optimizers.quantise_dynamic": "a teaching reference: block-wise quantisation in "
+    "its essential lines, shown in notebook 05 and proven against bitsandbytes (checks would hide "
+    "the lines it shows)",
+    "techniques.optimizers.dequantise_dynamic": "a teaching reference: block-wise dequantisation "
+    "in its essential lines, shown in notebook 05 and proven against bitsandbytes (checks would "
+    "hide the lines it shows)",
+    "word2vec.pair_updates.softmax_pair_step": "a teaching reference: one pair's full-softmax "
+    "update in its essential lines, shown in notebook 09 and proven equal to the checked trainer "
+    "(checks would hide the lines it shows)",
+    "word2vec.pair_updates.negative_pair_step": "a teaching reference: one pair's "
+    "negative-sampling update in its essential lines, shown in notebook 09 and proven equal to the "
+    "checked C loop (checks would hide the lines it shows)",
+    "word2vec.pair_updates.hierarchical_pair_step": "a teaching reference: one pair's "
+    "hierarchical-softmax update in its essential lines, shown in notebook 09 and proven equal to "
+    "the checked C loop (checks would hide the lines it shows)",
     "word2vec.trainers.train": "real training of word vectors on a corpus; its settings are "
     "Word2VecConfig's, whose checks tests/test_word2vec*.py cover",
     "word2vec.trainers.softmax_at_equal_time": "real training for a time budget; its settings are "

@@ -81,6 +81,30 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "notebook 07's fault matrix: each fault of a checkpoint writer injected for real, and what "
         "the next run finds",
     ),
+    "recommender": (
+        "chapter20.labs.nb01_recommender",
+        "recommender_benchmark",
+        "notebook 01: two-tower recall@10, the untrained tables and the shuffled-users control, "
+        "3 seeds",
+    ),
+    "batch-strategies": (
+        "chapter20.labs.nb02_strategies",
+        "strategy_benchmark",
+        "notebook 02: four batch strategies, the untrained encoder and the τ = 1 control, 3 seeds, "
+        "held-out recall",
+    ),
+    "optimizer-quality": (
+        "chapter20.labs.nb05_optimizers",
+        "quality_benchmark",
+        "notebook 05: AdamW, 8-bit AdamW, the 4-bit control and the untrained encoder, held-out "
+        "recall, 3 seeds",
+    ),
+    "checklist-memory": (
+        "chapter20.labs.nb05_optimizers",
+        "memory_benchmark",
+        "notebook 05: the §20.3 checklist replay and the planner's configurations, peak bytes by "
+        "component",
+    ),
     "practices": (
         "chapter20.labs.nb12_practices",
         "benchmark",
@@ -90,6 +114,12 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "chapter20.labs.nb08_cost",
         "benchmark",
         "notebook 08's workload: step seconds per precision and batch on CUDA (the cost model)",
+    ),
+    "word2vec-quality": (
+        "chapter20.labs.nb09_study",
+        "quality_benchmark",
+        "skip-gram trainers against gensim and data-parallel word2vec, 3 seeds, with the untrained "
+        "vectors and the controls (notebook 09's record)",
     ),
     "word2vec": (
         "chapter20.labs.nb09_word2vec",
