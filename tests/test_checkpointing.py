@@ -254,7 +254,7 @@ def test_notebook_04s_readings_versus_none_depth_table_and_c10_note():
     note = activation_saving_note(ratios, 30.0, step)
     assert note.startswith("b at 16 layers, batch 8x32; reaches 10x at L ≈ ")
     assert note.endswith(
-        "; limit for deep encoders 30.0x; whole Adam step of the 12-layer encoder: x4.0"
+        "; limit for deep encoders 30.0x; whole Adam step of section 4's encoder: x4.0"
     )
     assert "no measured depth" in activation_saving_note(
         ratios.assign(ratio=[2.0, 3.0]), 30.0, step
