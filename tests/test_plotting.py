@@ -58,6 +58,8 @@ def test_alt_text_is_built_from_titles_labels_and_legend():
     axes[0].set_title("W=2")
     axes[0].bar([0], [1])
     assert alt_text(fig) == "Memory per rank. W=2: values."  # empty panels say nothing
+    axes[0].set_title("reduce-scatter\nafter step 1")  # a title that breaks its line
+    assert alt_text(fig) == "Memory per rank. reduce-scatter after step 1: values."
 
 
 def test_alt_text_given_explicitly_wins_and_must_say_something():

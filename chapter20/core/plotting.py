@@ -69,7 +69,8 @@ def alt_text(fig: Figure) -> str:
             )
             sentence += f"; series: {shown}"
         parts.append(sentence + ".")
-    return " ".join(parts) or "A figure without labelled axes."
+    # One line: titles may break lines, an alt attribute does not.
+    return " ".join(" ".join(parts).split()) or "A figure without labelled axes."
 
 
 def _with_alt_text(formatter):
