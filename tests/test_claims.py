@@ -110,7 +110,7 @@ def test_basis_of_the_rejudged_claims():
     assert basis["C20"] == "measured"  # read off the catalog's own spot prices (notebook 08)
     assert basis["C23"] == "measured"  # the measured replay of the checklist (notebook 05)
     assert owner("C23") == "05_memory_efficient_optimizers"
-    assert judged_in("C10") == "C10 is judged in notebook 04_gradient_checkpointing"
+    assert judged_in("C10") == "C10 is judged in notebook 04 (Gradient checkpointing)"
 
 
 def test_parse_basis():
