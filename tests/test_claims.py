@@ -229,6 +229,8 @@ def test_check_gpu_claim_off_a_gpu_needs_a_gpu_and_still_shows_the_value():
     # off a GPU even a value inside the range is not judged
     assert check("C06", 4.0, device="cpu").verdict == NEEDS_GPU
     assert check("C06", None, device="mps").verdict == NEEDS_GPU
+    # nothing measured: no "measured on" (the caller's note says why)
+    assert "measured on" not in check("C06", None, device="cpu").note
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "NVIDIA H200"])

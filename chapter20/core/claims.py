@@ -371,8 +371,8 @@ def _row(claim, measured, unit, note, tests, device, verdict, direction, source)
         extra.append(f"missing here: {claim.basis_detail}")
     elif claim.basis == "definition":
         extra.append(f"a definition: {claim.basis_detail}")
-    elif claim.basis == "gpu":
-        extra.append(f"measured on {device}")
+    elif claim.basis == "gpu" and measured is not None:
+        extra.append(f"measured on {device}")  # nothing measured: the note says why
     note = "; ".join(part for part in (note, *extra) if part)
     return ClaimRow(
         id=claim.id,
