@@ -10,6 +10,7 @@ script by its path.
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -37,11 +38,22 @@ RANKS = {
 TOP_RANK = max(RANKS.values()) + 1
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(source: str, filename: str) -> ast.Module:
+    """The syntax tree of a source text, parsed once: the import and the launch checks read
+    every file, and the copy of the package in the wrong-import test is the same text."""
+    return ast.parse(source, filename=filename)
+
+
+def _tree(path: Path) -> ast.Module:
+    return _parsed(path.read_text(), path.name)
+
+
 def imported_modules(path: Path) -> set[str]:
     """Every chapter20 module a file imports, dotted below ``chapter20`` (``import
     chapter20.x.y``, ``from chapter20.x.y import z``, ``from chapter20.x import y``: ``x.y``)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found |= {a.name[10:] for a in node.names if a.name.startswith("chapter20.")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -87,7 +99,7 @@ def launched_modules(path: Path) -> set[str]:
     beside ``-m``/``--module`` in one list or tuple (a literal, or a module-level constant
     holding one), a literal path ``.../chapter20/<folder>/<name>.py``, or such a path built with
     ``/`` (``Path(__file__).parents[1] / "scripts" / "spot_demo.py"``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     constants = _strings(tree)
     found = set()
     for node in ast.walk(tree):
