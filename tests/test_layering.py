@@ -38,7 +38,7 @@ RANKS = {
 TOP_RANK = max(RANKS.values()) + 1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(source: str, filename: str) -> ast.Module:
     """The syntax tree of a source text, parsed once: the import and the launch checks read
     every file, and the copy of the package in the wrong-import test is the same text."""
