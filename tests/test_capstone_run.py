@@ -226,20 +226,24 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
 
 
 def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_fingerprint(
-    clean, tmp_path, capsys
+    clean, tmp_path, capsys, monkeypatch
 ):
-    """scripts/train.py --stop-after 3 (a subprocess) and ``chapter20 train --stop-after 1``
-    each exit 0 printing StoppedLaunch.lines() and writing no summary; ``chapter20 train``
+    """scripts/train.py --stop-after 3 (the script run as ``__main__``, in this process: the
+    torchrun test launches the same file as a process) and ``chapter20 train --stop-after 1``
+    each end normally printing StoppedLaunch.lines() and writing no summary; ``chapter20 train``
     without it then resumes from the last checkpoint (step 2) and finishes: bitwise the
     uninterrupted run, with its evaluations."""
+    import runpy
+
     args = [*TINY_ARGS, "--output-dir", str(tmp_path)]
     checkpoints = str(tmp_path / "checkpoints")
-    script = _launch([*args, "--stop-after", "3"])
-    output = script.communicate(timeout=300)[0]
-    assert script.returncode == 0, output
+    script = repo_root() / "chapter20" / "scripts" / "train.py"
+    monkeypatch.setattr(sys, "argv", [str(script), *args, "--stop-after", "3"])
+    capsys.readouterr()
+    runpy.run_path(str(script), run_name="__main__")  # raises (exit status 1) on an error
+    output = "\n".join(capsys.readouterr())
     assert "\n".join(StoppedLaunch(3, None, checkpoints).lines()) in output
     assert "Traceback" not in output and not (tmp_path / SUMMARY_FILE).exists()
-    capsys.readouterr()
     assert chapter20_main(["train", *args, "--stop-after", "1"]) == 0  # resumes from step 2
     out = capsys.readouterr().out
     assert "\n".join(StoppedLaunch(3, 2, checkpoints).lines()) in out
