@@ -395,17 +395,11 @@ def owner(claim_id: str) -> str:
     return get_claim(claim_id).notebook
 
 
-def notebook_name(stem: str) -> str:
-    """A notebook's file stem as a reader names it: ``'04_gradient_checkpointing'`` ->
-    ``'notebook 04 (Gradient checkpointing)'``."""
-    number, _, topic = stem.partition("_")
-    return f"notebook {number} ({topic.replace('_', ' ').capitalize()})" if topic else stem
-
-
 def judged_in(claim_id: str) -> str:
-    """A pointer for a notebook that shows a claim it does not own: ``'C10 is judged in
-    notebook 04 (Gradient checkpointing)'``."""
-    return f"{claim_id} is judged in {notebook_name(owner(claim_id))}"
+    """A pointer for a notebook that shows a claim it does not own, naming the notebook as a
+    reader does: ``'C10 is judged in notebook 04 (Gradient checkpointing)'``."""
+    number, _, topic = owner(claim_id).partition("_")
+    return f"{claim_id} is judged in notebook {number} ({topic.replace('_', ' ').capitalize()})"
 
 
 _DISPLAY_COLUMNS = ["id", "section", "claim", "expected", "measured", "verdict", "note"]

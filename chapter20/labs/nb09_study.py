@@ -200,25 +200,48 @@ def study_rows(live: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return trainers, ranks.reset_index(drop=True), source
 
 
-def learned_table(trainers: pd.DataFrame) -> pd.DataFrame:
-    """Per run of the record's trainer study (the untrained vectors aside): WordSim-353 and
-    SimLex-999 ρ as mean ± standard deviation over the seeds, and whether each is above the
-    untrained vectors' beyond the seed spread (``seed_statistics.beyond_noise``: the gap of the
-    means more than twice the larger standard deviation)."""
+def learned_table(trainers: pd.DataFrame, *, with_reference: bool = False) -> pd.DataFrame:
+    """Per run of the record's trainer study (with ``with_reference``, the untrained vectors
+    first, marked as the reference): WordSim-353 and SimLex-999 ρ as mean ± standard deviation
+    over the seeds, and whether each is above the untrained vectors' beyond the seed spread
+    (``seed_statistics.beyond_noise``: the gap of the means more than twice the larger standard
+    deviation)."""
     stats = summarize_seeds(trainers, by="trainer", columns=("wordsim353", "simlex999"))
+    names = [UNTRAINED_VECTORS] * with_reference + [
+        n for n in stats.trainer if n != UNTRAINED_VECTORS
+    ]
     rows = []
-    for name in stats.trainer:
-        if name == UNTRAINED_VECTORS:
-            continue
+    for name in names:
         row = {"trainer": name}
         for column in ("wordsim353", "simlex999"):
             line = stats.set_index("trainer").loc[name]
             row[column] = f"{line[f'{column}_mean']:.3f} ± {line[f'{column}_std']:.3f}"
-            row[f"{column}_learned"] = beyond_noise(
-                stats, name, UNTRAINED_VECTORS, by="trainer", column=column
+            row[f"{column}_learned"] = (
+                "(reference)"
+                if name == UNTRAINED_VECTORS
+                else beyond_noise(stats, name, UNTRAINED_VECTORS, by="trainer", column=column)
             )
         rows.append(row)
     return pd.DataFrame(rows).set_index("trainer")
+
+
+def equal_time_finding(trainers: pd.DataFrame, softmax: str = "ours softmax") -> str:
+    """Notebook 09, section 4: the full softmax given our negative sampling's time, next to it,
+    compared like with like: a ratio of WordSim-353 ρ only when both runs learned (beyond the
+    untrained vectors' seed spread, :func:`learned_table`); otherwise which one left its start."""
+    table = learned_table(trainers)
+    ours, full = table.loc["ours negative"], table.loc[softmax]
+    if ours.wordsim353_learned and full.wordsim353_learned:
+        means = trainers.groupby("trainer").wordsim353.mean()
+        ratio = means["ours negative"] / means[softmax]
+        return f"both learned; WordSim-353 ρ, ours negative over the full softmax: x{ratio:.2f}"
+    learned = {True: "learned", False: "stayed at the untrained level"}
+    return (
+        f"WordSim-353 ρ at equal time: our negative sampling {ours.wordsim353} "
+        f"({learned[bool(ours.wordsim353_learned)]}), the full softmax {full.wordsim353} "
+        f"({learned[bool(full.wordsim353_learned)]}): no ratio of ρ is drawn from a run that "
+        "did not leave its start"
+    )
 
 
 def live_check(trainers: pd.DataFrame, seed: int = 1, *, workers: int = 2) -> tuple[dict, str]:

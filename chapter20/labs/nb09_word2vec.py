@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from chapter20.core.findings import compare
-from chapter20.core.gpu_record import code_version, current_gpu_figure
+from chapter20.core.gpu_record import code_version, current_gpu_figure, read_gpu_measurements
 from chapter20.core.seed_statistics import summarize_seeds
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.fused import load_kernels
@@ -309,6 +309,32 @@ GPU_SPEEDUP_QUANTITY = "speed-up ours negative (CUDA) / gensim (all cores)"
 #: The code that ``bench word2vec-gpu`` measures (``gpu_record.code_version``): a GPU row
 #: recorded before its last change describes a trainer that no longer exists.
 GPU_CODE = ("word2vec", "vocab.vocabulary")
+
+
+#: One name per quantity of the GPU record's word2vec rows, as section 6 prints them (the
+#: record keeps the names each run wrote; two runs measured ours on CUDA, told apart by the
+#: gensim baseline each was compared with).
+GPU_ROW_NAMES = {
+    "ours words per second on CUDA, batch 16384": "words/s, ours on CUDA (run A, batch 16,384)",
+    "speed-up vs gensim on 2 threads": "speed-up, ours on CUDA (run A) / gensim on 2 threads",
+    "words/s ours negative (CUDA)": "words/s, ours on CUDA (run B)",
+    "words/s gensim negative (16 CPU workers)": "words/s, gensim on every core (16 workers)",
+    GPU_SPEEDUP_QUANTITY: "speed-up, ours on CUDA (run B) / gensim on every core",
+    "WordSim-353 rho, ours on CUDA": "WordSim-353 ρ, ours on CUDA (batch 16,384)",
+}
+
+
+def gpu_record_rows() -> pd.DataFrame:
+    """Notebook 09, section 6: the GPU record's word2vec rows for display, each quantity under
+    its one name (:data:`GPU_ROW_NAMES`, negative sampling throughout), values with thousands
+    separators and no spurious decimals, and the code version each row was measured by."""
+    record = read_gpu_measurements()
+    rows = record[record.command.str.contains("word2vec-gpu", regex=False)].copy()
+    rows["quantity"] = rows.quantity.map(lambda q: GPU_ROW_NAMES.get(q, q))
+    rows["value"] = rows.value.map(lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}")
+    rows["code version"] = rows.code.fillna("").replace("", "not recorded")
+    columns = ["date", "device", "quantity", "value", "unit", "code version"]
+    return rows[columns].reset_index(drop=True)
 
 
 def trainer_device() -> torch.device:
