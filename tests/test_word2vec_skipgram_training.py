@@ -31,16 +31,19 @@ def test_training_is_deterministic_for_a_seed_on_cpu(lee):
 
 @pytest.mark.parametrize("objective", ["negative", "hierarchical", "softmax"])
 def test_training_lowers_the_loss_and_reports_what_it_did(lee, objective):
-    config = Word2VecConfig(objective, dim=16, epochs=2, seed=1, progress=False, fused=False)
-    wv = train_word2vec(lee, config)
+    # A third of the corpus at a higher rate: the full softmax costs O(vocabulary) per pair, and
+    # on 100 documents (655 words) every objective still lowers its loss clearly in its 2nd epoch.
+    docs = lee[:100]
+    options = dict(dim=16, epochs=2, alpha=0.1, seed=1, progress=False, fused=False)
+    wv = train_word2vec(docs, Word2VecConfig(objective, **options))
     stats = wv.stats
-    assert stats.epoch_loss[1] < stats.epoch_loss[0]
+    assert stats.epoch_loss[1] < stats.epoch_loss[0] - 0.02
     assert np.isfinite(wv.vectors).all()
-    assert stats.raw_words == 2 * sum(map(len, lee))
+    assert stats.raw_words == 2 * sum(map(len, docs))
     assert 0 < stats.effective_words < stats.raw_words
     assert stats.pairs > stats.effective_words
     assert stats.words_per_second > 0
-    assert wv.words == build_vocab(lee, min_count=5).words
+    assert wv.words == build_vocab(docs, min_count=5).words
 
 
 @pytest.mark.parametrize("share", [False, True])
