@@ -12,6 +12,7 @@ import pytest
 from chapter20.cost.catalog import load_price_history, snapshot_label, spot_discounts
 from chapter20.cost.fleet_choices import pareto_frontier, training_options, untimed_types
 from chapter20.cost.plots import (
+    gpu_colour,
     plot_pareto,
     plot_price_history,
     plot_spot_discounts,
@@ -67,7 +68,11 @@ def test_figures_label_their_axes_with_units():
     assert fig.axes[0].get_ylabel() == "cost of the run (USD)"
     fig = plot_price_history(load_price_history())
     labels = [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
-    assert ("date of the catalog version", "spot price, % of on-demand") in labels
+    assert ("date of the catalog version", "spot saving over on-demand (%)") in labels
+    # one colour per GPU model in every figure: the p4d's A100 line is the A100 colour
+    left = fig.axes[0]
+    p4d = [line for line in left.get_lines() if line.get_label() != "_nolegend_"]
+    assert gpu_colour("A100") in [matplotlib.colors.to_hex(line.get_color()) for line in p4d]
     fig = plot_spot_discounts(spot_discounts(), claimed=(50, 90))
     assert fig.axes[0].get_xlabel() == "spot saving over on-demand (%)"
     matplotlib.pyplot.close("all")

@@ -3,6 +3,7 @@ docstrings say, on the committed catalog."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from chapter20.cost.catalog import load_price_history
@@ -85,4 +86,14 @@ def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
     table, note = lab.mixed_precision_table(), lab.mixed_precision_note()
     assert f"vs fp32 x{table.loc['fp32', 'speed-up']:.2f} = " in note
     assert f"vs TF32 x{table.loc['tf32', 'speed-up']:.2f} = " in note
-    assert note.endswith("a GPU run of the current code records rows that count")
+    assert note.endswith("no GPU row with a recorded code version yet")
+    assert lab.mixed_precision_note(current=2.0).endswith("the current code's rows: x2.00")
+
+
+def test_named_extreme_names_every_tie_and_wall_time_shows_minutes():
+    values = pd.Series({"a": 70.0, "b": 29.5, "c": 69.99, "d": 29.6})
+    assert lab.named_extreme(values, "max", unit="%") == "70% (a, c: tied)"
+    assert lab.named_extreme(values, "min", digits=1) == "29.5 (b)"
+    with pytest.raises(ValueError, match="which"):
+        lab.named_extreme(values, "median")
+    assert lab.wall_time_text(0.04) == "2.4 min" and lab.wall_time_text(403.4) == "403.4 h"

@@ -17,6 +17,22 @@ __all__ = [
 ]
 
 
+#: One colour per GPU model in every figure of the cost model (matplotlib's tab20 shades: a
+#: model and its larger-memory variant share a hue).
+GPU_COLOURS = {
+    "A100": "#1f77b4", "A100-80GB": "#aec7e8", "H100": "#d62728", "H200": "#ff9896",
+    "V100": "#2ca02c", "V100-32GB": "#98df8a", "A10G": "#ff7f0e", "A10": "#ffbb78",
+    "T4": "#9467bd", "T4g": "#c5b0d5", "A6000": "#e377c2", "RTX6000": "#f7b6d2",
+    "K80": "#7f7f7f", "M60": "#c7c7c7", "Radeon Pro V520": "#bcbd22",
+}  # fmt: skip
+
+
+def gpu_colour(gpu_model: str) -> str:
+    """The colour of ``gpu_model`` in every cost figure (:data:`GPU_COLOURS`; dark grey for a
+    model it does not list)."""
+    return GPU_COLOURS.get(gpu_model, "#333333")
+
+
 def _plain_log_axis(axis, values) -> None:
     """Log scale with the given values as plain-number ticks (1, 8, 64 rather than 2^3)."""
     ticks = sorted({float(v) for v in values})
@@ -28,7 +44,8 @@ def _plain_log_axis(axis, values) -> None:
 
 def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     """Two panels over GPU count (§20.5): wall time in hours (log) and cost in USD, one line
-    per instance type. ``caption`` (the price snapshot) goes under the figure."""
+    per instance type, coloured by its GPU model (:func:`gpu_colour`). ``caption`` (the price
+    snapshot) goes under the figure."""
     from chapter20.core.plotting import new_panels
 
     fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
@@ -38,8 +55,9 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
         label = f"{instance} ({group['gpu_model'].iloc[0]})"
         # distinct dashes and markers: instances with the same GPUs draw the same curve
         style = dict(
-            linestyle=styles[index % 4], marker=markers[index % 6], markersize=4, label=label
-        )
+            linestyle=styles[index % 4], marker=markers[index % 6], markersize=4, label=label,
+            color=gpu_colour(group["gpu_model"].iloc[0]),
+        )  # fmt: skip
         left.plot(group["gpus"], group["hours"], **style)
         right.plot(group["gpus"], group["cost"], **style)
     for ax in (left, right):
@@ -71,7 +89,10 @@ def plot_pareto(
         "cost of the run (USD)",
     )
     for gpu_model, group in options.groupby("gpu_model"):
-        ax.scatter(group["hours"], group["cost"], s=14, alpha=0.6, label=gpu_model)
+        ax.scatter(
+            group["hours"], group["cost"], s=14, alpha=0.6, label=gpu_model,
+            color=gpu_colour(gpu_model),
+        )  # fmt: skip
     ax.plot(frontier["hours"], frontier["cost"], "k-", lw=1.2, label="Pareto frontier (GPUs)")
     for row in frontier.itertuples():
         ax.annotate(
@@ -118,31 +139,40 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
 
 
 def plot_price_history(history: pd.DataFrame, caption: str = ""):
-    """Two panels over the catalog's history (§20.5.2): the spot price as a share of the
-    on-demand price (median zone as a line, lowest to highest zone shaded), and the on-demand
-    price (log scale), one colour per instance type of ``history``
-    (``chapter20.cost.catalog.load_price_history``); the legend sits right of the panels."""
+    """Two panels over the catalog's history (§20.5.2): the spot saving, 1 − spot / on-demand
+    in % (median zone as a line, the highest- to the lowest-priced zone shaded), and the
+    on-demand price (log scale), one line per instance type of ``history``
+    (``chapter20.cost.catalog.load_price_history``), coloured by its GPU model
+    (:func:`gpu_colour`; types with the same GPUs differ by dashes); the legend sits right of
+    the panels."""
     from chapter20.core.plotting import new_panels
 
     fig, (left, right) = new_panels(
         2, "Spot and on-demand prices over the catalog's history", figsize=(12, 4.2)
     )
-    lines = []
+    from chapter20.cost.catalog import load_catalog
+
+    models = load_catalog().drop_duplicates("instance").set_index("instance")["gpu_model"]
+    lines, seen = [], {}
     for instance, group in history.groupby("instance", sort=False):
         od = group["on_demand_per_hour"]
-        label = f"{instance} ({group['region'].iloc[0]})"
-        (line,) = left.plot(group["date"], 100 * group["spot_median_per_hour"] / od, lw=1.2)
+        gpu = models.get(instance, "")
+        label = f"{instance} ({gpu}, {group['region'].iloc[0]})"
+        dashes = ("-", "--", ":")[min(seen.get(gpu, 0), 2)]
+        seen[gpu] = seen.get(gpu, 0) + 1
+        style = dict(lw=1.2, color=gpu_colour(gpu), linestyle=dashes)
+        (line,) = left.plot(group["date"], 100 * (1 - group["spot_median_per_hour"] / od), **style)
         left.fill_between(
             group["date"],
-            100 * group["spot_low_per_hour"] / od,
-            100 * group["spot_high_per_hour"] / od,
+            100 * (1 - group["spot_high_per_hour"] / od),
+            100 * (1 - group["spot_low_per_hour"] / od),
             color=line.get_color(),
             alpha=0.15,
             lw=0,
         )
-        right.plot(group["date"], od, lw=1.2, color=line.get_color())
+        right.plot(group["date"], od, **style)
         lines.append((line, label))
-    left.set(ylabel="spot price, % of on-demand", ylim=(0, 105))
+    left.set(ylabel="spot saving over on-demand (%)", ylim=(0, 100))
     right.set(ylabel="on-demand price (USD per hour, log)", yscale="log")
     for ax in (left, right):
         ax.set_xlabel("date of the catalog version")
@@ -153,7 +183,7 @@ def plot_price_history(history: pd.DataFrame, caption: str = ""):
         fontsize=7,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
-        title="spot: median zone,\nband: lowest to highest",
+        title="saving: median zone,\nband: every zone",
         title_fontsize=7,
     )
     if caption:

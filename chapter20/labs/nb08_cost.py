@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from chapter20.core.checks import check_int, check_positive
 from chapter20.core.claims import check
 from chapter20.core.gpu_record import code_version, current_gpu_ratio
 from chapter20.cost.catalog import load_catalog, load_snapshot, spot_discounts
@@ -308,17 +309,41 @@ def spot_saving_note(
     )
 
 
-def mixed_precision_note(record: ThroughputRecord = H200_MEASUREMENT) -> str:
+def mixed_precision_note(
+    record: ThroughputRecord = H200_MEASUREMENT, current: float | None = None
+) -> str:
     """Claim C21's note in notebook 08's claims check: the GPU record's bf16 speed-up and cost
-    saved over both fp32 baselines (:func:`mixed_precision_table`), and what would count."""
+    saved over both fp32 baselines (:func:`mixed_precision_table`), and what would count;
+    ``current``: the speed-up of the current code's rows (:func:`current_speedup`), if any."""
     table = mixed_precision_table(record)
     fp32, tf32 = table.loc["fp32"], table.loc["tf32"]
-    return (
-        f"GPU record {record.date} (rows without a code version, not judged): "
+    shown = (
+        f"GPU record {record.date} (rows without a code version, shown, not judged): "
         f"vs fp32 x{fp32['speed-up']:.2f} = {fp32['cost saved %']:.0f}%, "
-        f"vs TF32 x{tf32['speed-up']:.2f} = {tf32['cost saved %']:.0f}%; "
-        "a GPU run of the current code records rows that count"
+        f"vs TF32 x{tf32['speed-up']:.2f} = {tf32['cost saved %']:.0f}%"
     )
+    if current is None:
+        return f"{shown}; no GPU row with a recorded code version yet"
+    return f"{shown}; judged on the current code's rows: x{current:.2f}"
+
+
+def named_extreme(values: pd.Series, which: str, digits: int = 0, unit: str = "") -> str:
+    """``'70% (g4dn.xlarge, g5.xlarge, p4d.24xlarge: tied)'``: the smallest (``which="min"``) or
+    largest value of ``values`` at the precision printed (``digits``, then ``unit``), with every
+    label that reaches it, in the series' order — a tie is named, not broken by position."""
+    if which not in ("min", "max"):
+        raise ValueError(f"which must be 'min' or 'max', got {which!r}")
+    rounded = values.round(check_int("digits", digits, 0, 12))
+    best = rounded.min() if which == "min" else rounded.max()
+    names = list(rounded.index[rounded == best])
+    tied = ": tied" if len(names) > 1 else ""
+    return f"{best:.{digits}f}{unit} ({', '.join(map(str, names))}{tied})"
+
+
+def wall_time_text(hours: float) -> str:
+    """A wall time in the unit that shows it: minutes under an hour, else hours."""
+    hours = check_positive("hours", hours, zero=True)
+    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.1f} h"
 
 
 def benchmark(
