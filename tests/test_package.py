@@ -85,24 +85,35 @@ def test_the_wheel_holds_every_data_file_the_sbatch_template_and_the_c_kernels(w
     )
 
 
-def test_installed_commands_run_outside_the_checkout(installed):
-    cwd, env = installed
-    assert "env" in _run(["chapter20", "--help"], cwd, env)
-    assert "all dependencies OK" in _run(["chapter20", "env"], cwd, env)
-    audit = _run(["chapter20", "audit"], cwd, env)
-    assert "C30" in audit and ": 0 read from" in audit  # nothing measured by a run here
-
-
-def test_installed_package_reads_its_data_from_the_wheel(installed):
+@pytest.fixture(scope="module")
+def installed_python(installed) -> list[str]:
+    """What one process of the installed package prints outside the checkout (one start-up of
+    torch and the rest serves both tests below): ``chapter20 env`` (the ``main`` that the
+    console script calls, and its exit status), then where the package and its data come from
+    and whether its C kernels compile there."""
     cwd, env = installed
     code = (
-        "import chapter20, chapter20.core.paths as p; from chapter20.cost import load_catalog; "
-        "from chapter20.core.claims import load_claims; "
+        "import chapter20, chapter20.core.paths as p; from chapter20.cli.main import main; "
+        "status = main(['env']); print('env exit status', status); "
+        "from chapter20.cost import load_catalog; from chapter20.core.claims import load_claims; "
         "print(chapter20.__file__); print(p.repo_root()); print(len(load_catalog())); "
         "print(len(load_claims())); from chapter20.word2vec.fused import load_kernels; "
         "print(load_kernels() is not None or not __import__('shutil').which('cc'))"
     )
-    where, root, prices, claims, kernels = _run(["python", "-c", code], cwd, env).split()
+    return _run(["python", "-c", code], cwd, env).splitlines()
+
+
+def test_installed_commands_run_outside_the_checkout(installed, installed_python):
+    cwd, env = installed
+    assert "env" in _run(["chapter20", "--help"], cwd, env)  # the console script
+    audit = _run(["chapter20", "audit"], cwd, env)
+    assert "C30" in audit and ": 0 read from" in audit  # nothing measured by a run here
+    env_lines = installed_python[: installed_python.index("env exit status 0")]
+    assert env_lines[-1] == "all dependencies OK", env_lines
+
+
+def test_installed_package_reads_its_data_from_the_wheel(installed_python):
+    where, root, prices, claims, kernels = installed_python[-5:]
     assert kernels == "True"  # the C source ships in the wheel and compiles there
     assert str(repo_root()) not in where and "site-packages" in where
     assert root == "None"  # not a checkout: results go to the cache, data come from the wheel
