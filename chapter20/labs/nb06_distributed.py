@@ -4,13 +4,9 @@
 Measured here (gloo on this machine): what gloo's all-reduce puts on the wire and how long it
 takes, for growing messages on 2 and 3 ranks (claims C02, C03); the step time of the contrastive
 encoder on 1 and 2 processes; §20.4.1's practices (``find_unused_parameters``, a barrier per
-step, the error DDP raises for a parameter the loss does not use); a rank whose input pipeline
-is slow is in ``chapter20.labs.nb06_stragglers`` (monitored per rank, detected, and given a
-smaller share of the global batch). The alpha-beta model these measurements are fitted to, and
-the scaling efficiency it predicts from 8 to 512 GPUs, are
-``chapter20.techniques.communication_model``. Timings are medians with their min–max range
-(``chapter20.core.seed_statistics``).
-"""
+step, the error DDP raises for a parameter the loss does not use). A rank with a slow input
+pipeline is ``chapter20.labs.nb06_stragglers``; the alpha-beta model and the scaling it predicts
+are ``chapter20.techniques.communication_model``. Timings: medians with their min–max range."""
 
 from __future__ import annotations
 
@@ -29,6 +25,7 @@ from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import median_and_range, range_text, timing_spread_ms
+from chapter20.demos.ddp_demo import main as ddp_demo_main
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
 from chapter20.techniques.communication_model import fit_alpha_beta, ring_allreduce_seconds
 from chapter20.techniques.contrastive import distributed_info_nce
@@ -46,9 +43,18 @@ __all__ = [
     "wire_growth",
     "step_times_on_rank",
     "measure_scaling",
+    "single_step_times",
+    "scaling_table",
+    "sweep_job",
+    "practices_table",
+    "jobs_on_rank",
+    "run_notebook_groups",
+    "results_of",
+    "sweep_frame",
     "practices_on_rank",
     "measure_practices",
     "plot_allreduce_sweep",
+    "unused_search_prediction",
     "allreduce_growth_note",
     "fp16_compression_note",
     "link_speed_note",
@@ -145,11 +151,15 @@ def measure_allreduce_sweep(
     on every size, float16 too on 2 ranks (what an fp16 communication hook hands to gloo)."""
     records = []
     for world in world_sizes:
-        dtypes = ("float32", "float16") if world == 2 else ("float32",)
-        records += run_local_group(
-            allreduce_sweep_on_rank, world, (sizes, dtypes), timeout_s=TIMEOUT_S
-        )[0]
+        records += run_local_group(*sweep_job(world, sizes), timeout_s=TIMEOUT_S)[0]
     return pd.DataFrame(records)
+
+
+def sweep_job(world: int, sizes: tuple[int, ...] = SWEEP_SIZES) -> tuple:
+    """``(allreduce_sweep_on_rank, args)`` for a group of ``world`` ranks: float32, and float16
+    too on 2 ranks."""
+    dtypes = ("float32", "float16") if world == 2 else ("float32",)
+    return allreduce_sweep_on_rank, (sizes, dtypes)
 
 
 def wire_growth(frame: pd.DataFrame, *, min_bytes: int = 64 * 1024) -> pd.DataFrame:
@@ -173,28 +183,31 @@ def wire_growth(frame: pd.DataFrame, *, min_bytes: int = 64 * 1024) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame):
+def plot_allreduce_sweep(frame: pd.DataFrame, growth: pd.DataFrame, *, min_bytes: int = 64 * 1024):
     """Bytes on the wire per rank (left) and time (right) of gloo's all-reduce against the
-    message size, 2 and 3 ranks, float32, with the fitted lines."""
-    fig, (wire, clock) = new_panels(2, "gloo all-reduce on this machine", figsize=(10, 4))
-    for world, part in frame[frame["dtype"] == "float32"].groupby("W"):
-        sizes = part["bytes"].to_numpy(float)
+    message size, 2 and 3 ranks, float32: one colour per world size in both panels, each fit
+    drawn over the messages it was fitted to (the wire fit from ``min_bytes``, as
+    :func:`wire_growth`; the alpha-beta fit over every message)."""
+    fig, (wire, clock) = new_panels(2, "gloo all-reduce on this machine", figsize=(11, 4))
+    for index, (world, part) in enumerate(frame[frame["dtype"] == "float32"].groupby("W")):
+        color, sizes = f"C{index}", part["bytes"].to_numpy(float)
         fit = growth[(growth["W"] == world) & (growth["dtype"] == "float32")].iloc[0]
-        wire.loglog(sizes, part["wire_per_rank"], "o", label=f"W={world}, measured")
-        color = wire.lines[-1].get_color()
-        wire.loglog(sizes, fit["fixed"] + fit["per_byte"] * sizes, "-", color=color,
-                    label=f"W={world}, fit: {fit['per_byte']:.3f} B per byte")  # fmt: skip
+        fitted_sizes = sizes[sizes >= min_bytes]
+        wire.loglog(sizes, part["wire_per_rank"], "o", color=color, label=f"W={world}, measured")
+        label = f"W={world}, fit: {fit['per_byte']:.3f} B per byte"
+        wire.loglog(fitted_sizes, fit["fixed"] + fit["per_byte"] * fitted_sizes, "-", color=color,
+                    label=label)  # fmt: skip
         alpha, beta = fit_alpha_beta(part)
         clock.errorbar(sizes, part["seconds"], yerr=[part["seconds"] - part["seconds_min"],
-                       part["seconds_max"] - part["seconds"]], fmt="o", ms=3,
+                       part["seconds_max"] - part["seconds"]], fmt="o", ms=3, color=color,
                        label=f"W={world}, median (min–max)")  # fmt: skip
         fitted = [ring_allreduce_seconds(n, world, alpha, 1 / beta if beta else np.inf)
                   for n in sizes]  # fmt: skip
-        clock.loglog(sizes, fitted, "-", label=f"W={world}, alpha-beta fit")
+        clock.loglog(sizes, fitted, "-", color=color, label=f"W={world}, alpha-beta fit")
     wire.set(xlabel="message (bytes)", ylabel="bytes on the wire per rank", title="bytes")
     clock.set(xlabel="message (bytes)", ylabel="seconds per all-reduce", title="time")
-    wire.legend(fontsize=8)
-    clock.legend(fontsize=8)
+    wire.legend(fontsize=8, loc="upper left")
+    clock.legend(fontsize=8, loc="upper left")
     return fig
 
 
@@ -241,17 +254,31 @@ def measure_scaling(
     """Step time for the same global batch on 1 process and on a 2-process gloo group, each
     process with half of this machine's cores: median and min–max over ``steps`` (the group's
     step: its slowest rank), the speed-up and the efficiency (speed-up / 2)."""
+    single = single_step_times(global_batch, vocab, dim, steps)
+    pair = run_local_group(
+        step_times_on_rank, 2, (global_batch, vocab, dim, steps), timeout_s=TIMEOUT_S
+    )
+    return scaling_table(single, pair)
+
+
+def single_step_times(
+    global_batch: int = 512, vocab: int = 20_000, dim: int = 128, steps: int = 8
+) -> dict:
+    """:func:`step_times_on_rank` in this process as a world of one, on half of the cores."""
     # Each rank of the pair gets half the cores (run_local_group); the single process gets the
     # same share, so the ratio measures the parallel scaling, not OpenMP's thread scaling.
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, threads // 2))
     try:
-        single = step_times_on_rank(global_batch, vocab, dim, steps)
+        return step_times_on_rank(global_batch, vocab, dim, steps)
     finally:
         torch.set_num_threads(threads)
-    pair = run_local_group(
-        step_times_on_rank, 2, (global_batch, vocab, dim, steps), timeout_s=TIMEOUT_S
-    )
+
+
+def scaling_table(single: dict, pair: list[dict]) -> pd.DataFrame:
+    """The 1-process step (``single``) against a 2-rank group's (``pair``, every rank's
+    :func:`step_times_on_rank`; the group's step is its slowest rank): median and min–max
+    milliseconds, the speed-up and the efficiency (speed-up / 2)."""
     slowest = max(pair, key=lambda r: r["seconds"])
     rows = []
     for processes, result in ((1, single), (2, slowest)):
@@ -348,7 +375,13 @@ def practices_on_rank(batch: int = 64, repeat: int = 15, model: dict = PRACTICE_
 def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, dict]:
     """:func:`practices_on_rank` on 2 gloo ranks: per variant the step's median milliseconds
     and min–max (of the rank with the larger median), and rank 0's error text."""
-    results = run_local_group(practices_on_rank, 2, (batch, repeat), timeout_s=TIMEOUT_S)
+    return practices_table(
+        run_local_group(practices_on_rank, 2, (batch, repeat), timeout_s=TIMEOUT_S)
+    )
+
+
+def practices_table(results: list[dict]) -> tuple[pd.DataFrame, dict]:
+    """Every rank's :func:`practices_on_rank` as :func:`measure_practices` returns them."""
     rows = []
     for name in results[0]["timing"]:
         times = max((r["timing"][name] for r in results), key=lambda t: float(np.median(t)))
@@ -359,6 +392,84 @@ def measure_practices(batch: int = 64, repeat: int = 15) -> tuple[pd.DataFrame, 
         "unused_grad_with_flag": results[0]["unused_grad_with_flag"],
     }
     return pd.DataFrame(rows), extra
+
+
+def unused_search_prediction(
+    batch: int = 64, model: dict = PRACTICE_MODEL, repeat: int = 20
+) -> dict:
+    """What ``find_unused_parameters=True`` adds to a step, predicted (§20.4.1): after each
+    forward DDP walks the autograd graph from the output to find the parameters outside it.
+    Returns the nodes of that graph for the deep encoder of :func:`practices_on_rank` at
+    ``batch``, and the median milliseconds of the same walk written in Python over ``repeat``
+    walks: an upper bound, since DDP walks it in C++."""
+    set_seed(0)
+    ids = torch.randint(0, model["vocab_size"], (batch, 16), generator=torch.Generator())
+    output = deep_encoder(**model)(ids)
+
+    def walk() -> int:
+        seen, stack = set(), [output.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is not None and node not in seen:
+                seen.add(node)
+                stack.extend(parent for parent, _ in node.next_functions)
+        return len(seen)
+
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        nodes = walk()
+        times.append(time.perf_counter() - start)
+    return {"nodes": nodes, "ms": 1e3 * float(np.median(times))}
+
+
+# --------------------------------------------------------------------------------------------
+# One group per world size for every multi-process experiment of notebook 06
+# --------------------------------------------------------------------------------------------
+
+
+def jobs_on_rank(jobs: dict) -> dict:
+    """On every rank of a group: each ``(function, args)`` of ``jobs`` in order (§20.4); returns
+    ``{name: result}``."""
+    return {name: function(*args) for name, (function, args) in jobs.items()}
+
+
+def run_notebook_groups(
+    demo_argv: list[str], *, extra: dict | None = None, practices_repeat: int = 10,
+    scaling_steps: int = 6,
+) -> dict[int, list[dict]]:  # fmt: skip
+    """Every multi-process experiment of notebook 06 in one local gloo group per world size, so
+    that each size costs one start (§20.4): on 2 ranks the DDP demo (``demo_argv``) in float32
+    and with fp16 compression, the all-reduce sweep, the step times of :func:`measure_scaling`
+    and the practices; on 3 ranks the demo and the sweep. ``extra`` maps a world size to more
+    ``{name: (function, args)}`` jobs. Returns, per world size, every rank's ``{name: result}``
+    in rank order."""
+    fp16 = [*demo_argv, "--compress", "fp16"]
+    jobs = {
+        2: {"demo": (ddp_demo_main, (demo_argv,)), "demo fp16": (ddp_demo_main, (fp16,)),
+            "sweep": sweep_job(2),
+            "scaling": (step_times_on_rank, (512, 20_000, 128, scaling_steps)),
+            "practices": (practices_on_rank, (64, practices_repeat))},
+        3: {"demo": (ddp_demo_main, (demo_argv,)), "sweep": sweep_job(3)},
+    }  # fmt: skip
+    for world, more in (extra or {}).items():
+        jobs.setdefault(world, {}).update(more)
+    return {
+        world: run_local_group(jobs_on_rank, world, (named,), timeout_s=TIMEOUT_S)
+        for world, named in sorted(jobs.items())
+    }
+
+
+def results_of(groups: dict[int, list[dict]], world: int, name: str) -> list:
+    """Every rank's result of the job ``name`` in the group of ``world`` ranks of
+    :func:`run_notebook_groups`, in rank order."""
+    return [rank[name] for rank in groups[world]]
+
+
+def sweep_frame(groups: dict[int, list[dict]]) -> pd.DataFrame:
+    """The all-reduce sweep of :func:`run_notebook_groups` (rank 0's records of every group), as
+    :func:`measure_allreduce_sweep` returns it."""
+    return pd.DataFrame([r for world in sorted(groups) for r in groups[world][0].get("sweep", [])])
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ __all__ = [
     "uneven_split_on_rank",
     "straggler_run_on_rank",
     "measure_straggler",
+    "straggler_job",
+    "straggler_frames",
     "own_rates",
     "phase_table",
     "plot_straggler",
@@ -140,8 +142,20 @@ def measure_straggler(**overrides) -> tuple[pd.DataFrame, dict]:
     """:func:`straggler_run_on_rank` on 2 gloo ranks (``STRAGGLER_RUN`` with ``overrides``):
     every rank's monitor rows as a frame, and ``{"splits", "uneven_vs_even"}`` (the largest
     weight difference on any rank between one step on the balanced and on the even split)."""
-    run = {**STRAGGLER_RUN, **overrides}
-    result = run_local_group(straggler_run_on_rank, 2, tuple(run.values()), timeout_s=TIMEOUT_S)
+    function, args = straggler_job(**overrides)
+    return straggler_frames(run_local_group(function, 2, args, timeout_s=TIMEOUT_S))
+
+
+def straggler_job(**overrides) -> tuple:
+    """``(straggler_run_on_rank, args)`` of ``STRAGGLER_RUN`` with ``overrides``: the job to run
+    in a 2-rank group that serves other experiments too (notebook 06 starts one)."""
+    return straggler_run_on_rank, tuple({**STRAGGLER_RUN, **overrides}.values())
+
+
+def straggler_frames(result: list[dict]) -> tuple[pd.DataFrame, dict]:
+    """The ranks' results of :func:`straggler_run_on_rank` (rank order) as in
+    :func:`measure_straggler`: rank 0's monitor rows (every rank's) as a frame, and
+    ``{"splits", "uneven_vs_even"}``."""
     proof = max(r["uneven_vs_even"] for r in result)
     return pd.DataFrame(result[0]["rows"]), {"splits": result[0]["splits"], "uneven_vs_even": proof}
 
