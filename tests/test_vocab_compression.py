@@ -32,7 +32,18 @@ def test_autoencoder_proof_codes_of_sparse_and_dense_rows_agree_and_the_bound_ho
     assert 0 < proof["pca_error"] < 1
 
 
-def test_word_model_check_refuses_a_record_without_the_seed_before_training():
-    record = pd.DataFrame({"model": ["words"], "seed": [2], "rho_same_pairs": [0.3]})
-    with pytest.raises(ValueError, match="seed 1"):
-        vectors_lab.word_model_check(record, seed=1)
+def test_word_model_check_refuses_a_record_without_its_row_before_training():
+    record = pd.DataFrame({"model": ["words"], "seed": [1], "rho_same_pairs": [0.3]})
+    with pytest.raises(ValueError, match="live check"):
+        vectors_lab.word_model_check(record)
+
+
+def test_the_live_check_row_is_in_the_record_and_in_no_summary():
+    """The record holds one row of the live check (seed 1's word model, fewer epochs), and the
+    study's rows, the ones C30 is judged on, leave it out."""
+    from chapter20.core.paths import data_file
+
+    record = pd.read_csv(data_file(vectors_lab.SUBWORD_STUDY))
+    assert (record["model"] == vectors_lab.CHECK_MODEL).sum() == 1
+    study = vectors_lab.study_rows(record)
+    assert vectors_lab.CHECK_MODEL not in set(study["model"]) and len(study) == len(record) - 1

@@ -8,12 +8,10 @@ vocabulary, fed to a learned layer directly (``nn.Linear`` on the densified rows
 :func:`compress_bag_of_words`, :func:`projection_equivalence` (the proofs),
 :func:`sparse_projection_benchmark` (bytes and step time), :func:`projection_accuracy` (does the
 compressed input keep the signal?), the autoencoder against PCA (:func:`autoencoder_study`, its
-record ``data/autoencoder_vs_pca.csv`` and :func:`pca_row_check`) and ``benchmark()`` for the
-command line; the figures are ``chapter20.labs.nb10_records``'.
+record ``data/autoencoder_vs_pca.csv`` and :func:`pca_row_check`) and ``benchmark()``.
 
-The word-vector experiments of the same notebook (pruning and BPE figures, PCA of word vectors,
-subword vectors) are ``chapter20.labs.nb10_word_vectors``; the package side (pruning, BPE,
-``pca_compress``, the sparse-input layer) is ``chapter20.vocab``.
+The figures are ``chapter20.labs.nb10_records``'; the word-vector experiments of the same
+notebook, ``chapter20.labs.nb10_word_vectors``; the package side, ``chapter20.vocab``.
 """
 
 from __future__ import annotations
@@ -510,14 +508,18 @@ def pca_step_speedup_evidence(
     speedup = base["step_ms"] / pca["step_ms"]
     saved = (base["step_ms"] - pca["step_ms"]) / 1e3
     payback = f"{compressed.fit_seconds / saved:,.0f} steps" if saved > 0 else "never"
+    stored = pca["layer_bytes"] + pca["fixed_bytes"]
+
+    def change(before: float, after: float) -> str:
+        word = "smaller" if after < before else "not smaller"
+        return f"{format_bytes(before)} -> {format_bytes(after)}, {word}"
+
     note = (
-        f"pca_precomputed vs {base['variant']} (the fastest raw variant), batch {batch_size} on "
-        f"{device}: training state {format_bytes(base['state_bytes'])} -> "
-        f"{format_bytes(pca['state_bytes'])}; learned layer "
-        f"{base['layer_bytes'] / pca['layer_bytes']:.0f}x smaller; weights with the fixed "
-        f"projection {format_bytes(base['layer_bytes'])} -> "
-        f"{format_bytes(pca['layer_bytes'] + pca['fixed_bytes'])}; the PCA fit is paid back "
-        f"after {payback}"
+        f"pca_precomputed vs {base['variant']}, the fastest raw variant, batch {batch_size} on "
+        f"{device}: training state {change(base['state_bytes'], pca['state_bytes'])}; learned "
+        f"layer {change(base['layer_bytes'], pca['layer_bytes'])}; weights with the fixed "
+        f"projection {change(base['layer_bytes'], stored)}; the PCA fit is paid back after "
+        f"{payback}"
     )
     smaller = bool(pca["state_bytes"] < base["state_bytes"])
     return {"measured": float(speedup), "unit": "× faster step", "note": note,

@@ -53,6 +53,8 @@ __all__ = [
     "judged_subwords",
     "subword_benchmark",
     "word_model_check",
+    "study_rows",
+    "CHECK_MODEL",
 ]
 
 
@@ -376,38 +378,65 @@ def judged_subwords(runs: SubwordRuns) -> tuple[pd.DataFrame, str]:
     return judged[list(runs.frame.columns)], source
 
 
-def subword_benchmark(out: str = ""):
-    """``chapter20 bench subwords``: :func:`subword_study` over :data:`SUBWORD_SEEDS` (about two
-    minutes on two CPU cores) and its :func:`subword_summary`, printed; with ``out`` written as
-    ``data/subword_quality.csv`` reads."""
-    from chapter20.core.corpora import train_test_split_articles, wiki_articles
-    from chapter20.labs.common import study_output, write_study
-
-    train, _ = train_test_split_articles(wiki_articles(), 0.1, seed=0)
-    frame = subword_study(train).frame
-    print(frame.round(3).to_string(index=False))
-    print(subword_summary(frame).round(3).to_string())
-    if study_output(out):
-        print("written:", write_study(frame, study_output(out), "chapter20 bench subwords"))
+#: The live check of the subword study: seed 1's word model trained for fewer epochs than the
+#: study, so that a notebook run reproduces a row of the record in half the time; its row is
+#: part of the record (model :data:`CHECK_MODEL`) and of no summary.
+CHECK_SEED, CHECK_EPOCHS = 1, 5
+CHECK_MODEL = f"words, {CHECK_EPOCHS} epochs (live check)"
 
 
-def word_model_check(record: pd.DataFrame, seed: int = 1, *, device=None):
-    """The word-level model of the subword study's ``seed`` trained again now with the study's
-    settings, and its WordSim-353 ρ next to the record's row for the same seed (C30): returns
-    ``(vectors, recorded_rho, rho)``; ``vectors`` serve the notebook's PCA of word vectors."""
+def _check_row(device=None) -> tuple[dict, Any]:
+    """Seed :data:`CHECK_SEED`'s word model trained :data:`CHECK_EPOCHS` epochs, else with the
+    study's settings, and its row in the study's columns; returns ``(row, vectors)``."""
     from chapter20.core.device import get_device
     from chapter20.word2vec.corpus import corpus_sentences
     from chapter20.word2vec.skipgram_training import train_word2vec
     from chapter20.word2vec.vectors import evaluate_word_pairs
 
-    rows = record[(record["model"] == "words") & (record["seed"] == check_int("seed", seed, 0))]
-    if len(rows) != 1:
-        raise ValueError(f"the record has no single row of the word model for seed {seed}")
     device = get_device() if device is None else torch.device(device)
-    config = replace(SUBWORD_CONFIG, seed=seed, device=str(device))
+    config = replace(SUBWORD_CONFIG, seed=CHECK_SEED, epochs=CHECK_EPOCHS, device=str(device))
     vectors = train_word2vec(corpus_sentences("wiki"), config)
-    rho = evaluate_word_pairs(vectors.words, vectors.vectors).spearman
-    return vectors, float(rows["rho_same_pairs"].iloc[0]), float(rho)
+    score = evaluate_word_pairs(vectors.words, vectors.vectors)
+    row = {
+        "seed": CHECK_SEED, "model": CHECK_MODEL, "rows": len(vectors),
+        "rho_same_pairs": score.spearman, "same_pairs": score.pairs - score.oov_pairs,
+        "rho_all_pairs": score.spearman, "oov_pairs": score.oov_pairs,
+        "seconds": vectors.stats.seconds,
+    }  # fmt: skip
+    return row, vectors
+
+
+def subword_benchmark(out: str = ""):
+    """``chapter20 bench subwords``: :func:`subword_study` over :data:`SUBWORD_SEEDS` (about two
+    minutes on two CPU cores) and its :func:`subword_summary`, printed, and the live check's
+    row (:data:`CHECK_MODEL`); with ``out`` written as ``data/subword_quality.csv`` reads."""
+    from chapter20.core.corpora import train_test_split_articles, wiki_articles
+    from chapter20.labs.common import study_output, write_study
+
+    train, _ = train_test_split_articles(wiki_articles(), 0.1, seed=0)
+    frame = subword_study(train).frame
+    print(subword_summary(frame).round(3).to_string())
+    frame = pd.concat([frame, pd.DataFrame([_check_row()[0]])], ignore_index=True)
+    print(frame.round(3).to_string(index=False))
+    if study_output(out):
+        print("written:", write_study(frame, study_output(out), "chapter20 bench subwords"))
+
+
+def study_rows(record: pd.DataFrame) -> pd.DataFrame:
+    """The subword study's rows of its record: every row but the live check's."""
+    return record[record["model"] != CHECK_MODEL].reset_index(drop=True)
+
+
+def word_model_check(record: pd.DataFrame, *, device=None):
+    """The live check of the subword study (C30): seed :data:`CHECK_SEED`'s word model trained
+    again now for :data:`CHECK_EPOCHS` epochs, its WordSim-353 ρ next to the record's row of
+    :data:`CHECK_MODEL`: returns ``(vectors, recorded_rho, rho)``; ``vectors`` serve the
+    notebook's PCA of word vectors."""
+    rows = record[record["model"] == CHECK_MODEL]
+    if len(rows) != 1:
+        raise ValueError(f"the record has no single row of {CHECK_MODEL!r}")
+    row, vectors = _check_row(device)
+    return vectors, float(rows["rho_same_pairs"].iloc[0]), float(row["rho_same_pairs"])
 
 
 #: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean
@@ -483,7 +512,8 @@ def plot_pruning(table: pd.DataFrame):
             xytext=(4, 4),
             fontsize=8,
         )
-    left.set_xlim(0, table["min_count"].max() * 1.3)  # room for the last point's label
+    for axis in (left, right):  # the same min_count range on both panels, room for the labels
+        axis.set_xlim(0, table["min_count"].max() * 1.3)
     left.set_xlabel("min_count")
     left.set_ylabel("embedding matrix (MiB)")
     left.set_title("matrix size")
@@ -497,21 +527,28 @@ def plot_pruning(table: pd.DataFrame):
 def plot_bpe(table: pd.DataFrame):
     """BPE vocabulary size vs tokens per word, and held-out OOV of BPE vs a word vocabulary
     with the same number of rows (C30)."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
     fig, (left, right) = new_panels(2, "BPE subwords (Wikipedia sample)", figsize=(10, 4))
-    left.plot(table["vocab_size"], table["tokens_per_word"], "o-")
+    bpe, words = "#DD8452", "#4C72B0"  # one colour per series on both panels
+    left.plot(table["vocab_size"], table["tokens_per_word"], "s-", color=bpe, label="BPE")
     left.axhline(1.0, color="#8C8C8C", linestyle=":", label="one token per word")
-    left.set_xscale("log")
-    left.set_xlabel("BPE vocabulary size (entries)")
     left.set_ylabel("held-out tokens per word")
     left.set_title("sequence length")
-    left.legend()
-    right.plot(table["vocab_size"], 100 * table["word_vocab_oov_rate"], "o-", label="words")
-    right.plot(table["vocab_size"], 100 * table["heldout_unk_rate"], "s-", label="BPE")
-    right.set_xscale("log")
-    right.set_xlabel("embedding rows")
+    right.plot(table["vocab_size"], 100 * table["word_vocab_oov_rate"], "o-", color=words,
+               label="words")  # fmt: skip
+    right.plot(table["vocab_size"], 100 * table["heldout_unk_rate"], "s-", color=bpe, label="BPE")
     right.set_ylabel("held-out tokens out of vocabulary (%)")
     right.set_title("OOV at equal matrix size")
-    right.legend()
+    sizes = sorted(int(v) for v in table["vocab_size"])
+    for axis, label in ((left, "BPE vocabulary size (entries)"), (right, "embedding rows")):
+        axis.set_xscale("log")  # ticks at the sizes measured only: no crowded minor labels
+        axis.xaxis.set_major_locator(FixedLocator(sizes))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.set_xticklabels([f"{v:,}" for v in sizes])
+        axis.set_xlim(sizes[0] / 1.3, sizes[-1] * 1.3)
+        axis.set_xlabel(label)
+        axis.legend(loc="upper right", frameon=False)
     return fig
 
 
