@@ -189,6 +189,14 @@ def _prepared(sources, passage_tokens, kind, vocab_size, min_count):
     return tokens, tokenizer, documents, idf_weights(documents, tokenizer.vocab_size)
 
 
+@functools.lru_cache(maxsize=4)
+def _lsa_rows(sources, passage_tokens, kind, vocab_size, min_count, dim, seed) -> torch.Tensor:
+    """The LSA start's rows of a recipe, kept for the next build of the same start (its SVD is
+    the costly part of a build; it restores the global random state, so a kept copy is exact)."""
+    _, _, documents, weights = _prepared(sources, passage_tokens, kind, vocab_size, min_count)
+    return lsa_word_vectors(documents, weights, dim, seed=seed)
+
+
 def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
     """Documents, tokeniser, weights and initial model of ``recipe`` (§20.6); seeded."""
     start = time.perf_counter()
@@ -210,7 +218,8 @@ def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
         table = model.token_embedding.weight
     if recipe.init != "random":
         if recipe.init == "lsa":
-            rows = lsa_word_vectors(documents, weights, recipe.dim, seed=recipe.seed)
+            key = (recipe.sources, recipe.passage_tokens, recipe.tokenizer, recipe.vocab_size)
+            rows = _lsa_rows(*key, recipe.min_count, recipe.dim, recipe.seed)
         else:
             rows = _word2vec_rows(recipe, tokenizer, tokens, table.detach())
         with torch.no_grad():  # keep the table's own scale: the learning rate is tuned to it

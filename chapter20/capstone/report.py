@@ -209,7 +209,7 @@ def summary_lines(summary: dict[str, Any], summary_file: str | None = None) -> l
         final = summary["final"]
         lines.append(
             f"final: Lee Pearson {final['lee_pearson']:.3f}, Spearman "
-            f"{final['lee_spearman']:.3f}; held-out recall@1 {final['recall@1']:.3f} "
+            f"{final['lee_spearman']:.3f}; test recall@1 {final['recall@1']:.3f} "
             f"(chance {final['chance@1']:.4f}), recall@10 {final['recall@10']:.3f} "
             f"(chance {final['chance@10']:.4f}), MRR {final['mrr']:.3f} "
             f"(chance {final['chance_mrr']:.4f})"
@@ -254,7 +254,7 @@ def start_lines(start: dict | None, final: dict) -> list[str]:
     if start is None:
         return []
     lines = []
-    for key, name in (("lee_pearson", "Lee r"), ("mrr", "held-out MRR")):
+    for key, name in (("lee_pearson", "Lee r"), ("mrr", "test MRR")):
         if start[key] > 0 and final[key] > 0:
             lines.append(share(f"the untrained start ({name})", start[key], final[key],
                                of=f"the final {name}") +

@@ -28,6 +28,7 @@ from chapter20.core.checks import check_int
 from chapter20.labs.common import PROVENANCE, study_output, write_study
 
 __all__ = [
+    "lsi_choice_lines",
     "BASELINES_FILE",
     "BASELINE_SEEDS",
     "baseline_study",
@@ -84,6 +85,21 @@ def recorded_baselines(frame: pd.DataFrame, seed: int = 0):
     seed; the record holds :data:`BASELINE_SEEDS`)."""
     studies, table = split_study(frame)
     return studies, table[table["seed"] == check_int("seed", seed, 0)].reset_index(drop=True)
+
+
+def lsi_choice_lines(studies: dict[str, pd.DataFrame]) -> list[str]:
+    """One line per LSI size study: the size chosen on the validation pairs, and whether it is
+    an interior optimum or the grid's edge, where a size beyond the grid may score higher."""
+    lines = []
+    for corpus, study in studies.items():
+        chosen, largest = int(study.loc[study["chosen"], "topics"].iloc[0]), study["topics"].max()
+        where = (
+            "the largest size tried: the grid's edge, so a larger size may score higher"
+            if chosen == largest
+            else f"inside the grid, which goes up to {int(largest):,}"
+        )
+        lines.append(f"LSI on {corpus}: {chosen:,} topics chosen, {where}")
+    return lines
 
 
 def replay_baseline(

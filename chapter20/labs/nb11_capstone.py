@@ -282,7 +282,7 @@ def plot_verdicts_by_section(table: pd.DataFrame):
             ax.barh(table.index, table[verdict], left=left, label=verdict)
             left = left + table[verdict]
     ax.invert_yaxis()
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 
@@ -329,7 +329,7 @@ def plot_quality(rows: pd.DataFrame):
     y = np.arange(len(names))
     for ax, column, label in (
         (axes[0], "lee_pearson", "Lee Pearson r"),
-        (axes[1], "mrr", "held-out MRR"),
+        (axes[1], "mrr", "test MRR"),
     ):
         mean = groups[column].mean().reindex(names)
         std = groups[column].std(ddof=1).reindex(names).fillna(0.0)
@@ -340,7 +340,9 @@ def plot_quality(rows: pd.DataFrame):
     axes[0].axvline(LEE_INTER_RATER, color="grey", linestyle="--", label="inter-rater agreement")
     axes[1].axvline(float(rows["chance_mrr"].iloc[0]), color="grey", linestyle=":", label="chance")
     for ax in axes:
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, fontsize=8
+        )  # off the bars
     return fig
 
 

@@ -144,9 +144,7 @@ def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, f
     """Two panels against steps, mean ± std over seeds per start: Lee Pearson and held-out MRR,
     with each reference (a same-text baseline) as a grey line named in the legend."""
     fig, axes = new_panels(2, "What training adds: the encoder from each start", figsize=(12, 4))
-    for ax, (column, label) in zip(
-        axes, (("lee_pearson", "Lee Pearson r"), ("mrr", "held-out MRR (test pairs)"))
-    ):
+    for ax, (column, label) in zip(axes, (("lee_pearson", "Lee Pearson r"), ("mrr", "test MRR"))):
         for init, runs in curves.groupby("init", sort=False):
             stats = runs.groupby("step")[column].agg(["mean", "std"]).fillna(0.0)
             ax.plot(stats.index, stats["mean"], marker="o", ms=3, label=f"{init} start")
@@ -159,7 +157,9 @@ def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, f
                 ax.axhline(values[column], linestyle=style, linewidth=1, color="grey", label=name)
         ax.set_xlabel("optimizer steps")
         ax.set_ylabel(label)
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, ncol=3, fontsize=7
+        )  # off the data
     return fig
 
 
@@ -328,7 +328,7 @@ def batch_claim_evidence(frame: pd.DataFrame, start: pd.DataFrame, mode: str = "
     note = (
         f"{mode}, {int(frame.loc[frame['mode'] == mode, 'step'].iloc[0])} steps: "
         + ("every batch beat the untrained start" if trained else
-           f"batches {', '.join(stayed)} stayed at the untrained start's recall@1")
+           f"recall@1 of batches {', '.join(stayed)} within twice the seed spread of the start's")
     )  # fmt: skip
     measured = float(saturation_batch(frame, mode)) if trained else None
     return {"measured": measured, "unit": "examples per batch", "trained_past_start": trained,
@@ -360,7 +360,7 @@ def record_lines(frame: pd.DataFrame) -> str:
 
 def plot_batch_study(
     frame: pd.DataFrame,
-    columns=(("recall@1", "held-out recall@1"), ("lee_pearson", "Lee Pearson r")),
+    columns=(("recall@1", "test recall@1"), ("lee_pearson", "Lee Pearson r")),
     start: pd.DataFrame | None = None,
 ):
     """One panel per column: the mean ± std over seeds against the batch (log scale), one line
