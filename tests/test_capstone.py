@@ -86,3 +86,17 @@ def test_load_encoder_refuses_other_files(tmp_path):
         load_encoder(tmp_path / "checkpoint.pt")
     with pytest.raises(TypeError, match="model must be"):
         save_encoder(tmp_path / "x.pt", torch.nn.Linear(2, 2), None, {})
+
+
+def test_a_second_build_of_the_same_lsa_start_reuses_its_rows_exactly(setup):
+    """The LSA rows are kept for the next build of the same start (the SVD is the costly part);
+    the second build's table equals the first's, and so does the global random state after."""
+    torch.manual_seed(5)
+    again = capstone.build_encoder(capstone.EncoderRecipe(**SMALL))
+    after_kept = torch.rand(3)
+    capstone._lsa_rows.cache_clear()
+    torch.manual_seed(5)
+    fresh = capstone.build_encoder(capstone.EncoderRecipe(**SMALL))
+    assert torch.equal(torch.rand(3), after_kept)
+    for model in (again.model, fresh.model):
+        assert torch.equal(model.embedding.weight, setup.model.embedding.weight)
