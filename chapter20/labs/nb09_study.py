@@ -244,13 +244,16 @@ def equal_time_finding(trainers: pd.DataFrame, softmax: str = "ours softmax") ->
     )
 
 
-def live_check(trainers: pd.DataFrame, seed: int = 1, *, workers: int = 2) -> tuple[dict, str]:
+def live_check(
+    trainers: pd.DataFrame, seed: int = 1, *, workers: int = 2, sentences: list | None = None
+) -> tuple[dict, str]:
     """Seed ``seed`` of :data:`EPOCH_CONTROL` rerun now (one epoch of our negative sampling,
     the record's settings) and gensim's negative sampling for one epoch beside it, for their
     speeds: ``(rows, line)``, the live rows (``_scored``'s fields) and one line comparing the
     rerun's ρ with its row of the record, within :data:`LIVE_TOLERANCE` standard deviations of
-    the record's seeds of the same run (the seed noise; ``beyond_noise``'s convention)."""
-    sentences = corpus_sentences("wiki+lee")
+    the record's seeds of the same run (the seed noise; ``beyond_noise``'s convention).
+    ``sentences``: the record's corpus (``corpus_sentences("wiki+lee")``) if already read."""
+    sentences = corpus_sentences("wiki+lee") if sentences is None else sentences
     ours = train("ours negative", sentences, seed=seed, workers=workers, epochs=1)
     gensim = train("gensim negative", sentences, seed=seed, workers=workers, epochs=1)
     rows = {"ours": score_run(EPOCH_CONTROL, ours, seed, 1),
