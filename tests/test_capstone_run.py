@@ -298,7 +298,7 @@ def test_summary_json_is_written_once_with_the_baselines(tmp_path, monkeypatch, 
         return write_text(path, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", counted)
-    args = [a for a in TINY_ARGS if a != "--no-baselines"]
+    args = [a for a in TINY_ARGS if a != "--no-baselines"] + ["--steps", "4"]  # one evaluation
     assert chapter20_main(["train", *args, "--output-dir", str(tmp_path)]) == 0
     assert writes == [tmp_path / SUMMARY_FILE]
     out = capsys.readouterr().out.splitlines()
