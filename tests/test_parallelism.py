@@ -6,6 +6,7 @@ rounding: 1e-6 absolute on gradients of order 1e-2. ZeRO-1 runs the same AdamW u
 same gradients, only on another rank, so it is compared bitwise.
 """
 
+import pandas as pd
 import pytest
 import torch
 
@@ -149,6 +150,23 @@ def test_fused_and_foreach_adamw_equal_the_for_loop():
     for label in ("foreach", "fused"):
         for a, b in zip(params[label], params["for-loop"]):
             assert torch.allclose(a, b, atol=1e-6, rtol=0), label
+
+
+def test_the_plain_loop_adamw_reference_equals_every_kernel():
+    gaps = practices.adamw_reference_gap(steps=3)
+    assert set(gaps) == {"for-loop", "foreach", "fused"}
+    assert max(gaps.values()) < 1e-6
+
+
+def test_overlap_findings_read_the_blocking_hook():
+    frame = pd.DataFrame({
+        "variant": ["buckets of 1 MiB", "buckets of 1000 MiB", "blocking hook",
+                    "no_sync (no communication)"],
+        "step_ms": [10.0, 12.0, 30.0, 8.0], "range_ms": [0.5, 0.5, 0.5, 0.5],
+    })  # fmt: skip
+    lines = lab.overlap_findings(frame)
+    assert len(lines) == 3 and lines[-1].startswith("blocking hook")
+    assert "slower" in lines[-1] or "×" in lines[-1]
 
 
 def test_tokenizing_pairs_equal_encoding_beforehand():

@@ -436,6 +436,11 @@ def overlap_findings(frame: pd.DataFrame) -> list[str]:
                            after - quiet, of=f"the {reference} step's communication"))  # fmt: skip
         spread = max(steps.loc[name, "range_ms"], steps.loc[reference, "range_ms"])
         lines.append(compare(name, t, reference, after, quantity="time", unit="ms", spread=spread))
+    if "blocking hook" in steps.index:  # waits for each bucket inside the backward: no overlap
+        t = steps.loc["blocking hook", "step_ms"]
+        spread = max(steps.loc["blocking hook", "range_ms"], steps.loc[reference, "range_ms"])
+        name = "blocking hook (each bucket waited for inside the backward, nothing overlaps)"
+        lines.append(compare(name, t, reference, after, quantity="time", unit="ms", spread=spread))
     return lines
 
 
@@ -480,6 +485,9 @@ def plot_bubble(table: pd.DataFrame):
     first = table[table.schedule == table.schedule.iloc[0]]
     ax.plot(first["micro_batches"], first["bubble_formula"], "k:", label="(S-1)/(M+S-1)")
     ax.set_xscale("log", base=2)
+    counts = sorted(table["micro_batches"].unique())
+    ax.set_xticks(counts, [str(m) for m in counts])  # plain integers, not powers of 2
+    ax.minorticks_off()
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))  # outside the axes, off the data
     return fig
 
