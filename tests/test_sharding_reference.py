@@ -11,7 +11,11 @@ import pytest
 import torch
 
 from chapter20.labs.nb01_recommender import Interactions, shuffled_users
-from chapter20.labs.nb01_sharding import listing_lookup_done_right, reference_on_rank
+from chapter20.labs.nb01_sharding import (
+    listing_lookup_done_right,
+    reference_on_rank,
+    surveys_on_rank,
+)
 from chapter20.techniques.distributed import run_local_group
 
 SIZES = (2, 3, 4, 7, 101)  # V < W, V = W, V mod W != 0, ...
@@ -31,12 +35,24 @@ def test_reference_equals_the_package_in_a_world_of_one():
     assert len(records) == len(SIZES) and _mismatches(records) == []
 
 
-def test_reference_equals_the_package_on_a_group():
-    ranks = run_local_group(reference_on_rank, 3, (SIZES,))  # V=2: rank 2 owns no row
-    assert [_mismatches(records) for records in ranks] == [[], [], []]
-    # every row has an owner: the shards add up to V, the last V mod W rows included
-    for size in SIZES:
-        assert sum(r["rows"] for rank in ranks for r in rank if r["V"] == size) == size
+def test_reference_equals_the_package_on_a_group_and_its_sub_group():
+    # One launch of 3 ranks serves W = 2 (a dist.new_group of ranks 0-1) and W = 3, as in
+    # notebook 01; the sub-group's tables must agree with nn.Embedding like the whole group's.
+    plan = (SIZES, (64, 4, 50), None)  # sizes, (global batch, dim, V) of the bytes, no timing
+    ranks = run_local_group(surveys_on_rank, 3, ({2: plan, 3: plan}, None))
+    assert [sorted(rank["surveys"]) for rank in ranks] == [[2, 3], [2, 3], [3]]
+    for world in (2, 3):
+        surveys = [rank["surveys"][world] for rank in ranks if world in rank["surveys"]]
+        assert [_mismatches(s["reference"]) for s in surveys] == [
+            []
+        ] * world  # V=2, W=3: a rank owns no row
+        cases = [r for s in surveys for r in s["equivalence"]]
+        assert {r["W"] for r in cases} == {world}
+        assert all(r["forward_equal"] and r["grad_equal"] and r["step_equal"] for r in cases)
+        # every row has an owner: the shards add up to V, the last V mod W rows included
+        for size in SIZES:
+            rows = [r["rows"] for s in surveys for r in s["reference"] if r["V"] == size]
+            assert sum(rows) == size
 
 
 @pytest.mark.parametrize("bad", [[-1], [5], [0, 5]])

@@ -20,7 +20,6 @@ from torch import nn
 
 from chapter20.core.corpora import uniform_ids, zipf_ids
 from chapter20.core.measure import format_bytes, time_fn, time_interleaved
-from chapter20.core.plotting import new_figure, new_panels
 from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.techniques.communication_model import ring_allreduce_bytes
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
@@ -45,13 +44,10 @@ __all__ = [
     "comm_bytes_on_rank",
     "throughput_on_rank",
     "survey_on_rank",
+    "surveys_on_rank",
     "run_survey",
     "load_report",
     "table_memory_report",
-    "plot_comm_bytes",
-    "plot_load",
-    "plot_throughput",
-    "plot_table_memory",
     "benchmark",
 ]
 
@@ -96,13 +92,13 @@ def _reference_weight(num_embeddings: int, dim: int, seed: int) -> torch.Tensor:
     return torch.randn(num_embeddings, dim, generator=generator)
 
 
-def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3) -> list[dict]:
+def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3, group=None) -> list[dict]:
     """Feed bad ids to both input modes (§20.1): an id of V, an id of -1, float ids. Replicated
     ranks all get them; in per-rank mode only rank 1 does (rank 0 in a world of one), the others
     a good batch. One record per case: the error each rank raised (type, message) — ``None``
     would mean zeros came back — and whether a good batch afterwards still equals
     ``nn.Embedding`` (the group is still in step)."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     culprit = min(1, world - 1)
     good = torch.tensor([0, num_embeddings // 2, num_embeddings - 1])
     cases = {
@@ -112,7 +108,7 @@ def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3) -> list[dict]:
     }
     records = []
     for inputs in INPUT_MODES:
-        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs)
+        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, group=group)
         for case, bad in cases.items():
             ids = bad if inputs == "replicated" or rank == culprit else good
             error, message = None, None
@@ -137,7 +133,7 @@ def bad_ids_on_rank(num_embeddings: int = 37, dim: int = 3) -> list[dict]:
 
 
 def equivalence_on_rank(
-    sizes: tuple[int, ...], dim: int = 5, lr: float = 0.5, seed: int = 0
+    sizes: tuple[int, ...], dim: int = 5, lr: float = 0.5, seed: int = 0, group=None
 ) -> list[dict]:
     """Check every (V, partition, inputs) on this rank against ``nn.Embedding`` (§20.1).
 
@@ -147,7 +143,7 @@ def equivalence_on_rank(
     weight gradient against the matching rows of the full gradient, and the table after one SGD
     step. Returns one record per case, with the largest absolute difference of each.
     """
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     records = []
     cases = product(sizes, PARTITIONS, INPUT_MODES, (False, True))
     for num_embeddings, kind, inputs, empty_on_rank0 in cases:
@@ -166,7 +162,7 @@ def equivalence_on_rank(
             torch.randn(*ids.shape, dim, generator=torch.Generator().manual_seed(i))
             for i, ids in enumerate(all_ids)
         ]
-        table = ShardedEmbedding.from_full_weight(full, inputs=inputs, partition=kind)
+        table = ShardedEmbedding.from_full_weight(full, inputs=inputs, partition=kind, group=group)
         out = table(mine)
         (out * probes[rank if inputs == "per_rank" else 0]).sum().backward()
         reference = full.clone().requires_grad_()
@@ -203,13 +199,13 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max()) if a.numel() else 0.0
 
 
-def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0) -> dict:
+def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0, group=None) -> dict:
     """The chapter's design misused (§20.1, listing L1): a replicated all-reduce table fed a
     different batch on every rank. Returns how many output rows match ``nn.Embedding``."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     full = _reference_weight(num_embeddings, dim, seed)
     ids = batch_ids(num_embeddings, world, rank, seed)
-    table = ShardedEmbedding.from_full_weight(full, inputs="replicated")
+    table = ShardedEmbedding.from_full_weight(full, inputs="replicated", group=group)
     with torch.no_grad():
         got = table(ids).reshape(-1, dim)
     expected = F.embedding(ids, full).reshape(-1, dim)
@@ -217,7 +213,9 @@ def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0) -> di
     return {"W": world, "rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
 
 
-def listing_lookup_done_right(ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int):
+def listing_lookup_done_right(
+    ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int, group=None
+):
     """The chapter's replicated lookup (listing L1: contiguous row ranges, a masked local
     lookup, a SUM all-reduce), with its two faults fixed: blocks of ceil(V/W) rows keep the
     last ``V mod W`` rows, and an id outside [0, V) raises instead of reading as zeros. This is
@@ -225,7 +223,7 @@ def listing_lookup_done_right(ids: torch.Tensor, shard: torch.Tensor, num_embedd
     ``shard`` (rows [rank·block, rank·block + block) of the table). The backward is the identity
     (the loss after the lookup is the same on every rank). For reading: the package's version
     is ``ShardedEmbedding(inputs="replicated", partition="range")``."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
         raise IndexError(f"ids must be in [0, {num_embeddings}), got {ids.min()}..{ids.max()}")
     block = -(-num_embeddings // world)  # ceil(V / W): no row is left without an owner
@@ -238,27 +236,33 @@ def listing_lookup_done_right(ids: torch.Tensor, shard: torch.Tensor, num_embedd
         rows = shard.new_zeros((*ids.shape, shard.shape[1])) + shard.sum()
     total = rows.detach().clone()
     if world > 1:
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)  # each row comes from exactly one rank
+        dist.all_reduce(
+            total, op=dist.ReduceOp.SUM, group=group
+        )  # each row comes from exactly one rank
     return total + (rows - rows.detach())  # forward: the sum; backward: to this rank's rows
 
 
-def reference_on_rank(sizes: tuple[int, ...], dim: int = 5, seed: int = 0) -> list[dict]:
+def reference_on_rank(
+    sizes: tuple[int, ...], dim: int = 5, seed: int = 0, group=None
+) -> list[dict]:
     """:func:`listing_lookup_done_right` against ``ShardedEmbedding(inputs="replicated",
     partition="range")`` on this rank, for each V of ``sizes``: the output and the shard's
     gradient (largest absolute difference), and whether an id of V raises."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     records = []
     for num_embeddings in sizes:
         full = _reference_weight(num_embeddings, dim, seed)
         ids = batch_ids(num_embeddings, world, 0, seed)
         probe = torch.randn(*ids.shape, dim, generator=torch.Generator().manual_seed(seed))
-        table = ShardedEmbedding.from_full_weight(full, inputs="replicated", partition="range")
+        table = ShardedEmbedding.from_full_weight(
+            full, inputs="replicated", partition="range", group=group
+        )
         shard = table.weight.detach().clone().requires_grad_()
-        ours, theirs = table(ids), listing_lookup_done_right(ids, shard, num_embeddings)
+        ours, theirs = table(ids), listing_lookup_done_right(ids, shard, num_embeddings, group)
         (ours * probe).sum().backward()
         (theirs * probe).sum().backward()
         try:
-            listing_lookup_done_right(torch.tensor([num_embeddings]), shard, num_embeddings)
+            listing_lookup_done_right(torch.tensor([num_embeddings]), shard, num_embeddings, group)
             raised = False
         except IndexError:
             raised = True
@@ -274,16 +278,18 @@ def reference_on_rank(sizes: tuple[int, ...], dim: int = 5, seed: int = 0) -> li
 # --------------------------------------------------------------------------------------------
 
 
-def comm_bytes_on_rank(global_batch: int, dim: int, num_embeddings: int, seed: int = 0) -> list:
+def comm_bytes_on_rank(
+    global_batch: int, dim: int, num_embeddings: int, seed: int = 0, group=None
+) -> list:
     """Bytes this rank sends in one forward + backward, both patterns, for ``global_batch``
     lookups per step (§20.1.1): replicated ranks all hold the whole batch; per-rank ranks hold
     1/W of it. Each record has the measured bytes and the formula's."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     records = []
     ids_all = uniform_ids(global_batch, num_embeddings, seed=seed)
     per_rank_ids = ids_all.tensor_split(world)[rank]
     for inputs, ids in (("replicated", ids_all), ("per_rank", per_rank_ids)):
-        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs)
+        table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, group=group)
         table(ids).sum().backward()
         row_bytes = dim * table.weight.element_size()
         for record in table.comm_log:
@@ -333,15 +339,20 @@ def _lookup_step(table: nn.Module, ids: torch.Tensor, probe: torch.Tensor):
 
 
 def throughput_on_rank(
-    global_batch: int, dim: int, num_embeddings: int, inputs: str = "per_rank", repeat: int = 9
+    global_batch: int,
+    dim: int,
+    num_embeddings: int,
+    inputs: str = "per_rank",
+    repeat: int = 9,
+    group=None,
 ) -> tuple[float, ...]:
     """Seconds of each of ``repeat`` lookups + backward of ``global_batch`` ids (§20.1); per-rank
     inputs give each rank 1/W of the batch, replicated inputs all of it."""
-    rank, world = group_rank_and_size()
+    rank, world = group_rank_and_size(group)
     ids = zipf_ids(global_batch, num_embeddings, s=1.0, seed=1)
     if inputs == "per_rank":
         ids = ids.tensor_split(world)[rank]
-    table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, partition="modulo")
+    table = ShardedEmbedding(num_embeddings, dim, inputs=inputs, partition="modulo", group=group)
     probe = torch.ones(*ids.shape, dim)
     return time_fn(_lookup_step(table, ids, probe), repeat=repeat, device="cpu").times
 
@@ -350,22 +361,35 @@ def survey_on_rank(
     sizes: tuple[int, ...],
     comm: tuple[int, int, int],
     throughput: tuple[int, int, int] | None,
-    extra: tuple | None = None,
+    group=None,
 ) -> dict:
-    """Everything notebook 01 runs inside one group, so that each world size costs one start:
-    the equivalence cases for ``sizes``, the misuse check, bytes per collective for
-    ``comm = (global_batch, dim, V)``, if given the step times for ``throughput``, and if given
-    ``extra = (function, args)``, its result (e.g. another experiment that needs this group)."""
-    _, world = group_rank_and_size()
+    """Everything notebook 01 runs at one world size, on this rank of ``group`` (the default
+    group if None): the equivalence cases for ``sizes``, the misuse check, bytes per collective
+    for ``comm = (global_batch, dim, V)``, and if given the step times for ``throughput``."""
+    _, world = group_rank_and_size(group)
     return {
-        "equivalence": equivalence_on_rank(sizes),
-        "misuse": [misuse_on_rank()] if world > 1 else [],
-        "reference": reference_on_rank(sizes),
-        "errors": bad_ids_on_rank(),
-        "comm": comm_bytes_on_rank(*comm),
-        "seconds": throughput_on_rank(*throughput) if throughput else None,
-        "extra": extra[0](*extra[1]) if extra else None,
+        "equivalence": equivalence_on_rank(sizes, group=group),
+        "misuse": [misuse_on_rank(group=group)] if world > 1 else [],
+        "reference": reference_on_rank(sizes, group=group),
+        "errors": bad_ids_on_rank(group=group),
+        "comm": comm_bytes_on_rank(*comm, group=group),
+        "seconds": throughput_on_rank(*throughput, group=group) if throughput else None,
     }
+
+
+def surveys_on_rank(plans: dict[int, tuple], extra: tuple | None = None) -> dict:
+    """One group serves every world size (§20.1): for each ``W`` of ``plans`` (the arguments of
+    :func:`survey_on_rank`), ranks 0..W-1 form a sub-group (``dist.new_group``; the whole group
+    for the largest W) and run the survey in it while the other ranks wait at the next
+    sub-group's creation. Then ``extra = (function, args)`` runs on the whole group. Returns
+    ``{"surveys": {W: result}, "extra": result}`` (surveys of the sub-groups this rank is in)."""
+    rank, world = group_rank_and_size()
+    surveys = {}
+    for size, args in sorted(plans.items()):
+        group = None if size == world else dist.new_group(list(range(size)))  # every rank calls
+        if rank < size:
+            surveys[size] = survey_on_rank(*args, group=group)
+    return {"surveys": surveys, "extra": extra[0](*extra[1]) if extra else None}
 
 
 def run_survey(
@@ -375,39 +399,44 @@ def run_survey(
     comm: tuple[int, int, int] = (4096, 64, 10_000),
     throughput: tuple[int, int, int] = (32_768, 64, 100_000),
     throughput_world_sizes: tuple[int, ...] = (1, 2),
-    extra: dict[int, tuple] | None = None,
+    extra: tuple | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Run :func:`survey_on_rank` at each world size (a real gloo group of that many local
-    processes for W > 1, this process for W = 1) and collect the frames: ``equivalence``
-    (V in {W-1, W, W+1, *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput``
-    (median milliseconds and min–max, lookups per second next to ``nn.Embedding`` timed here
-    for the same ids; a group's step takes as long as its slowest rank). ``extra`` maps a world
-    size to ``(function, args)`` run in that group; the results (rank 0's) come back under
-    ``"extra"``, keyed by world size."""
+    """Run :func:`survey_on_rank` at each world size — W = 1 in this process, every larger W in
+    one real gloo group of max(world_sizes) local processes, a sub-group per W
+    (:func:`surveys_on_rank`) — and collect the frames: ``equivalence`` (V in {W-1, W, W+1,
+    *extra_sizes}), ``misuse``, ``errors``, ``comm`` and ``throughput`` (median milliseconds and
+    min–max, lookups per second next to ``nn.Embedding`` timed here for the same ids; a group's
+    step takes as long as its slowest rank). ``extra = (function, args)`` runs on every rank of
+    the largest group; rank 0's result comes back under ``"extra"``."""
     frames: dict[str, list] = {
         "equivalence": [], "reference": [], "misuse": [], "errors": [], "comm": []
     }  # fmt: skip
-    extras: dict[int, object] = {}
     single = _single_process_seconds(*throughput)
     timings = [{"table": "nn.Embedding", "W": 1, "times": single["nn.Embedding"]}]
-    for world in world_sizes:
-        sizes = tuple(v for v in (world - 1, world, world + 1, *extra_sizes) if v >= 1)
-        timed = world > 1 and world in throughput_world_sizes
-        args = (sizes, comm, throughput if timed else None, (extra or {}).get(world))
-        if world == 1:
-            ranks = [survey_on_rank(*args)]
-        else:
-            ranks = run_local_group(survey_on_rank, world, args)
+    plans = {
+        world: (
+            tuple(v for v in (world - 1, world, world + 1, *extra_sizes) if v >= 1),
+            comm,
+            throughput if world > 1 and world in throughput_world_sizes else None,
+        )
+        for world in world_sizes
+    }
+    largest = max(world_sizes)
+    grouped = {w: plan for w, plan in plans.items() if w > 1}
+    ranks = run_local_group(surveys_on_rank, largest, (grouped, extra)) if grouped else []
+    by_world = {w: [r["surveys"][w] for r in ranks if w in r["surveys"]] for w in grouped}
+    if 1 in plans:
+        by_world[1] = [survey_on_rank(*plans[1])]
+    for world in sorted(by_world):
+        results = by_world[world]
         for key in frames:
-            frames[key] += [record for rank in ranks for record in rank[key]]
-        if ranks[0]["extra"] is not None:
-            extras[world] = ranks[0]["extra"]
+            frames[key] += [record for rank in results for record in rank[key]]
         if world == 1 and world in throughput_world_sizes:
             timings.append(
                 {"table": "ShardedEmbedding", "W": 1, "times": single["ShardedEmbedding"]}
             )
-        elif ranks[0]["seconds"] is not None:
-            slowest = max((rank["seconds"] for rank in ranks), key=lambda t: float(np.median(t)))
+        elif results[0]["seconds"] is not None:
+            slowest = max((r["seconds"] for r in results), key=lambda t: float(np.median(t)))
             timings.append({"table": "ShardedEmbedding", "W": world, "times": slowest})
     result: dict = {key: pd.DataFrame(records) for key, records in frames.items()}
     speed = pd.DataFrame(
@@ -416,7 +445,7 @@ def run_survey(
     speed["lookups_per_s"] = throughput[0] / (speed["ms"] / 1e3)
     speed["vs_nn_embedding"] = speed["ms"].iloc[0] / speed["ms"]
     result["throughput"] = speed
-    result["extra"] = extras
+    result["extra"] = ranks[0]["extra"] if ranks else None
     return result
 
 
@@ -484,79 +513,6 @@ def table_memory_report(
             }
         )
     return pd.DataFrame(records)
-
-
-# --------------------------------------------------------------------------------------------
-# Figures
-# --------------------------------------------------------------------------------------------
-
-
-def plot_comm_bytes(frame: pd.DataFrame):
-    """Bytes one rank sends per step vs world size, measured (markers) and formula (line)."""
-    fig, ax = new_figure(
-        "Traffic of one lookup + backward, same global batch",
-        "world size W",
-        "KiB sent per rank per step",
-    )
-    step = frame.groupby(["inputs", "W", "rank"])[["measured_bytes", "formula_bytes"]].sum()
-    per_rank = step.groupby(["inputs", "W"]).mean().reset_index()
-    for inputs, marker, color in zip(INPUT_MODES, ("o", "s"), ("#4C72B0", "#DD8452")):
-        part = per_rank[per_rank["inputs"] == inputs]
-        kw = {"color": color}
-        ax.plot(part["W"], part["formula_bytes"] / 2**10, "-", label=f"{inputs}: formula", **kw)
-        ax.plot(
-            part["W"], part["measured_bytes"] / 2**10, marker, label=f"{inputs}: measured", **kw
-        )
-    ax.set_xticks(sorted(frame["W"].unique()))
-    ax.legend()
-    return fig
-
-
-def plot_load(frame: pd.DataFrame, world_size: int = 8):
-    """Per-rank lookups under Zipf ids at ``world_size`` (left) and imbalance vs W (right)."""
-    fig, (left, right) = new_panels(2, "Zipf ids: who serves the lookups", figsize=(9, 4))
-    for offset, kind in zip((-0.2, 0.2), PARTITIONS):
-        row = frame[(frame["W"] == world_size) & (frame["partition"] == kind)].iloc[0]
-        left.bar([r + offset for r in range(world_size)], row["load"], width=0.4, label=kind)
-        part = frame[frame["partition"] == kind]
-        right.plot(part["W"], part["imbalance"], "o-", label=kind)
-    left.set(xlabel="rank", ylabel="lookups served", title=f"{world_size} ranks")
-    right.set(xlabel="world size W", ylabel="busiest rank / mean", title="load imbalance")
-    right.set_xscale("log", base=2)
-    right.set_xticks(frame["W"].unique(), labels=[str(w) for w in frame["W"].unique()])
-    left.legend()
-    right.legend()
-    return fig
-
-
-def plot_throughput(frame: pd.DataFrame):
-    """Lookup + backward throughput of each table, same ids: the median, with the rates of the
-    slowest and fastest step as error bars."""
-    fig, ax = new_figure(
-        "Throughput on this machine", "", "million lookups / s (forward + backward)"
-    )
-    labels = [f"{t}\nW={w}" for t, w in zip(frame["table"], frame["W"])]
-    colors = ["#8C8C8C"] + ["#4C72B0"] * (len(frame) - 1)
-    rate = frame["lookups_per_s"] / 1e6
-    batch = frame["lookups_per_s"] * frame["ms"] / 1e3  # lookups per step
-    low, high = batch / frame["max_ms"] * 1e3 / 1e6, batch / frame["min_ms"] * 1e3 / 1e6
-    ax.bar(labels, rate, color=colors, yerr=[rate - low, high - rate], capsize=4)
-    return fig
-
-
-def plot_table_memory(frame: pd.DataFrame, gpu_bytes: float = 80e9):
-    """Bytes per rank of the sharded table vs world size, next to one GPU's memory."""
-    rows = int(frame["rows_per_rank"].iloc[0] * frame["W"].iloc[0])
-    fig, ax = new_figure(f"A {rows:,}-row table, sharded by rows", "world size W", "GB per rank")
-    ax.plot(frame["W"], frame["weights_bytes"] / 1e9, "o-", label="weights")
-    ax.plot(frame["W"], frame["training_bytes"] / 1e9, "s-", label="weights + grads + Adam")
-    gpu_label = f"one {gpu_bytes / 1e9:.0f} GB GPU"
-    ax.axhline(gpu_bytes / 1e9, color="#C44E52", linestyle="--", label=gpu_label)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(frame["W"], labels=[str(w) for w in frame["W"]])
-    ax.set_yscale("log")
-    ax.legend()
-    return fig
 
 
 # --------------------------------------------------------------------------------------------
