@@ -31,8 +31,43 @@ def test_free_port_is_a_valid_port():
     assert 0 < free_port() < 65536
 
 
-def test_run_local_group_returns_every_rank_in_order():
-    results = run_local_group(_rank_and_sum, 3)
+@pytest.fixture(scope="module")
+def groups():
+    """Every multi-rank check of this module on one gloo group per world size, started once
+    (a start costs seconds): ``{world: [each rank's {name: result}]}`` (``jobs_on_rank``)."""
+    from chapter20.labs.nb06_distributed import (
+        allreduce_sweep_on_rank,
+        jobs_on_rank,
+        loopback_bytes,
+        practices_on_rank,
+    )
+    from chapter20.labs.nb06_stragglers import straggler_job
+
+    two = {
+        "ddp": (_ddp_cases, ()),
+        "agreement": (_agreement, ()),
+        "straggler": straggler_job(steps=4, delay_per_example=1e-3, vocab=500, dim=16),
+    }
+    if loopback_bytes() is not None:  # Linux's /proc/net/dev counts the loopback's bytes
+        two["sweep"] = (allreduce_sweep_on_rank, (WIRE_SIZES, ("float32",), 1, 4))
+    two["practices"] = (practices_on_rank, (8, 1))  # last: it provokes DDP's unused-parameter error
+    three = {"sum": (_rank_and_sum, ()), "sampler": (_sampler_on_rank, ()), "ddp": (_ddp_cases, ())}
+    return {
+        world: run_local_group(jobs_on_rank, world, (jobs,), timeout_s=180.0)
+        for world, jobs in ((2, two), (3, three))
+    }
+
+
+def _of(groups, world: int, name: str) -> list:
+    """Each rank's result of job ``name`` on the group of ``world`` ranks."""
+    return [rank[name] for rank in groups[world]]
+
+
+WIRE_SIZES = (1 << 18, 1 << 20)
+
+
+def test_run_local_group_returns_every_rank_in_order(groups):
+    results = _of(groups, 3, "sum")
     # 1 + 2 + 3 summed by a real gloo all-reduce, seen by every rank.
     assert results == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
 
@@ -128,8 +163,8 @@ def _sampler_on_rank() -> dict:
     return {"epochs": epochs}
 
 
-def test_sampler_covers_each_epoch_once_across_ranks_and_reshuffles():
-    results = run_local_group(_sampler_on_rank, 3)
+def test_sampler_covers_each_epoch_once_across_ranks_and_reshuffles(groups):
+    results = _of(groups, 3, "sampler")
     for epoch in range(2):
         seen = [i for r in results for i in r["epochs"][epoch]]
         assert len(seen) == len(set(seen)) == 90  # 103 // 3 = 34 each, 6 full batches of 5
@@ -175,13 +210,13 @@ def _ddp_cases() -> dict:
 
 
 @pytest.fixture(scope="module")
-def ddp_runs():
+def ddp_runs(groups):
     single = {
         "mean": _ddp_steps("mean", "none"),
         "sum": _ddp_steps("sum", "none", steps=1),
         "initial": _ddp_steps("mean", "none", steps=0)["weights"],
     }
-    return single, {world: run_local_group(_ddp_cases, world) for world in (2, 3)}
+    return single, {world: _of(groups, world, "ddp") for world in (2, 3)}
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -226,15 +261,15 @@ def test_compression_rejects_bad_arguments():
 # --- notebook 06: stragglers, the wire, practices -------------------------------------------
 
 
-def test_a_slow_input_pipeline_is_detected_and_rebalanced():
-    from chapter20.labs.nb06_stragglers import measure_straggler
+def test_a_slow_input_pipeline_is_detected_and_rebalanced(groups):
+    from chapter20.labs.nb06_stragglers import straggler_frames
     from chapter20.techniques.parallelism import find_straggler
 
     # Not a speed assertion: rank 1's loader sleeps 1 ms per example (128 ms a step), far more
     # than a step of this tiny encoder computes; the monitor must name rank 1, the balanced
     # split must give it the smaller share, and a step on the uneven shares must be the step on
     # even shares (float32 rounding).
-    frame, result = measure_straggler(steps=4, delay_per_example=1e-3, vocab=500, dim=16)
+    frame, result = straggler_frames(_of(groups, 2, "straggler"))
     assert set(frame["rank"]) == {0, 1} and set(frame["phase"]) == {"even", "balanced"}
     assert find_straggler(frame[frame["phase"] == "even"].to_dict("records")) == 1
     shares = result["splits"]["balanced"]
@@ -242,17 +277,12 @@ def test_a_slow_input_pipeline_is_detected_and_rebalanced():
     assert result["uneven_vs_even"] < 1e-6
 
 
-def test_gloo_puts_at_least_the_rings_bytes_on_the_wire():
+def test_gloo_puts_at_least_the_rings_bytes_on_the_wire(groups):
     import pandas as pd
 
-    from chapter20.labs.nb06_distributed import allreduce_sweep_on_rank, loopback_bytes
-
-    if loopback_bytes() is None:
+    if "sweep" not in groups[2][0]:
         pytest.skip("no loopback byte counter here (/proc/net/dev is Linux's)")
-    sizes = (1 << 18, 1 << 20)
-    frame = pd.DataFrame(
-        run_local_group(allreduce_sweep_on_rank, 2, (sizes, ("float32",), 1, 4))[0]
-    )
+    frame = pd.DataFrame(groups[2][0]["sweep"])
     # A ring on 2 ranks sends each rank's whole message once: the wire holds at least that;
     # other traffic only adds, and the fewest of 4 tries leaves little of it.
     assert (frame["wire_per_rank"] >= 0.99 * frame["bytes"]).all()
@@ -305,10 +335,10 @@ def test_notebook_06_claim_notes_report_the_numbers_they_are_given():
     )
 
 
-def test_ddp_refuses_an_unused_parameter_unless_told_to_look_for_it():
-    from chapter20.labs.nb06_distributed import measure_practices
+def test_ddp_refuses_an_unused_parameter_unless_told_to_look_for_it(groups):
+    from chapter20.labs.nb06_distributed import practices_table
 
-    frame, unused = measure_practices(batch=8, repeat=1)
+    frame, unused = practices_table(_of(groups, 2, "practices"))
     assert "Expected to have finished reduction in the prior iteration" in unused["error"]
     assert unused["unused_grad_with_flag"] is None  # trained two steps, the head untouched
     assert list(frame["variant"]) == [
@@ -330,8 +360,8 @@ def _agreement() -> dict:
     }
 
 
-def test_any_rank_agrees_on_the_groups_device():
-    results = run_local_group(_agreement, 2)
+def test_any_rank_agrees_on_the_groups_device(groups):
+    results = _of(groups, 2, "agreement")
     assert results == [{"device": "cpu", "only_rank_one": True, "nobody": False}] * 2
 
 
