@@ -1,5 +1,6 @@
 """The experiments of notebook 07 (§20.5.2): what a saved training state holds, preemptions
-injected into a real run and its timeline (with the restart time measured), the cost of one
+drawn as a timeline (with the restart time measured; the run itself is
+``chapter20.labs.nb07_chaos``), the cost of one
 checkpoint and of deterministic mode on this machine, and the checkpoint interval under
 simulated preemptions. The fault matrix is ``chapter20.labs.nb07_faults``.
 """
@@ -21,22 +22,14 @@ from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure
 from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
-from chapter20.demos.spot_run import (
-    SpotConfig,
-    SpotResult,
-    run_spot_training,
-    start_spot_demo,
-    wait_for_spot_demos,
-)
-from chapter20.techniques.distributed import run_local_group
+from chapter20.demos.spot_run import SpotConfig, run_spot_training
 from chapter20.training.checkpoints import CheckpointManager
-from chapter20.training.loop import LoopConfig, read_progress
+from chapter20.training.loop import LoopConfig
 
 __all__ = [
     "state_table",
     "restart_seconds",
     "fresh_directory",
-    "chaos_run",
     "plot_timeline",
     "checkpoint_cost",
     "determinism_cost",
@@ -103,9 +96,9 @@ def state_table(state: dict) -> pd.DataFrame:
 
 
 def restart_seconds(progress: list[dict]) -> list[float]:
-    """§20.5.2 for each kill in a run's progress records (:func:`chaos_run`), the seconds from
-    the kill to the first step that the next launch completed: the restart time R as this
-    machine pays it (a new process group, imports, the checkpoint load, one step)."""
+    """§20.5.2 for each kill in a run's progress records (``nb07_chaos.chaos_run``), the seconds
+    from the kill to the first step that the next launch completed: the restart time R as this
+    machine pays it (the agent's restart, a new process group, the checkpoint load, one step)."""
     waits = []
     for i, record in enumerate(progress):
         if "kill" in record:
@@ -113,37 +106,6 @@ def restart_seconds(progress: list[dict]) -> list[float]:
             if later:
                 waits.append(later[0]["time"] - record["time"])
     return waits
-
-
-def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 1) -> dict:
-    """§20.5.2 the spot run ``run`` (``steps``, ``batch``, ``checkpoint_every``, ``step_delay``)
-    on ``nproc`` processes twice: under torchrun with ``kills`` SIGKILLs and ``--max-restarts``
-    to recover, and uninterrupted in a local gloo group (``run_local_group``: ranks forked from
-    a process that has already imported torch, cheaper than a second torchrun). The two run at
-    the same time: the clean run goes on while the chaotic one waits out its restarts, and
-    neither's result depends on the other's (each rank's arithmetic is deterministic). Returns
-    both fingerprints and both runs' progress records (launch, step, wall time, kills)."""
-    directory = Path(directory)
-    steps, batch = run["steps"], run["batch"]
-    loop = LoopConfig(checkpoint_every=run["checkpoint_every"], step_delay=run["step_delay"])
-    args = ["--steps", str(steps), "--batch", str(batch), "--step-delay", str(loop.step_delay),
-            "--checkpoint-every", str(loop.checkpoint_every), "--chaos-kills", str(kills),
-            "--checkpoint-dir", str(directory / "chaos"),
-            "--summary-json", str(directory / "chaos.json")]  # fmt: skip
-    chaos = start_spot_demo(args, nproc=nproc, max_restarts=kills + 1)
-    try:
-        clean = SpotConfig(str(directory / "clean"), steps=steps, batch=batch, loop=loop)
-        reference = run_local_group(run_spot_training, nproc, (clean,), timeout_s=600.0)[0]
-    finally:
-        result = wait_for_spot_demos({"chaos": chaos})["chaos"]
-    if result.returncode != 0:
-        raise RuntimeError(f"the chaos run failed:\n{result.stderr[-3000:]}")
-    return {
-        "clean": reference.fingerprint,
-        "chaos": SpotResult.read(directory / "chaos.json").fingerprint,
-        "progress": read_progress(directory / "chaos"),
-        "clean_progress": read_progress(directory / "clean"),
-    }
 
 
 def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None):
@@ -180,15 +142,15 @@ def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None
     return fig
 
 
-def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
-    """Seconds to save (atomic, fsync, checksum) and to load a state of each size on this
+def checkpoint_cost(sizes_mib=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
+    """Seconds to save (atomic, fsync, checksum) and to load a state of each size (MiB) on this
     machine's temporary disk: the median of ``repeat`` and the save's min–max range; and
-    the implied MB/s at the median."""
+    the implied MiB/s at the median."""
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         manager = CheckpointManager(tmp, keep_last=1)
-        for mb in sizes_mb:
-            state = {"step": 0, "weights": torch.zeros(int(mb * 2**20) // 4)}
+        for mib in sizes_mib:
+            state = {"step": 0, "weights": torch.zeros(int(mib * 2**20) // 4)}
             saves, loads = [], []
             for i in range(repeat):
                 state["step"] = i
@@ -199,9 +161,9 @@ def checkpoint_cost(sizes_mb=(8, 32, 128), repeat: int = 5) -> pd.DataFrame:
                 manager.load_latest()
                 loads.append(time.perf_counter() - start)
             save, load = timing_spread_ms(saves), float(np.median(loads))
-            records.append({"MB": mb, "save s": save["ms"] / 1e3,
+            records.append({"MiB": mib, "save s": save["ms"] / 1e3,
                             "save range s": save["range_ms"] / 1e3, "load s": load,
-                            "save MB/s": mb / (save["ms"] / 1e3)})  # fmt: skip
+                            "save MiB/s": mib / (save["ms"] / 1e3)})  # fmt: skip
         manager.close()
     return pd.DataFrame(records)
 
@@ -242,10 +204,10 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
 def plot_checkpoint_cost(frame: pd.DataFrame):
     """§20.5.2: seconds to save and to load a checkpoint against its size, as measured here."""
     fig, ax = new_figure(
-        "The cost of one checkpoint on this machine", "checkpoint size (MB)", "seconds"
+        "The cost of one checkpoint on this machine", "checkpoint size (MiB)", "seconds"
     )
-    ax.plot(frame["MB"], frame["save s"], "o-", label="save (tmp + fsync + rename)")
-    ax.plot(frame["MB"], frame["load s"], "s-", label="load + verify checksum")
+    ax.plot(frame["MiB"], frame["save s"], "o-", label="save (tmp + fsync + rename)")
+    ax.plot(frame["MiB"], frame["load s"], "s-", label="load + verify checksum")
     ax.set_xscale("log"), ax.set_yscale("log")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig

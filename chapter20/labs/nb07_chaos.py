@@ -1,0 +1,90 @@
+"""§20.5.2 notebook 07's chaos run: 2 processes under torchrun's elastic agent, one SIGKILL, a
+restart, and the uninterrupted run to compare with, cheaply. The agent is the one the
+``torchrun`` command runs (``torch.distributed.launcher.api.elastic_launch``), started from Python
+so that its workers can be forked from the launcher instead of started as fresh interpreters:
+forking saves every worker the seconds of importing PyTorch and loading the data, which on a
+small machine are most of a launch. The restart, the rendezvous, the process group and the
+SIGKILL are the real ones. Each worker runs the spot demo's ``main``; rank 0 SIGKILLs itself and
+the agent restarts the whole group, which resumes from the newest valid checkpoint. The same
+launcher then runs the uninterrupted reference on the same number of processes.
+
+    python -m chapter20.labs.nb07_chaos DIRECTORY STEPS BATCH EVERY NPROC KILLS
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from chapter20.core.paths import repo_root
+from chapter20.training.loop import read_progress
+
+__all__ = ["chaos_run", "launch", "main"]
+
+
+def _worker(argv: list[str]) -> None:
+    from chapter20.demos.spot_demo import main as spot_main
+
+    spot_main(argv)
+
+
+def launch(argv: list[str], *, nproc: int, max_restarts: int) -> None:
+    """The spot demo with ``argv`` on ``nproc`` workers forked by torchrun's elastic agent, with
+    ``max_restarts`` (a standalone rendezvous on localhost, as ``torchrun --standalone``)."""
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=nproc,  # one node, nproc workers
+        rdzv_backend="c10d", rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()),
+        max_restarts=max_restarts,  # torchrun --max-restarts
+        monitor_interval=0.05,  # how often the agent looks for a dead worker (s)
+        start_method="fork",  # workers forked from this process: no fresh imports
+    )  # fmt: skip
+    elastic_launch(config, _worker)(argv)
+
+
+def main(args: list[str]) -> None:
+    """The chaos launch and its uninterrupted reference, in ``directory`` (``chaos/``,
+    ``clean/``, their summaries ``chaos.json`` and ``clean.json``)."""
+    import torch
+    import torch._dynamo  # noqa: F401  (DDP's first use imports it: once here, not per worker)
+
+    from chapter20.demos.spot_run import SpotConfig, _training_pairs
+
+    directory, steps, batch, every, nproc, kills = args
+    directory = Path(directory)
+    # The data loaded once, before the workers fork, on one thread: a forked child must not
+    # inherit a parent's OpenMP thread team (it would wait for threads it does not have).
+    torch.set_num_threads(1)
+    _training_pairs(SpotConfig.vocab)
+    common = ["--steps", steps, "--batch", batch, "--checkpoint-every", every]
+    for name, extra, restarts in (("chaos", ["--chaos-kills", kills], int(kills) + 1),
+                                  ("clean", [], 0)):  # fmt: skip
+        argv = [*common, *extra, "--checkpoint-dir", str(directory / name),
+                "--summary-json", str(directory / f"{name}.json")]  # fmt: skip
+        launch(argv, nproc=int(nproc), max_restarts=restarts)
+
+
+def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 1) -> dict:
+    """§20.5.2 the spot run ``run`` (``steps``, ``batch``, ``checkpoint_every``) on ``nproc``
+    processes twice, in one launcher process (:func:`main`): with ``kills`` SIGKILLs and
+    torchrun's restarts, then uninterrupted. Returns both fingerprints and both runs' progress
+    records (launch, step, wall time, kills)."""
+    directory = Path(directory)
+    args = [str(directory), *(str(run[k]) for k in ("steps", "batch", "checkpoint_every")),
+            str(nproc), str(kills)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", __name__, *args], capture_output=True,
+                          text=True, cwd=repo_root() or Path.cwd(), timeout=600)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the chaos run failed:\n{done.stderr[-3000:]}")
+    prints = {n: json.loads((directory / f"{n}.json").read_text())["fingerprint"]
+              for n in ("chaos", "clean")}  # fmt: skip
+    return {**prints, "progress": read_progress(directory / "chaos"),
+            "clean_progress": read_progress(directory / "clean")}  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
