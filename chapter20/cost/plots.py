@@ -193,8 +193,8 @@ def plot_price_history(history: pd.DataFrame, caption: str = ""):
 
 def plot_spot_discounts(discounts: pd.DataFrame, claimed: tuple[float, float] | None = None):
     """The saving of spot over on-demand in every zone of the snapshot, one box per GPU model
-    (§20.5.2, ``chapter20.cost.catalog.spot_discounts``); ``claimed`` (low, high) in % is shaded
-    as the chapter's range."""
+    (§20.5.2, ``chapter20.cost.catalog.spot_discounts``), filled with the model's colour
+    (:func:`gpu_colour`); ``claimed`` (low, high) in % is shaded as the chapter's range."""
     from chapter20.core.plotting import new_figure
 
     fig, ax = new_figure(
@@ -205,7 +205,12 @@ def plot_spot_discounts(discounts: pd.DataFrame, claimed: tuple[float, float] | 
     )
     order = discounts.groupby("gpu_model")["saving %"].median().sort_values().index
     groups = [discounts.loc[discounts["gpu_model"] == m, "saving %"] for m in order]
-    ax.boxplot(groups, whis=(5, 95), showfliers=False, orientation="horizontal")
+    boxes = ax.boxplot(
+        groups, whis=(5, 95), showfliers=False, orientation="horizontal", patch_artist=True,
+        medianprops={"color": "black"},
+    )  # fmt: skip
+    for box, model in zip(boxes["boxes"], order):
+        box.set(facecolor=gpu_colour(model), alpha=0.7)  # each GPU model's colour
     ax.set_yticks(range(1, len(order) + 1), [f"{m} ({len(g)})" for m, g in zip(order, groups)])
     if claimed is not None:
         ax.axvspan(*claimed, color="#2a9d8f", alpha=0.12, label="the chapter's range")
