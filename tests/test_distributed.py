@@ -411,33 +411,37 @@ def test_attempt_namespace_is_agreed_and_fresh_despite_stale_keys():
     assert first[0] != second[0]
 
 
-_JOIN = """
-import torch, torch.distributed as dist
-from chapter20.techniques.distributed import distributed
-with distributed(timeout_s=60) as ctx:
-    value = torch.tensor([ctx.rank + 1.0])
-    dist.all_reduce(value)
-    print(f"sum {value.item():g}", flush=True)
-"""
+def _join(environment: dict, results) -> None:
+    """One worker as torchrun starts it (``environment``): join the group, all-reduce, report."""
+    import os
+
+    os.environ.update(environment)
+    from chapter20.techniques.distributed import distributed
+
+    with distributed(timeout_s=60) as ctx:
+        value = torch.tensor([ctx.rank + 1.0])
+        dist.all_reduce(value)
+        results.put((ctx.rank, f"sum {value.item():g}"))
 
 
-def test_a_replaced_node_joins_although_its_restart_count_differs(tmp_path):
+def test_a_replaced_node_joins_although_its_restart_count_differs():
     """torchrun's workers share the agent's store across restarts. After a spot node is
     replaced its agent counts restarts from 0 while the others are at 3: a prefix built from
-    that counter splits the group (a hang until the timeout). The handshake does not."""
-    import os
-    import subprocess
-    import sys
+    that counter splits the group (a hang until the timeout). The handshake does not. The
+    workers start from the local groups' fork server (torch already imported), each with the
+    environment torchrun would give it."""
     from datetime import timedelta
+
+    from chapter20.techniques.distributed import _rank_process_context
 
     port = free_port()
     store = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=60))
+    context = _rank_process_context()
     outputs = []
     for counts in ((0, 0), (3, 0)):  # the first launch, then a replaced node on rank 1
-        children = []
+        results, children = context.Queue(), []
         for rank, count in enumerate(counts):
             env = {
-                **os.environ,
                 "RANK": str(rank),
                 "LOCAL_RANK": "0",
                 "WORLD_SIZE": "2",
@@ -448,16 +452,14 @@ def test_a_replaced_node_joins_although_its_restart_count_differs(tmp_path):
                 "CUDA_VISIBLE_DEVICES": "",
                 "OMP_NUM_THREADS": "1",
             }
-            children.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", _JOIN], env=env, stdout=subprocess.PIPE, text=True
-                )
-            )
+            children.append(context.Process(target=_join, args=(env, results), daemon=True))
+            children[-1].start()
+        reports = sorted(results.get(timeout=120) for _ in children)
         for child in children:
-            out, _ = child.communicate(timeout=120)
-            outputs.append((child.returncode, out.strip()))
+            child.join(timeout=60)
+            outputs.append((child.exitcode, reports[len(outputs) % 2]))
     del store
-    assert outputs == [(0, "sum 3")] * 4
+    assert outputs == [(0, (0, "sum 3")), (0, (1, "sum 3"))] * 2
 
 
 def _nccl_agreement() -> dict:
