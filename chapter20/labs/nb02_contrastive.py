@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from chapter20.core.checks import check_int
 from chapter20.core.device import set_seed
 from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
@@ -212,11 +213,14 @@ def grad_cache_reference_proof(batch: int = 22, chunk_size: int = 5, seed: int =
             "vs_package": max_grad_diff(reference, package)}  # fmt: skip
 
 
-def distributed_proof_on_rank(sizes: tuple[int, ...], hard: int, seed: int = 0) -> dict:
-    """On every rank: cross-rank InfoNCE of this rank's ``sizes[rank]`` pairs (and ``hard`` hard
-    negatives) vs :func:`info_nce` on all ranks' rows in one process (§20.1). Gradients (w.r.t.
-    the encoder, a linear layer) are summed over ranks / W, as DDP averages."""
-    rank, world = group_rank_and_size()
+def distributed_proof_on_rank(
+    sizes: tuple[int, ...], hard: int, seed: int = 0, group: dist.ProcessGroup | None = None
+) -> dict:
+    """On every rank of ``group`` (default: the whole world): cross-rank InfoNCE of this rank's
+    ``sizes[rank]`` pairs (and ``hard`` hard negatives) vs :func:`info_nce` on all ranks' rows in
+    one process (§20.1). Gradients (w.r.t. the encoder, a linear layer) are summed over ranks /
+    W, as DDP averages."""
+    rank, world = group_rank_and_size(group)
     set_seed(seed)
     encoder = nn.Linear(8, 6)
     total = sum(sizes)
@@ -234,13 +238,14 @@ def distributed_proof_on_rank(sizes: tuple[int, ...], hard: int, seed: int = 0) 
             TEMPERATURE,
             symmetric=symmetric,
             hard_negatives=encoder(local_negatives) if hard else None,
+            group=group,
         )
         loss.backward()
         for p in encoder.parameters():
-            dist.all_reduce(p.grad)
+            dist.all_reduce(p.grad, group=group)
             p.grad /= world
         averaged = torch.tensor([loss.item()])
-        dist.all_reduce(averaged)
+        dist.all_reduce(averaged, group=group)
         got = _grads(encoder), float(averaged) / world
         encoder.zero_grad(set_to_none=True)
         expected_loss = info_nce(
@@ -258,28 +263,35 @@ def distributed_proof_on_rank(sizes: tuple[int, ...], hard: int, seed: int = 0) 
     plain = [torch.empty(sizes[rank], 6) for _ in range(world)] if len(set(sizes)) == 1 else None
     if plain is not None:
         k = encoder(keys[mine])
-        dist.all_gather(plain, k.detach())
+        dist.all_gather(plain, k.detach(), group=group)
         result["plain_gather_requires_grad"] = any(t.requires_grad for t in plain)
-        result["gather_with_grad_requires_grad"] = gather_with_grad(k).requires_grad
+        result["gather_with_grad_requires_grad"] = gather_with_grad(k, group).requires_grad
     return result
 
 
 def distributed_proof(world_sizes: tuple[int, ...] = (2, 3)) -> pd.DataFrame:
-    """:func:`distributed_proof_on_rank` on real gloo groups: even and uneven batch sizes, with
-    and without hard negatives. One record per rank and case."""
-    records = []
-    for world in world_sizes:
-        cases = [(tuple([4] * world), 0), (tuple([4] * world), 2), (tuple(range(2, 2 + world)), 3)]
-        records += run_local_group(_proof_cases_on_rank, world, (cases,))
+    """:func:`distributed_proof_on_rank` on real gloo groups of each size in ``world_sizes``:
+    even and uneven batch sizes, with and without hard negatives. One local group of the
+    largest size is started once; a smaller world is its sub-group of the first ranks
+    (``dist.new_group``). One record per rank and case."""
+    sizes = sorted({check_int("world size", w, 2) for w in world_sizes})
+    records = run_local_group(_proof_cases_on_rank, sizes[-1], (tuple(sizes),))
     return pd.DataFrame([r for rank in records for r in rank])
 
 
-def _proof_cases_on_rank(cases: list[tuple[tuple[int, ...], int]]) -> list[dict]:
+def _proof_cases_on_rank(world_sizes: tuple[int, ...]) -> list[dict]:
     records = []
-    for sizes, hard in cases:
-        record = distributed_proof_on_rank(sizes, hard)
-        record["sizes"] = str(sizes)
-        records.append(record)
+    rank, world = group_rank_and_size()
+    for size in world_sizes:
+        # every rank takes part in creating each group, as torch.distributed requires
+        group = None if size == world else dist.new_group(list(range(size)))
+        if rank >= size:
+            continue
+        even, uneven = tuple([4] * size), tuple(range(2, 2 + size))
+        for sizes, hard in ((even, 0), (even, 2), (uneven, 3)):
+            record = distributed_proof_on_rank(sizes, hard, group=group)
+            record["sizes"] = str(sizes)
+            records.append(record)
     return records
 
 

@@ -5,7 +5,8 @@ encoder untrained, and a positive control (the large batch at τ = 1), scored by
 
 The three-seed study is the committed record ``data/batch_strategies.csv``
 (:func:`strategy_benchmark`, ``chapter20 bench batch-strategies``); the notebook reruns seed 0
-live and checks it against its row (:func:`live_strategies`).
+live (the record also holds its 20-step runs, which the notebook repeats) and checks it against
+its rows (:func:`live_strategies`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "STRATEGY_STUDY",
     "strategy_benchmark",
     "live_strategies",
+    "live_agreement",
     "plot_recalls",
 ]
 
@@ -179,42 +181,67 @@ def run_table(runs: list[TrainingRun]) -> pd.DataFrame:
 STRATEGY_STUDY = "batch_strategies.csv"
 
 
-def strategy_benchmark(steps: int = 150, out: str = "") -> None:
+def strategy_benchmark(steps: int = 150, short_steps: int = 20, out: str = "") -> None:
     """``chapter20 bench batch-strategies``: :func:`compare_batch_strategies` with the untrained
-    encoder and the control, seeds 0–2, ``steps`` Adam steps each (§20.2.1); with ``out``
-    written as the record ``data/batch_strategies.csv`` (quality only: no times), which
-    notebook 02 judges the strategies on and checks one live seed against."""
+    encoder and the control, seeds 0–2, ``steps`` Adam steps each (§20.2.1), and seed 0 of every
+    strategy trained ``short_steps`` steps (the rows notebook 02 reruns live and checks); with
+    ``out`` written as the record ``data/batch_strategies.csv`` (quality only: no times)."""
     from chapter20.core.corpora import pair_data
     from chapter20.labs.common import study_output, write_study
 
-    steps = check_int("steps", steps, 1)
-    frame, _ = compare_batch_strategies(pair_data(), steps=steps, untrained=True)
-    frame = frame.drop(columns="seconds")
+    steps, short_steps = check_int("steps", steps, 1), check_int("short_steps", short_steps, 1)
+    data = pair_data()
+    frame, _ = compare_batch_strategies(data, steps=steps, untrained=True)
+    short = run_table([train_pairs(data, method, steps=short_steps) for method in STRATEGIES])
+    frame = pd.concat([frame, short], ignore_index=True).drop(columns="seconds")
     print(frame.round(4).to_string(index=False))
     if study_output(out):
-        command = f"chapter20 bench batch-strategies --steps {steps}"
+        command = f"chapter20 bench batch-strategies --steps {steps} --short-steps {short_steps}"
         print("written:", write_study(frame, study_output(out), command))
 
 
 def live_strategies(data: PairData, steps: int = 150, short_steps: int = 20):
     """Notebook 02's live part of the strategy study (§20.2.1): ``(live, judged, source,
-    short)``. ``live``: seed 0 of the untrained encoder and of the large batch trained ``steps``
-    steps, rows to check against the record; ``judged``: the committed record
-    :data:`STRATEGY_STUDY` (every strategy, the untrained encoder and the control, 3 seeds),
-    or, with ``CHAPTER20_SCALE`` >= 2, the whole study run here; ``source`` says which.
-    ``short``: seed 0 of every strategy trained ``short_steps`` steps (weights compared, steps
-    timed)."""
+    short)``. ``short``: seed 0 of every strategy trained ``short_steps`` steps (weights
+    compared); ``live``: their table with seed 0 of the untrained encoder, the rows checked
+    against the record's rows of the same method, seed and steps; ``judged``: the study at
+    ``steps`` steps (every strategy, the untrained encoder and the control, 3 seeds) from the
+    committed record :data:`STRATEGY_STUDY`, or, with ``CHAPTER20_SCALE`` >= 2, run here;
+    ``source`` says which. ``live`` has the columns of the record (times dropped)."""
     from chapter20.core.device import size_scale
-    from chapter20.labs.common import run_or_record
+    from chapter20.labs.common import read_study
 
-    own_run = size_scale() >= 2
-    if own_run:
-        live, _ = compare_batch_strategies(data, steps=steps, untrained=True)
-    else:
-        live = run_table([train_pairs(data, m, steps=steps) for m in (UNTRAINED, "large batch")])
-    judged, source = run_or_record(live.drop(columns="seconds"), own_run, STRATEGY_STUDY)
     short = [train_pairs(data, method, steps=short_steps) for method in STRATEGIES]
-    return live, judged, source, short
+    live = run_table([train_pairs(data, UNTRAINED), *short]).drop(columns="seconds")
+    if size_scale() >= 2:
+        judged, _ = compare_batch_strategies(data, steps=steps, untrained=True)
+        return live, judged.drop(columns="seconds"), "this run", short
+    record = read_study(STRATEGY_STUDY)
+    judged = record[record["steps"].isin((0, steps))].reset_index(drop=True)
+    return live, judged, "the committed record", short
+
+
+def live_agreement(live: pd.DataFrame, tolerance: float) -> list[str]:
+    """One line per row of ``live`` (method, seed, steps) with its held-out recalls and the
+    committed record's row of the same method, seed and steps, then the largest |Δ| against
+    ``tolerance`` with a ✓ or ✗ (§20.2.1)."""
+    from chapter20.labs.common import read_study
+
+    record = read_study(STRATEGY_STUDY)
+    rows = live.merge(record, on=["method", "seed", "steps"], suffixes=(" live", " record"))
+    if len(rows) != len(live):
+        raise ValueError("the record must hold a row for every live (method, seed, steps)")
+    lines = []
+    for row in rows.to_dict("records"):
+        here = ", ".join(f"recall@{k} {row[f'recall@{k} live']:.4f}" for k in (1, 10))
+        there = ", ".join(f"{row[f'recall@{k} record']:.4f}" for k in (1, 10))
+        lines.append(
+            f"seed 0, {row['method']:>18}, {row['steps']:>3} steps: {here}; record {there}"
+        )
+    off = max((rows[f"recall@{k} live"] - rows[f"recall@{k} record"]).abs().max() for k in (1, 10))
+    mark = "✓" if off <= tolerance else "✗"
+    lines.append(f"largest |Δ recall| {off:.4f}, within {tolerance:.4f}: {mark}")
+    return lines
 
 
 def plot_recalls(frame: pd.DataFrame):
