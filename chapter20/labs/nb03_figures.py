@@ -5,6 +5,7 @@ the matmul timing table, peak memory by component, and gradients on the fp16 num
 
 from __future__ import annotations
 
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import torch
@@ -40,10 +41,12 @@ def plot_parity(losses: dict[str, np.ndarray], relative: dict[str, np.ndarray]):
     )
     styles = {"fp32": "-", "bf16": "--", "fp16": ":"}
     colors = {"fp32": "C0", "bf16": "C1", "fp16": "C2"}  # one colour per precision, both panels
+    x = np.arange(1, steps + 1)  # steps counted from 1, integer ticks
     for name, values in losses.items():
-        left.plot(values, label=name, linestyle=styles[name], linewidth=2, color=colors[name])
+        left.plot(x, values, label=name, linestyle=styles[name], linewidth=2, color=colors[name])
     for name, values in relative.items():
         right.plot(
+            x,
             np.maximum(values, 1e-8),
             "o-",
             markersize=3,
@@ -56,6 +59,8 @@ def plot_parity(losses: dict[str, np.ndarray], relative: dict[str, np.ndarray]):
     left.set(xlabel="step", ylabel="InfoNCE loss", title="training loss")
     right.set(xlabel="step", ylabel="relative loss difference", yscale="log")
     right.set(title="distance from fp32", ylim=(1e-5, 1e-1))
+    for panel in (left, right):
+        panel.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     left.legend(loc="upper right", fontsize=8)
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=8)
     return fig
@@ -78,13 +83,16 @@ def plot_memory(frame: pd.DataFrame):
     """Peak memory per precision, stacked by component."""
     categories = [c for c in CATEGORY_COLORS if c in frame.columns]
     breakdowns = [dict(zip(categories, row)) for row in frame[categories].itertuples(index=False)]
-    return stacked_memory_bars(
+    ax = stacked_memory_bars(
         list(frame["precision"]),
         breakdowns,
         title="Peak memory of one training step",
         unit="MiB",
         bar_labels=[f"{r:.2f}x" for r in frame["vs_fp32"]],
+        legend=False,
     )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)  # off the bars
+    return ax
 
 
 def plot_number_line(magnitudes: torch.Tensor, scale: float = 2.0**16):

@@ -56,6 +56,7 @@ __all__ = [
     "mixed_precision_speedup",
     "LIVE_STEPS",
     "LIVE_LOSS",
+    "LIVE_ARMS",
     "memory_by_precision",
     "MEMORY_BATCHES",
     "MEMORY_STUDY",
@@ -369,6 +370,9 @@ QUALITY_ARMS = (UNTRAINED, "fp32", "fp16", CONTROL)
 #: The live rerun of the quality study: seed 0 for this many steps, whose loss at its last step
 #: (column :data:`LIVE_LOSS`) the committed record holds too, from the same seed and data order.
 LIVE_STEPS = 10
+#: The arms of that live rerun: the untrained start and the two precisions the claim compares
+#: (the control is judged from the record, where all three seeds of it are).
+LIVE_ARMS = (UNTRAINED, "fp32", "fp16")
 LIVE_LOSS = f"loss_at_step_{LIVE_STEPS}"
 
 
@@ -462,12 +466,14 @@ QUALITY_STUDY = "precision_quality.csv"
 def judged_quality(data: PairData):
     """Claim C27's runs for notebook 03: ``(live, judged, own_run, source)``. With
     ``CHAPTER20_SCALE`` >= 2 the live run trains :data:`QUALITY`'s full length for all three
-    seeds (``own_run``: it is then the judged run); otherwise it trains seed 0 for
-    :data:`LIVE_STEPS` steps, and the judged run is the committed record :data:`QUALITY_STUDY`
-    (``source`` says where it comes from; :func:`quality_agreement` checks the two agree)."""
+    seeds (``own_run``: it is then the judged run); otherwise it trains seed 0 of
+    :data:`LIVE_ARMS` for :data:`LIVE_STEPS` steps, and the judged run is the committed record
+    :data:`QUALITY_STUDY` (``source`` says where it comes from; :func:`quality_agreement`
+    checks the two agree)."""
     own_run = size_scale() >= 2
     steps = QUALITY["steps"] if own_run else LIVE_STEPS
-    live = quality_runs(data, seeds=(0, 1, 2) if own_run else (0,), steps=steps)
+    arms = QUALITY_ARMS if own_run else LIVE_ARMS
+    live = quality_runs(data, arms, seeds=(0, 1, 2) if own_run else (0,), steps=steps)
     judged, source = run_or_record(live, own_run, QUALITY_STUDY)
     return live, judged, own_run, f"{QUALITY['steps']} steps, {source}"
 
