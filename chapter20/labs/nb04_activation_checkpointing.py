@@ -57,6 +57,7 @@ __all__ = [
     "activation_saving_note",
     "ROLES",
     "plot_activation_vs_depth",
+    "POLICY_COLOURS",
     "plot_trade",
     "plot_step_memory",
     "benchmark",
@@ -71,6 +72,16 @@ POLICY_CASES = (
     ("selective", "selective", None),
     ("listing L7", "L7", None),
 )
+#: One colour per policy label, the same in every figure of notebook 04 (kept apart from the
+#: colours of the memory components and of the policy map's roles).
+POLICY_COLOURS = {
+    "none": "#4D4D4D",
+    "every_layer": "#8172B3",
+    "every_k (k=4)": "#937860",
+    "sqrt": "#DA8BC3",
+    "selective": "#CCB974",
+    "listing L7": "#64B5CD",
+}
 
 
 def make_encoder(
@@ -242,7 +253,8 @@ def step_report(
 ) -> pd.DataFrame:
     """One Adam training step per policy (§20.3.1): peak memory by component (parameters,
     gradients, optimizer state, activations) and median time, both as ratios to no
-    checkpointing. ``vocab`` large makes an embedding-table-heavy model."""
+    checkpointing. ``vocab`` large makes an embedding-table-heavy model; ``repeat=0`` measures
+    memory only (no time columns)."""
     base = make_encoder(layers, vocab=vocab, d_model=d_model)
     ids = _ids(batch, seq_len, vocab)
     device = get_device()
@@ -250,7 +262,7 @@ def step_report(
     optimizers = {label: torch.optim.Adam(m.parameters(), lr=1e-4) for label, m in models.items()}
     ids = ids.to(device)
     steps = {label: _train_step(models[label], optimizers[label], ids) for label in models}
-    timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device)
+    timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device) if repeat else {}
     records = []
     for label, model in models.items():
         report = peak_memory(steps[label], model=model, optimizer=optimizers[label], inputs=ids)
@@ -259,7 +271,7 @@ def step_report(
                 "policy": label,
                 "peak_bytes": report.peak_bytes,
                 **report.breakdown,
-                **timing_columns(timing[label]),
+                **(timing_columns(timing[label]) if timing else {}),
                 "measured_by": report.method,
             }
         )
@@ -267,7 +279,8 @@ def step_report(
     none = frame.iloc[0]
     frame["memory_vs_none"] = frame["peak_bytes"] / none["peak_bytes"]
     frame["activations_vs_none"] = frame["activations"] / none["activations"]
-    frame["time_vs_none"] = frame["seconds"] / none["seconds"]
+    if timing:
+        frame["time_vs_none"] = frame["seconds"] / none["seconds"]
     return frame
 
 
@@ -403,7 +416,7 @@ def plot_policy_map(roles: pd.DataFrame):
         alt=f"A grid of {len(policies)} policies by {layers} layers, each cell coloured by "
         "what that layer keeps between the forward and the backward pass, segments outlined.",
     )  # fmt: skip
-    colors = dict(zip(ROLES, ("#4C72B0", "#DD8452", "#F2C6A0", "#55A868", "#8172B3")))
+    colors = dict(zip(ROLES, ("#4C72B0", "#DD8452", "#F2C6A0", "#55A868", "#2F4B7C")))
     for row, policy in enumerate(policies):
         part = roles[roles["policy"] == policy]
         for cell in part.itertuples():
@@ -428,6 +441,8 @@ def plot_policy_map(roles: pd.DataFrame):
     ax.set(xlim=(0.5, layers + 0.5), ylim=(len(policies) - 0.5, -0.5))
     ax.set_xticks(range(1, layers + 1))
     ax.set_yticks(range(len(policies)), labels=policies)
+    for tick in ax.get_yticklabels():
+        tick.set_color(POLICY_COLOURS.get(tick.get_text(), "black"))
     ax.grid(False)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
@@ -460,8 +475,8 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
         "activation_peak": "Activations at their own peak (forward + backward)",
     }[column]
     fig, ax = new_figure(title, "encoder layers L", "MiB")
-    for index, (label, part) in enumerate(frame.groupby("policy", sort=False)):
-        color = f"C{index}"
+    for label, part in frame.groupby("policy", sort=False):
+        color = POLICY_COLOURS.get(label, "#999999")
         ax.plot(part["layers"], part[predicted] / 2**20, "-", color=color, alpha=0.6)
         ax.plot(part["layers"], part[column] / 2**20, "o", color=color, label=label)
     ax.set_xscale("log", base=2)
@@ -487,12 +502,12 @@ def plot_trade(frame: pd.DataFrame):
         "step time / no checkpointing",
         "activations / no checkpointing",
     )
-    for index, row in enumerate(frame.itertuples()):
+    for row in frame.itertuples():
         ax.plot(
             row.time_vs_none,
             row.activations_vs_none,
             "o",
-            color=f"C{index}",
+            color=POLICY_COLOURS.get(row.policy, "#999999"),
             markersize=9,
             label=row.policy,
         )
@@ -504,13 +519,18 @@ def plot_trade(frame: pd.DataFrame):
 def plot_step_memory(frame: pd.DataFrame, title: str):
     """Peak memory of one training step per policy, stacked by component."""
     breakdowns = [{c: row[c] for c in CATEGORIES} for _, row in frame.iterrows()]
-    return stacked_memory_bars(
+    ax = stacked_memory_bars(
         list(frame["policy"]),
         breakdowns,
         title=title,
         unit="MiB",
         bar_labels=[f"{r:.2f}x" for r in frame["memory_vs_none"]],
+        legend=False,
     )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)  # off the bars
+    for tick in ax.get_xticklabels():  # each policy's name in its colour, as in every figure
+        tick.set_color(POLICY_COLOURS.get(tick.get_text(), "black"))
+    return ax
 
 
 # --------------------------------------------------------------------------------------------
