@@ -17,6 +17,8 @@ from chapter20.labs.nb01_sharding import (
     comm_bytes_on_rank,
     equivalence_on_rank,
     misuse_on_rank,
+    reference_on_rank,
+    surveys_on_rank,
 )
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.sharding import (
@@ -36,6 +38,10 @@ from chapter20.training.sharded_checkpoint import (
 )
 
 V_INIT, D_INIT = 37, 3  # the table whose initial values must not depend on the world size
+REFERENCE_SIZES = (2, 3, 4, 7, 101)  # V < W, V = W, V mod W != 0, ...
+#: notebook 01's survey plan: the reference lookup on these sizes, (global batch, dim, V) of the
+#: bytes, no timing
+SURVEY = (REFERENCE_SIZES, (64, 4, 50), None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,15 +131,6 @@ def _dcp_checks(save_dir: str, load_dir: str | None) -> dict:
     return out
 
 
-def _recommender_step(interactions) -> dict:
-    """``sharded_step_on_rank`` on the interactions the test process built: every rank would
-    otherwise tokenise the same passages again (seconds per process)."""
-    from chapter20.labs import nb01_recommender
-
-    nb01_recommender.passage_interactions = lambda: interactions  # this rank's process only
-    return sharded_step_on_rank()
-
-
 def _group_checks(save_dir: str, load_dir: str | None, interactions=None) -> dict:
     rank, world = group_rank_and_size()
     sizes = tuple(v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1)
@@ -154,7 +151,10 @@ def _group_checks(save_dir: str, load_dir: str | None, interactions=None) -> dic
         "loaded": loaded,
         "scalar_shape": tuple(scalar.shape),
         "comm": comm_bytes_on_rank(96, 8, 50),
-        "recommender": _recommender_step(interactions) if world == 2 else None,
+        # on the interactions the test process built (each rank would tokenise them again)
+        "recommender": sharded_step_on_rank(data=interactions) if world == 2 else None,
+        # last: the reference lookup's surveys at W=2 (a sub-group of ranks 0-1) and W=3
+        "surveys": surveys_on_rank({2: SURVEY, 3: SURVEY}, None)["surveys"] if world == 3 else None,
     }
 
 
@@ -573,3 +573,46 @@ def test_sharded_state_on_cuda_round_trips_through_dcp(tmp_path):
     assert fresh["table"].weight.device.type == "cuda"
     state = fresh_optimizer.state[fresh["table"].weight]
     assert torch.equal(state["exp_avg"], optimizer.state[model["table"].weight]["exp_avg"])
+
+
+# --------------------------------------------------------------------------------------------
+# The replicated lookup written in a few lines (labs.nb01_sharding.listing_lookup_done_right,
+# the chapter's listing with its faults fixed) against ShardedEmbedding(inputs="replicated",
+# partition="range"). Bitwise: both look up the same rows and sum the same tensors; the short
+# version adds exact zeros where the package never looks a row up.
+# --------------------------------------------------------------------------------------------
+
+
+def _mismatches(records):
+    """The records whose forward or gradient differs from the package's (bitwise), or whose
+    out-of-range id did not raise."""
+    return [
+        r for r in records
+        if r["forward"] != 0.0 or r["gradient"] != 0.0 or not r["bad_id_raises"]
+    ]  # fmt: skip
+
+
+def test_reference_lookup_equals_the_package_in_a_world_of_one():
+    records = reference_on_rank(REFERENCE_SIZES)
+    assert len(records) == len(REFERENCE_SIZES) and _mismatches(records) == []
+
+
+def test_reference_lookup_equals_the_package_on_a_group_and_its_sub_group(group_runs):
+    """``labs.nb01_sharding.listing_lookup_done_right`` (the chapter's replicated lookup with its
+    faults fixed) against the package, bitwise: the W=3 group serves W = 2 (a dist.new_group of
+    ranks 0-1) and W = 3, as in notebook 01; the sub-group's tables must agree with nn.Embedding
+    like the whole group's."""
+    ranks = group_runs[3]
+    assert [sorted(rank["surveys"]) for rank in ranks] == [[2, 3], [2, 3], [3]]
+    for world in (2, 3):
+        surveys = [rank["surveys"][world] for rank in ranks if world in rank["surveys"]]
+        assert [_mismatches(s["reference"]) for s in surveys] == [
+            []
+        ] * world  # V=2, W=3: a rank owns no row
+        cases = [r for s in surveys for r in s["equivalence"]]
+        assert {r["W"] for r in cases} == {world}
+        assert all(r["forward_equal"] and r["grad_equal"] and r["step_equal"] for r in cases)
+        # every row has an owner: the shards add up to V, the last V mod W rows included
+        for size in REFERENCE_SIZES:
+            rows = [r["rows"] for s in surveys for r in s["reference"] if r["V"] == size]
+            assert sum(rows) == size
