@@ -9,6 +9,7 @@ outside the repository (``chapter20.core.paths.cache_dir``), keyed by the source
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import hashlib
 import json
@@ -482,6 +483,21 @@ def pair_data(
     max_len = check_int("max_len", max_len, 1)
     test_pairs = check_int("test_pairs", test_pairs, 1)
     seed = check_int("seed", seed, 0)
+    kept = _pair_data_built(vocab_size, max_len, test_pairs, seed)
+    return PairData(
+        kept.train_anchors.clone(),
+        kept.train_positives.clone(),
+        kept.test_anchors.clone(),
+        kept.test_positives.clone(),
+        kept.vocab_size,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _pair_data_built(vocab_size: int, max_len: int, test_pairs: int, seed: int) -> PairData:
+    """:func:`pair_data`'s tensors, built once per process for each argument tuple (a notebook
+    and each rank of a process group ask for the same pairs several times; callers get clones,
+    so an in-place change never reaches the next caller)."""
     train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
     train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
     test = test[:test_pairs]
