@@ -474,23 +474,26 @@ def learned_lines(summary: pd.DataFrame) -> list[str]:
 
 
 def plot_quality(judged: pd.DataFrame, live: pd.DataFrame, chance: float):
-    """Held-out recall@10 of each seed by optimizer (the judged rows), the live rows circled,
-    and chance as a line: the comparison section 3 judges."""
+    """Held-out recall@10 of each seed by optimizer (the judged rows), the live rows of the
+    same optimizer and number of steps circled, and chance as a line: the comparison section 3
+    judges."""
     fig, ax = new_figure("Held-out recall@10 by optimizer", "optimizer", "recall@10 (held out)")
     kinds = list(dict.fromkeys(judged["optimizer"]))
     for index, kind in enumerate(kinds):
         values = judged.loc[judged["optimizer"] == kind, "recall@10"]
         ax.plot([index] * len(values), values, "o", color=f"C{index}", alpha=0.7)
         ax.hlines(values.mean(), index - 0.25, index + 0.25, color=f"C{index}")
-        mine = live.loc[live["optimizer"] == kind, "recall@10"]
+        steps = judged.loc[judged["optimizer"] == kind, "steps"]
+        same = (live["optimizer"] == kind) & live["steps"].isin(steps)
+        mine = live.loc[same, "recall@10"]
         ax.plot([index] * len(mine), mine, "o", mfc="none", mec="black", ms=11)
     ax.axhline(chance, color="#8C8C8C", linestyle=":")
     ax.text(len(kinds) - 0.5, chance, " chance", va="bottom", ha="right", color="#8C8C8C")
     labels = [k.replace(", ", ",\n").replace(" (control)", "\n(control)") for k in kinds]
     ax.set_xticks(range(len(kinds)), labels, fontsize=8)
     ax.set_ylim(0, judged["recall@10"].max() * 1.25)
-    ax.text(0.01, 0.98, "dots: seeds, bars: means, ring: this run", transform=ax.transAxes,
-            va="top", fontsize=8)  # fmt: skip
+    key = "dots: seeds, bars: means, ring: this run (same steps)"
+    ax.text(0.01, 0.98, key, transform=ax.transAxes, va="top", fontsize=8)
     return fig
 
 
