@@ -175,25 +175,45 @@ def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, t
     assert last["fingerprint"] == clean[0].summary["fingerprint"]
 
 
-def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
-    """torchrun, 2 processes (gloo), one elastic restart after rank 0's SIGKILL: cross-rank
-    negatives, gradient caching and the table's rows split over the ranks (saved through DCP);
-    the encoder file holds the whole table."""
-    from chapter20.techniques.distributed import free_port
+#: torchrun's elastic agent (``elastic_launch``, what the ``torchrun`` command runs) started from
+#: a launcher process that has imported PyTorch and the capstone once, its workers forked from it
+#: (no fresh interpreter per worker and restart); each worker runs ``scripts/train.py`` as
+#: ``__main__``. The SIGKILL, the restart, the rendezvous and the process group are the real ones.
+_FORKED_TORCHRUN = """
+import runpy, sys, uuid
+import torch, torch._dynamo  # DDP's first use imports torch._dynamo: once here, not per worker
+import gensim.test.utils  # the corpora's location
+import chapter20.cli.train
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+def worker(script, argv):
+    sys.argv = [script, *argv]
+    runpy.run_path(script, run_name="__main__")
+
+torch.set_num_threads(1)  # a forked worker must not inherit an OpenMP thread team
+config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend="c10d",
+                      rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()), max_restarts=1,
+                      monitor_interval=0.05, start_method="fork")
+elastic_launch(config, worker)(sys.argv[1], sys.argv[2:])
+"""
+
+
+def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
+    """torchrun's agent, 2 processes (gloo), one elastic restart after rank 0's SIGKILL:
+    cross-rank negatives, gradient caching and the table's rows split over the ranks (saved
+    through DCP); the encoder file holds the whole table."""
     args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--sharded-table", "--chunk-size", "8",
             "--chaos-kills", "1"]  # fmt: skip
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-               "--max-restarts=1", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint=localhost:{free_port()}",
-               str(repo_root() / "chapter20" / "scripts" / "train.py"), *args]  # fmt: skip
+    script = str(repo_root() / "chapter20" / "scripts" / "train.py")
+    command = [sys.executable, "-c", _FORKED_TORCHRUN, script, *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 8 and summary["resumed_from"] > 0
     assert [e["step"] for e in summary["evaluations"]] == [4, 8]
     assert load_encoder(summary["encoder_file"]).encode(["one text"]).shape == (1, 32)
+    assert len(json.loads((tmp_path / "checkpoints" / "chaos.json").read_text())["kills"]) == 1
 
 
 def test_the_command_line_maps_every_flag(tmp_path):
@@ -228,11 +248,11 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(argv, message, capsys):
 def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_fingerprint(
     clean, tmp_path, capsys, monkeypatch
 ):
-    """scripts/train.py --stop-after 3 (the script run as ``__main__``, in this process: the
-    torchrun test launches the same file as a process) and ``chapter20 train --stop-after 1``
-    each end normally printing StoppedLaunch.lines() and writing no summary; ``chapter20 train``
-    without it then resumes from the last checkpoint (step 2) and finishes: bitwise the
-    uninterrupted run, with its evaluations."""
+    """scripts/train.py --stop-after 3 (the script run as ``__main__`` in this process, as the
+    torchrun test's workers run it; the slow kill test launches it as a fresh process) and
+    ``chapter20 train --stop-after 1`` each end normally printing StoppedLaunch.lines() and
+    writing no summary; ``chapter20 train`` without it then resumes from the last checkpoint
+    (step 2) and finishes: bitwise the uninterrupted run, with its evaluations."""
     import runpy
 
     args = [*TINY_ARGS, "--output-dir", str(tmp_path)]
