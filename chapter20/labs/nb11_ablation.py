@@ -138,11 +138,14 @@ def composed_equivalence(
     return out
 
 
-def ablation_costs(batch: int = 256, chunk: int = 64, dim: int = 256, repeat: int = 3):
-    """Per variant, measured now on the capstone encoder: one step's peak memory
-    (``step_peak_memory``, by the live-tensor tracker on a CPU), the plan's peak, and the
-    median and range of ``repeat`` step times, the variants timed in alternation (§20.3)."""
-    setup, start = _setup("lsa", dim, 0)
+def ablation_costs(
+    batch: int = 256, chunk: int = 64, dim: int = 256, repeat: int = 3, init: str = "lsa"
+):
+    """Per variant, measured now on the capstone encoder from its ``init`` start (the costs do
+    not depend on the weights' values): one step's peak memory (``step_peak_memory``, by the
+    live-tensor tracker on a CPU), the plan's peak, and the median and range of ``repeat`` step
+    times, the variants timed in alternation (§20.3)."""
+    setup, start = _setup(init, dim, 0)
     trainers, batches, rows = {}, {}, []
     for name in ABLATION:
         config = ablation_config(name, batch, chunk, dim=dim)
