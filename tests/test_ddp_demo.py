@@ -50,51 +50,51 @@ def runs(tmp_path_factory):
     from chapter20.demos import ddp_demo
 
     tmp = tmp_path_factory.mktemp("ddp_demo")
-    # The reference runs here: a torchrun launch of one process would only add two interpreters.
-    ddp_demo.main([*ARGS, "--no-report", "--summary-json", str(tmp / "one.json")])
-    one = json.loads((tmp / "one.json").read_text())
-    two = _summary(
-        _torchrun(["--nproc_per_node=2"], tmp / "two.json", ["--compress", "fp16"]),
-        tmp / "two.json",
-    )
-    port, results = free_port(), {}
+    # The two launches (one node of two processes, fp16; two nodes of one) run side by side:
+    # most of a launch is interpreters starting, which the other launch's overlap.
+    results, nodes_port = {}, free_port()
 
-    def node(rank: int) -> None:
-        launch = [
-            "--nnodes=2",
-            f"--node_rank={rank}",
-            "--nproc_per_node=1",
-            "--master_addr=127.0.0.1",
-            f"--master_port={port}",
-        ]
-        results[rank] = _torchrun(launch, tmp / "nodes.json")
+    def launch(name: str, options: list[str], extra=()) -> None:
+        results[name] = _torchrun(options, tmp / f"{name.split()[0]}.json", extra)
 
-    threads = [threading.Thread(target=node, args=(rank,)) for rank in (0, 1)]
+    one_node = ["--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    jobs = [("two", one_node, ["--compress", "fp16"])]
+    for rank in (0, 1):
+        options = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
+                   "--master_addr=127.0.0.1", f"--master_port={nodes_port}"]  # fmt: skip
+        jobs.append((f"nodes {rank}", options, ()))
+    threads = [threading.Thread(target=launch, args=job) for job in jobs]
     for thread in threads:
         thread.start()
+    # The reference runs here meanwhile (a torchrun launch of one process would only add two
+    # interpreters), and so does the run of the demo's defaults.
+    ddp_demo.main([*ARGS, "--no-report", "--summary-json", str(tmp / "one.json")])
+    one = json.loads((tmp / "one.json").read_text())
+    defaults = ddp_demo.main(["--no-progress", "--no-report"])
     for thread in threads:
         thread.join()
-    assert results[1].returncode == 0, results[1].stderr[-2000:]
-    nodes = _summary(results[0], tmp / "nodes.json")
-    return one, two, nodes
+    assert results["nodes 1"].returncode == 0, results["nodes 1"].stderr[-2000:]
+    two = _summary(results["two"], tmp / "two.json")
+    nodes = _summary(results["nodes 0"], tmp / "nodes.json")
+    return one, two, nodes, defaults
 
 
 def test_two_processes_and_two_nodes_run_gloo(runs):
-    one, two, nodes = runs
+    one, two, nodes, _ = runs
     assert (one["world_size"], one["backend"]) == (1, None)
     assert (two["world_size"], two["backend"]) == (2, "gloo")
     assert (nodes["world_size"], nodes["backend"]) == (2, "gloo")
 
 
 def test_two_nodes_equal_one_process(runs):
-    one, _, nodes = runs
+    one, _, nodes, _ = runs
     assert nodes["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-6)
     assert nodes["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)
     assert one["final_loss"] < one["first_loss"]
 
 
 def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
-    one, two, _ = runs
+    one, two, _, _ = runs
     assert two["compression_ratio"] == 0.5
     # claim C02's count: per step, the hook saw every parameter's gradient once, in fp16
     from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
@@ -105,12 +105,10 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(runs):
     assert two["final_loss"] == pytest.approx(one["final_loss"], rel=1e-3)
 
 
-def test_the_default_run_learns():
+def test_the_default_run_learns(runs):
     """§20.4, issue 34: the demo's defaults end well below the loss of a uniform guess over the
     batch (ln batch) and retrieve held-out next sentences far above chance."""
-    from chapter20.demos import ddp_demo
-
-    summary = ddp_demo.main(["--no-progress", "--no-report"])
+    summary = runs[3]
     assert summary["uniform_guess_loss"] == pytest.approx(math.log(summary["global_batch"]))
     assert summary["final_loss_mean5"] < summary["uniform_guess_loss"] - 1.0
     assert summary["recall_at_10"] > 5 * summary["chance_at_10"]
