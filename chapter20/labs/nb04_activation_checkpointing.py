@@ -254,7 +254,7 @@ def step_report(
     """One Adam training step per policy (§20.3.1): peak memory by component (parameters,
     gradients, optimizer state, activations) and median time, both as ratios to no
     checkpointing. ``vocab`` large makes an embedding-table-heavy model; ``repeat=0`` measures
-    memory only (no time columns)."""
+    memory only (no time columns), after one untimed step."""
     base = make_encoder(layers, vocab=vocab, d_model=d_model)
     ids = _ids(batch, seq_len, vocab)
     device = get_device()
@@ -263,6 +263,8 @@ def step_report(
     ids = ids.to(device)
     steps = {label: _train_step(models[label], optimizers[label], ids) for label in models}
     timing = time_interleaved(steps, warmup=1, repeat=repeat, device=device) if repeat else {}
+    for step in steps.values() if not repeat else ():
+        step()  # one step first, as timing does: gradients and state exist, as mid-training
     records = []
     for label, model in models.items():
         report = peak_memory(steps[label], model=model, optimizer=optimizers[label], inputs=ids)
