@@ -370,8 +370,7 @@ QUALITY_ARMS = (UNTRAINED, "fp32", "fp16", CONTROL)
 #: The live rerun of the quality study: seed 0 for this many steps, whose loss at its last step
 #: (column :data:`LIVE_LOSS`) the committed record holds too, from the same seed and data order.
 LIVE_STEPS = 10
-#: The arms of that live rerun: the untrained start and the two precisions the claim compares
-#: (the control is judged from the record, where all three seeds of it are).
+#: The live rerun's arms: the start and the two precisions compared (the control: the record).
 LIVE_ARMS = (UNTRAINED, "fp32", "fp16")
 LIVE_LOSS = f"loss_at_step_{LIVE_STEPS}"
 
