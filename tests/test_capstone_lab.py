@@ -179,7 +179,7 @@ def test_a_batch_study_at_the_untrained_level_gives_no_trend_and_no_verdict():
     assert studies.batch_trend(frame, start, "equal steps") is None
     evidence = studies.batch_claim_evidence(frame, start)
     assert evidence["trained_past_start"] is False and evidence["measured"] is None
-    assert "32, 128 stayed at the untrained start" in evidence["note"]
+    assert "recall@1 of batches 32, 128 within" in evidence["note"]
     with pytest.raises(ValueError, match="init"):
         studies.untrained_start(start, init="lsa")
 

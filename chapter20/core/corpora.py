@@ -12,6 +12,7 @@ import bz2
 import functools
 import gzip
 import hashlib
+import importlib.util
 import json
 import math
 import numbers
@@ -22,14 +23,17 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import pandas as pd
 import torch
 
 from chapter20.core.checks import INT_MAX, check_int, check_real
 from chapter20.core.paths import cache_dir
+
+# pandas costs every torchrun worker half a second to import; only word_similarity needs it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ARTICLE_MIN_TOKENS",
@@ -70,11 +74,13 @@ LEE_DOCUMENTS, LEE_PAIRS = 50, 1225
 
 
 def datapath(name: str) -> str:
-    """Path of ``name`` in gensim's test data. gensim is imported here, not at module load:
-    it takes about a second, and spawned worker processes that only need id streams skip it."""
-    from gensim.test.utils import datapath as gensim_datapath
-
-    return gensim_datapath(name)
+    """Path of ``name`` in gensim's test data: the path ``gensim.test.utils.datapath`` gives,
+    found without importing gensim (two seconds of CPU that every rank reading a corpus would
+    pay only to learn a path)."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("gensim is needed for its test data: pip install gensim")
+    return str(Path(spec.origin).parent / "test" / "test_data" / name)
 
 
 # Same threshold as gensim's WikiCorpus (ARTICLE_MIN_WORDS = 50): shorter pages are stubs,
@@ -130,15 +136,45 @@ def _warn_uncached(exc: OSError) -> None:
         )
 
 
-def _cached(source: str, kind: str, build: Callable[[], T]) -> T:
-    """Load ``build()``'s JSON-able result from the cache, or build it and store it atomically."""
+def _cache_file(source: str, kind: str, suffix: str, extra: str = "") -> Path | None:
+    """The cache file of ``kind`` derived from ``source`` (its name, size and mtime, the
+    processing version and ``extra`` in the key), or None (warned once) without a cache."""
     stat = os.stat(source)
-    key = f"{Path(source).name}|{stat.st_size}|{stat.st_mtime_ns}|{_CACHE_VERSION}"
-    name = f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json.gz"
+    key = f"{Path(source).name}|{stat.st_size}|{stat.st_mtime_ns}|{_CACHE_VERSION}{extra}"
     try:
-        path = cache_dir() / name
+        return cache_dir() / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
     except OSError as exc:
         _warn_uncached(exc)
+        return None
+
+
+def _store(path: Path, write: Callable[[object], None]) -> None:
+    """Write a cache file atomically (a temporary file in its folder, then a rename)."""
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+            tmp = f.name
+            write(f)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        _warn_uncached(exc)
+
+
+def _write_json_gz(result: object) -> Callable[[object], None]:
+    def write(f: object) -> None:
+        # Level 6: a third of level 9's write time for a 3% larger file.
+        with gzip.open(f, "wt", encoding="utf-8", compresslevel=6) as gz:
+            json.dump(result, gz)
+
+    return write
+
+
+def _cached(source: str, kind: str, build: Callable[[], T]) -> T:
+    """Load ``build()``'s JSON-able result from the cache, or build it and store it atomically."""
+    path = _cache_file(source, kind, ".json.gz")
+    if path is None:
         return build()
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -148,18 +184,25 @@ def _cached(source: str, kind: str, build: Callable[[], T]) -> T:
     except (OSError, ValueError, EOFError) as exc:
         warnings.warn(f"unreadable cache file {path} ({exc}); rebuilding it", stacklevel=3)
     result = build()
-    tmp = None
+    _store(path, _write_json_gz(result))
+    return result
+
+
+def _cached_tensors(
+    source: str, kind: str, extra: str, build: Callable[[], dict[str, torch.Tensor]]
+) -> dict[str, torch.Tensor]:
+    """Like :func:`_cached` for a dict of tensors (``torch.save``; loaded ``weights_only``)."""
+    path = _cache_file(source, kind, ".pt", extra)
+    if path is None:
+        return build()
     try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-            tmp = f.name
-            # Level 6: a third of level 9's write time for a 3% larger file.
-            with gzip.open(f, "wt", encoding="utf-8", compresslevel=6) as gz:
-                json.dump(result, gz)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
-        _warn_uncached(exc)
+        return torch.load(path, weights_only=True)
+    except FileNotFoundError:
+        pass
+    except (OSError, RuntimeError, EOFError, ValueError) as exc:
+        warnings.warn(f"unreadable cache file {path} ({exc}); rebuilding it", stacklevel=3)
+    result = build()
+    _store(path, lambda f: torch.save(result, f))
     return result
 
 
@@ -312,6 +355,8 @@ def word_similarity(name: str) -> pd.DataFrame:
                 rows.append((word1.lower(), word2.lower(), float(score)))
             except (ValueError, TypeError):
                 continue
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=["word1", "word2", "score"])
 
 
@@ -495,17 +540,24 @@ def pair_data(
 
 @functools.lru_cache(maxsize=4)
 def _pair_data_built(vocab_size: int, max_len: int, test_pairs: int, seed: int) -> PairData:
-    """:func:`pair_data`'s tensors, built once per process for each argument tuple (a notebook
-    and each rank of a process group ask for the same pairs several times; callers get clones,
-    so an in-place change never reaches the next caller)."""
-    train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
-    train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
-    test = test[:test_pairs]
-    vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
+    """:func:`pair_data`'s tensors, built once per process for each argument tuple and kept in
+    the cache folder (every torchrun worker and rank asks for the same pairs: reading them back
+    takes milliseconds, building them seconds); callers get clones, so an in-place change never
+    reaches the next caller."""
 
-    def encode(pairs: list, side: int) -> torch.Tensor:
-        return encode_texts([pair[side] for pair in pairs], vocabulary, max_len)
+    def build() -> dict[str, torch.Tensor]:
+        train_articles, test_articles = train_test_split_articles(wiki_sentences(), 0.1, seed=seed)
+        train, test = next_sentence_pairs(train_articles), next_sentence_pairs(test_articles)
+        test = test[:test_pairs]
+        vocabulary = word_vocabulary([s for pair in train for s in pair], vocab_size)
 
-    return PairData(
-        encode(train, 0), encode(train, 1), encode(test, 0), encode(test, 1), vocab_size
-    )
+        def encode(pairs: list, side: int) -> torch.Tensor:
+            return encode_texts([pair[side] for pair in pairs], vocabulary, max_len)
+
+        sides = ("train_anchors", "train_positives", "test_anchors", "test_positives")
+        parts = (encode(train, 0), encode(train, 1), encode(test, 0), encode(test, 1))
+        return dict(zip(sides, parts, strict=True))
+
+    extra = f"|pairs {vocab_size} {max_len} {test_pairs} {seed}"
+    tensors = _cached_tensors(datapath(WIKI_FILE), "pair_data", extra, build)
+    return PairData(**tensors, vocab_size=vocab_size)

@@ -23,6 +23,7 @@ import logging
 import os
 import platform
 import random
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -136,6 +137,17 @@ MKL_CNR_MODE = "AUTO,STRICT"
 _CUBLAS_WORKSPACE = ":4096:8"
 
 
+def _set_deterministic_algorithms(enabled: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(enabled, warn_only=warn_only)`` without the import of
+    ``torch._inductor`` (and ``torch._dynamo``) it makes to set inductor's flag: 3 s of CPU in
+    every process that trains. The same flags through the public debug-mode setter; inductor's
+    flag too where ``torch.compile`` has already loaded it."""
+    torch.set_deterministic_debug_mode((1 if warn_only else 2) if enabled else 0)
+    inductor_config = sys.modules.get("torch._inductor.config")
+    if inductor_config is not None:
+        inductor_config.deterministic = enabled
+
+
 class DeterministicMode:
     """What :func:`deterministic_mode` changed, and a context manager that changes it back.
 
@@ -159,7 +171,7 @@ class DeterministicMode:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", _CUBLAS_WORKSPACE)
             torch.backends.cudnn.deterministic = True
             torch.backends.cudnn.benchmark = False
-        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        _set_deterministic_algorithms(True, warn_only)
         if threads is not None:
             torch.set_num_threads(threads)
         self.settings: dict[str, object] = {
@@ -178,7 +190,7 @@ class DeterministicMode:
         self._active = False
         threads, enabled, warn_only, cudnn_deterministic, cudnn_benchmark = self._previous
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        _set_deterministic_algorithms(enabled, warn_only)
         torch.backends.cudnn.deterministic = cudnn_deterministic
         torch.backends.cudnn.benchmark = cudnn_benchmark
 

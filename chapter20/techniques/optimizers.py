@@ -23,13 +23,17 @@ import importlib
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import torch
 from torch import nn
 
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.device import check_dependency
+
+# pandas costs every torchrun worker half a second to import; only the state table needs it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _check_rates(lr: float, weight_decay: float, momentum: float) -> tuple[float, float, float]:
@@ -279,6 +283,8 @@ def optimizer_state_bytes(
                 }
             )
     columns = ["parameter", "numel", "state", "shape", "dtype", "bytes", "bytes_per_parameter"]
+    import pandas as pd
+
     return pd.DataFrame(records, columns=columns)
 
 
