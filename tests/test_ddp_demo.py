@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +46,15 @@ def _summary(result: subprocess.CompletedProcess, path) -> dict:
     return json.loads(path.read_text())
 
 
+def _two_free_ports() -> tuple[int, int]:
+    """Two different free ports: both sockets held open while the second is chosen (two calls
+    of ``free_port`` may return the same port, and the two launches run at the same time)."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return first.getsockname()[1], second.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     from chapter20.demos import ddp_demo
@@ -52,12 +62,17 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp_demo")
     # The two launches (one node of two processes, fp16; two nodes of one) run side by side:
     # most of a launch is interpreters starting, which the other launch's overlap.
-    results, nodes_port = {}, free_port()
+    results, (one_node_port, nodes_port) = {}, _two_free_ports()
 
     def launch(name: str, options: list[str], extra=()) -> None:
         results[name] = _torchrun(options, tmp / f"{name.split()[0]}.json", extra)
+        if name == "two" and "EADDRINUSE" in results[name].stderr:
+            # The port was free when chosen and taken before torchrun bound it (another test's
+            # process): the one-node launch owns its port alone, so it may simply choose again.
+            options = [*options[:-1], f"--master_port={free_port()}"]
+            results[name] = _torchrun(options, tmp / "two.json", extra)
 
-    one_node = ["--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    one_node = ["--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={one_node_port}"]
     jobs = [("two", one_node, ["--compress", "fp16"])]
     for rank in (0, 1):
         options = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
