@@ -40,7 +40,7 @@ def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatc
     import chapter20.core.measure as measure
 
     monkeypatch.delenv("MPLBACKEND", raising=False)
-    # How busy the machine is comes from machine_busy (a second of measuring per notebook): a fixed
+    # How busy the machine is comes from machine_busy (measured before each notebook): a fixed
     # reading here, so the line is checked to print exactly what was measured.
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.07)
     # ipykernel does not capture the output of child processes when it runs under pytest.

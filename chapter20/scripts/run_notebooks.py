@@ -107,13 +107,13 @@ def execute(
 
 def wait_until_quiet(threshold: float, wait: float) -> float:
     """Measure how busy the machine is; while it is above ``threshold``, measure again, up to
-    ``wait`` seconds. Returns the last measurement (the first over one second: a hundred clock
-    ticks per core, enough to tell a quiet machine from a busy one, and thirteen notebooks pay
-    it once each)."""
+    ``wait`` seconds. Returns the last measurement (the first over a third of a second: thirty
+    clock ticks per core tell a quiet machine from a busy one, and thirteen notebooks pay it
+    once each)."""
     from chapter20.core.measure import machine_busy
 
     deadline = time.monotonic() + wait
-    busy = machine_busy(1.0)
+    busy = machine_busy(0.3)
     while busy > threshold and time.monotonic() < deadline:
         busy = machine_busy(5.0)
     return busy
