@@ -432,11 +432,11 @@ def test_a_replaced_node_joins_although_its_restart_count_differs():
     environment torchrun would give it."""
     from datetime import timedelta
 
-    from chapter20.techniques.distributed import _rank_process_context
+    from chapter20.techniques.distributed import preloaded_process_context
 
     port = free_port()
     store = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=60))
-    context = _rank_process_context()
+    context = preloaded_process_context()
     outputs = []
     for counts in ((0, 0), (3, 0)):  # the first launch, then a replaced node on rank 1
         results, children = context.Queue(), []

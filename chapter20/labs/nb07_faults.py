@@ -19,8 +19,9 @@ import torch.distributed as dist
 
 from chapter20.core.device import size_scale
 from chapter20.core.paths import repo_root
+from chapter20.demos import fault_writer
 from chapter20.labs.common import read_study, study_output, write_study
-from chapter20.techniques.distributed import run_local_group
+from chapter20.techniques.distributed import preloaded_process_context, run_local_group
 from chapter20.techniques.sharding import ShardedEmbedding
 from chapter20.training.checkpoints import (
     SAVE_PHASES,
@@ -107,19 +108,24 @@ def writer_faults(directory: str | Path, faults=tuple(WRITER_FAULTS), timeout: f
     then resume each directory as the next run would (:func:`_resume`). Returns, per fault,
     the writer's exit status and what the resume found."""
     directory = Path(directory)
+    # Forked from a server that has torch imported (a fresh interpreter per writer spent most
+    # of its life importing torch); each writer is still its own process, killed for real.
+    context = preloaded_process_context()
     children = {}
     for number, name in enumerate(faults):
         phase, action = WRITER_FAULTS[name]
         where = directory / str(number)
         where.mkdir(parents=True, exist_ok=True)
-        children[name] = (
-            where,
-            _start_child("fault", where, phase, action, 2, stdout=subprocess.PIPE),
-        )
+        argv = ["fault", str(where), phase, action, "2"]
+        children[name] = (where, context.Process(target=fault_writer.main, args=(argv,)))
+        children[name][1].start()
     results = {}
     for name, (where, child) in children.items():
-        child.communicate(timeout=timeout)
-        results[name] = {"exit": child.returncode, **_resume(where, 2)}
+        child.join(timeout)
+        if child.exitcode is None:
+            child.kill()
+            raise TimeoutError(f"the writer of fault {name!r} did not finish in {timeout} s")
+        results[name] = {"exit": child.exitcode, **_resume(where, 2)}
     return results
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "collective_device",
     "any_rank",
     "free_port",
+    "preloaded_process_context",
     "run_local_group",
     "DistributedContext",
     "init_distributed",
@@ -104,8 +105,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# What every rank of a local group imports: the fork server imports it once, and each rank
-# forked from it starts in a fraction of a second instead of importing torch again (seconds).
+# What every rank imports: the fork server imports it once, then each rank starts in a blink.
 _RANK_PRELOAD = ("torch", "torch.distributed", "chapter20.training.trainer")
 
 
@@ -122,10 +122,10 @@ def _environment(environment: dict[str, str]):
         os.environ.update(saved)
 
 
-def _rank_process_context():
-    """The ``forkserver`` start method where the platform has it (Linux, macOS), preloaded with
-    :data:`_RANK_PRELOAD`; ``spawn`` elsewhere. Both start ranks from a clean process (never a
-    fork of a parent that may hold threads or a CUDA context)."""
+def preloaded_process_context():
+    """A multiprocessing context whose processes start fast: ``forkserver`` preloaded with
+    :data:`_RANK_PRELOAD` where the platform has it, else ``spawn``; never a fork of a parent
+    that may hold threads or a CUDA context. :func:`run_local_group`'s ranks start from it."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     context = mp.get_context("forkserver")
@@ -207,7 +207,7 @@ def run_local_group(
         )
     # Ranks log C++ warnings (gloo's notices, DDP's hints) from ERROR up unless the caller chose.
     environment = {"TORCH_CPP_LOG_LEVEL": "ERROR", **os.environ}  # read as a rank's torch starts
-    context = _rank_process_context()
+    context = preloaded_process_context()
     results = context.Queue()
     port = free_port()
     processes = [
