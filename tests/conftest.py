@@ -3,7 +3,14 @@
 
 import os
 
-import numpy as np
+# Under pytest-xdist (make test runs two workers), each worker computes on one thread: two
+# workers with two threads each would make four on a 2-core machine, and a thread that waits for
+# a descheduled partner spins (gensim's LSI in test_baselines took 20 s instead of 3). OpenBLAS
+# reads its thread count when numpy loads it, so this comes before the first numpy import.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import pytest
 import torch
 
@@ -14,9 +21,7 @@ from chapter20.core.device import MKL_CNR_MODE
 # the tests must use the same mode, so it is set here, before any test computes anything.
 os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
 
-# Under pytest-xdist (make test runs two workers), each worker computes on one thread: two
-# workers with two threads each would make four on a 2-core machine, and a thread that waits for
-# a descheduled partner spins.
+# The same for torch's own threads.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
