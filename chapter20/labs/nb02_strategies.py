@@ -253,7 +253,8 @@ def plot_recalls(frame: pd.DataFrame):
         "Next-sentence retrieval on held-out Wikipedia articles", "", "share of test anchors",
         figsize=(9, 4),
         alt="Bar chart of held-out recall@1 and recall@10 per training strategy, mean and "
-        "standard deviation over three seeds, with the untrained encoder and the control.",
+        "standard deviation over its seeds (a strategy run with one seed is labelled with it), "
+        "with the untrained encoder and the control.",
     )  # fmt: skip
     for offset, k in zip((-0.2, 0.2), (1, 10)):
         stats = frame.groupby("method", sort=False)[f"recall@{k}"].agg(["mean", "std"])
@@ -263,6 +264,9 @@ def plot_recalls(frame: pd.DataFrame):
                label=f"recall@{k}")  # fmt: skip
     labels = [m.replace(" (control)", "\n(control)").replace(", ", ",\n") for m in methods]
     labels = [label if "\n" in label else label.replace(" ", "\n") for label in labels]
+    seeds = frame.groupby("method", sort=False)["seed"].unique()
+    labels = [f"{label}\n(seed {seeds[m][0]})" if len(seeds[m]) == 1 else label
+              for label, m in zip(labels, methods)]  # fmt: skip
     ax.set_xticks(range(len(methods)), labels=labels, fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
