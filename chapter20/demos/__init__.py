@@ -15,46 +15,26 @@ The names readers use most are importable from here::
     from chapter20.demos import SpotConfig, run_spot_training
 """
 
-import importlib
-
-# Imported on first use (PEP 562): ``python -m chapter20.demos.spot_demo`` and every torchrun
-# worker of a demo import this package first, and need only their own run module.
-_HOMES = {
-    "ddp_run": ("DEMO_TRAINING", "DemoConfig", "run_ddp_demo"),
-    "resume_stress": (
-        "StressConfig",
-        "StressRun",
-        "demo_command",
-        "demo_summary_path",
-        "run_killed",
-        "run_uninterrupted",
-        "stress_resume",
-    ),
-    "spot_run": (
-        "DEMO_MODULE",
-        "SPOT_TRAINING",
-        "SpotConfig",
-        "SpotResult",
-        "launch_spot_demo",
-        "run_spot_training",
-        "start_spot_demo",
-        "wait_for_spot_demos",
-    ),
-}
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULE_OF))
-
+from chapter20.demos.ddp_run import DEMO_TRAINING, DemoConfig, run_ddp_demo
+from chapter20.demos.resume_stress import (
+    StressConfig,
+    StressRun,
+    demo_command,
+    demo_summary_path,
+    run_killed,
+    run_uninterrupted,
+    stress_resume,
+)
+from chapter20.demos.spot_run import (
+    DEMO_MODULE,
+    SPOT_TRAINING,
+    SpotConfig,
+    SpotResult,
+    launch_spot_demo,
+    run_spot_training,
+    start_spot_demo,
+    wait_for_spot_demos,
+)
 
 __all__ = [
     "DEMO_MODULE",
