@@ -36,6 +36,7 @@ __all__ = [
     "study_output",
     "timing_columns",
     "UNTRAINED",
+    "value_span",
     "write_study",
 ]
 
@@ -126,14 +127,19 @@ def run_or_record(frame: pd.DataFrame, own_run: bool, name: str) -> tuple[pd.Dat
     return record, f"the committed record, {provenance_line(record)}"
 
 
+def value_span(values: pd.Series) -> str:
+    """``"a–b"`` for the smallest and largest of ``values``, or ``"a"`` when they are equal."""
+    return "–".join(dict.fromkeys([f"{values.min():g}", f"{values.max():g}"]))
+
+
 def provenance_line(frame: pd.DataFrame) -> str:
     """Where a committed study comes from: one line with the dates, machines and loads of its
     rows, then a ``reproduce:`` line with the command that measures it again."""
     dates = sorted(set(frame["measured_on"].astype(str)))
     machines = sorted(set(frame["machine"].astype(str)))
-    loads = frame["load_average"]
+    commands = "; ".join(dict.fromkeys(frame["command"].astype(str)))
     return (
         f"measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} on {', '.join(machines)} "
-        f"(load average {loads.min():g}–{loads.max():g}, {frame['torch_threads'].iloc[0]} torch "
-        f"threads)\nreproduce: {'; '.join(dict.fromkeys(frame['command'].astype(str)))}"
+        f"(load average {value_span(frame['load_average'])}, "
+        f"{frame['torch_threads'].iloc[0]} torch threads)\nreproduce: {commands}"
     )

@@ -185,17 +185,16 @@ def study_rows(live: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         trainers = trainer_study()
         variants = {**DP_VARIANTS, **DP_MORE_VARIANTS}
         return trainers, data_parallel_runs("wiki+lee", (1, 2, 3), variants), "this run"
-    from chapter20.labs.common import read_study
+    from chapter20.labs.common import read_study, value_span
 
     record = read_study(QUALITY_STUDY)
     trainers = record[record.study == "trainers"].reset_index(drop=True)
     ranks = record[record.study == "data_parallel"].rename(columns={"trainer": "variant"})
     counts = ["rank", "syncs", "sync_bytes"]  # integers, read back as floats beside NaN
     ranks = ranks.astype({c: "int64" for c in counts})
-    loads = record.load_average
     source = (
         f"the committed record, measured {record.measured_on.iloc[0]} on "
-        f"{record.machine.iloc[0]} (load average {loads.min():g}–{loads.max():g})"
+        f"{record.machine.iloc[0]} (load average {value_span(record.load_average)})"
     )
     return trainers, ranks.reset_index(drop=True), source
 
