@@ -38,6 +38,20 @@ def test_verdicts_by_section_counts_every_claim_and_sources_are_named(tmp_path):
     assert sources.sum() == 30 and "not yet measured" in sources.index[0]
 
 
+def test_audit_table_lists_every_claim_in_the_chapters_section_order(tmp_path):
+    frame = audit(tmp_path, record=False)
+    table = capstone_lab.audit_table(frame)
+    assert sorted(table.index) == sorted(frame["id"]) and len(table) == 30
+    keys = [capstone_lab.section_order(s) for s in table["§"]]
+    assert keys == sorted(keys)
+    assert list(table.columns) == ["§", "claim", "verdict", "claimed", "measured", "notebook"]
+    assert table["claim"].str.endswith("…").sum() == 0  # the claims' words in full
+    by_section = capstone_lab.verdicts_by_section(frame)
+    assert list(by_section.index) == list(dict.fromkeys(table["§"]))  # one order for both
+    order = ["overview", "20.1.1", "20.2", "20.2.1", "20.10", "note"]
+    assert sorted(reversed(order), key=capstone_lab.section_order) == order
+
+
 def test_further_reading_has_the_13_entries_of_20_8_each_placed_in_the_notebooks():
     entries = capstone_lab.FURTHER_READING
     assert len(entries) == 13

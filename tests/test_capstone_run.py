@@ -77,6 +77,9 @@ def test_the_final_lines_say_what_the_start_provides_and_what_training_adds(clea
     added = final["lee_pearson"] - start["lee_pearson"]
     assert "the untrained start (Lee r): " in text and f"training adds {added:+.3f}" in text
     assert f"MRR {final['mrr']:.3f} (chance {final['chance_mrr']:.4f})" in text
+    assert f"held-out recall@1 {final['recall@1']:.3f}" in text and "(held-out MRR)" in text
+    assert summary["fingerprint"] in text  # the resume check compares it (scripts/train.py)
+    assert summary["fingerprint"] not in "\n".join(summary_lines(summary, fingerprint=False))
 
 
 def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(clean):

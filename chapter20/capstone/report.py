@@ -181,14 +181,19 @@ def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) ->
     return lines
 
 
-def summary_lines(summary: dict[str, Any], summary_file: str | None = None) -> list[str]:
-    """What ``scripts/train.py`` prints after training: the steps and fingerprint, the peak
-    memory planned and measured, throughput, the final quality next to chance and the start, and
-    where the encoder file and ``summary_file`` are (when rank 0 wrote them)."""
-    lines = [
+def summary_lines(
+    summary: dict[str, Any], summary_file: str | None = None, *, fingerprint: bool = True
+) -> list[str]:
+    """What ``scripts/train.py`` prints after training: the steps and (with ``fingerprint``) the
+    weights' fingerprint, which two runs compare to prove a resume exact; the peak memory
+    planned and measured, throughput, the final quality next to chance and the start, and
+    where the encoder file and ``summary_file`` are (when rank 0 wrote them). Held-out means
+    the next-sentence pairs of the articles held out of training (the test articles)."""
+    done = (
         f"done: {summary['steps']} steps on {summary['world_size']} process(es), resumed "
-        f"from step {summary['resumed_from']}; fingerprint {summary['fingerprint']}"
-    ]
+        f"from step {summary['resumed_from']}"
+    )
+    lines = [done + (f"; fingerprint {summary['fingerprint']}" if fingerprint else "")]
     planned, measured = summary["planned_peak_bytes"], summary["measured_peak_bytes"]
     if measured is None:
         lines.append(
@@ -209,7 +214,7 @@ def summary_lines(summary: dict[str, Any], summary_file: str | None = None) -> l
         final = summary["final"]
         lines.append(
             f"final: Lee Pearson {final['lee_pearson']:.3f}, Spearman "
-            f"{final['lee_spearman']:.3f}; test recall@1 {final['recall@1']:.3f} "
+            f"{final['lee_spearman']:.3f}; held-out recall@1 {final['recall@1']:.3f} "
             f"(chance {final['chance@1']:.4f}), recall@10 {final['recall@10']:.3f} "
             f"(chance {final['chance@10']:.4f}), MRR {final['mrr']:.3f} "
             f"(chance {final['chance_mrr']:.4f})"
@@ -254,7 +259,7 @@ def start_lines(start: dict | None, final: dict) -> list[str]:
     if start is None:
         return []
     lines = []
-    for key, name in (("lee_pearson", "Lee r"), ("mrr", "test MRR")):
+    for key, name in (("lee_pearson", "Lee r"), ("mrr", "held-out MRR")):
         if start[key] > 0 and final[key] > 0:
             lines.append(share(f"the untrained start ({name})", start[key], final[key],
                                of=f"the final {name}") +

@@ -317,7 +317,7 @@ def plot_ablation(costs: pd.DataFrame, summary: pd.DataFrame, column: str = "mrr
         label="composed ± 2 std",
     )
     axes[0].set_xlim(left=max(0.0, float(summary["mean"].min()) * 0.8))
-    axes[0].set_title(f"test {column.upper() if column == 'mrr' else column} (mean ± std)")
+    axes[0].set_title(f"held-out {column.upper() if column == 'mrr' else column} (mean ± std)")
     costs = costs.set_index("variant").loc[names]
     spread = [costs["step_ms"] - costs["step_ms_min"], costs["step_ms_max"] - costs["step_ms"]]
     axes[1].barh(y, costs["step_ms"], xerr=spread, color="tab:orange", capsize=3)

@@ -3,7 +3,8 @@
 - §20.6's key takeaways, each next to the verdicts that the notebooks measured for the claims
   behind it (read from the claims audit, never retyped): :func:`takeaways_table`, and where
   the audit's rows come from (:func:`audit_sources`);
-- the audit of all 30 claims per section: :func:`verdicts_by_section`,
+- the audit of all 30 claims, one row per claim in the chapter's section order
+  (:func:`audit_table`), and per section: :func:`verdicts_by_section`,
   :func:`plot_verdicts_by_section`;
 - the encoder next to the baselines fitted on the same text, on every §20.7 figure:
   :func:`quality_table`, :func:`plot_quality`, and the goal of issue 34 checked from the
@@ -29,7 +30,7 @@ import pandas as pd
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import FinishedRun, run_capstone
 from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
-from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit
+from chapter20.core.claims import CONSISTENT, HOLDS, NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig
 from chapter20.training.encoder_file import load_encoder
@@ -40,6 +41,7 @@ __all__ = [
     "METHOD_READING",
     "TAKEAWAYS",
     "audit_sources",
+    "audit_table",
     "composed_run",
     "composed_training",
     "goal_check",
@@ -48,6 +50,7 @@ __all__ = [
     "plot_verdicts_by_section",
     "quality_table",
     "saved_and_loaded_difference",
+    "section_order",
     "takeaways_table",
     "verdicts_by_section",
 ]
@@ -263,13 +266,51 @@ def audit_sources(frame: pd.DataFrame) -> pd.Series:
     return shown.value_counts(sort=False).rename("claims")
 
 
+def section_order(section: str) -> tuple:
+    """Where a claim's section falls in the chapter, as a sort key: the overview first, then
+    the numbered sections by number (20.1.1 < 20.2 < 20.2.1 < 20.10), then the note."""
+    if section == "overview":
+        return (0,)
+    parts = section.split(".")
+    return (1, *map(int, parts)) if all(p.isdigit() for p in parts) else (2, section)
+
+
+def _in_chapter_order(frame: pd.DataFrame) -> pd.DataFrame:
+    keys = [(section_order(s), i) for s, i in zip(frame["section"], frame["id"])]
+    return frame.iloc[sorted(range(len(frame)), key=keys.__getitem__)]
+
+
+def audit_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The audit (``chapter20.core.claims.audit``) as a table to display, one row per claim in
+    the chapter's section order (:func:`section_order`), then by id: the claim's words in full,
+    its verdict with the direction of a miss, what was claimed and measured, and the notebook
+    that judged it."""
+    rows = _in_chapter_order(audit() if frame is None else frame)
+    verdicts = [
+        v if not d else f"{v}{', ' if v in (HOLDS, CONSISTENT) else ': '}{d}"
+        for v, d in zip(rows["verdict"], rows["direction"].fillna(""))
+    ]
+    return pd.DataFrame(
+        {
+            "§": rows["section"].to_numpy(),
+            "claim": rows["claim"].to_numpy(),
+            "verdict": verdicts,
+            "claimed": rows["expected"].to_numpy(),
+            "measured": rows["measured"].to_numpy(),
+            "notebook": [s[:2] if s else "—" for s in rows["source"]],
+        },
+        index=pd.Index(rows["id"].to_numpy(), name="id"),
+    )
+
+
 def verdicts_by_section(frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Claims per section and verdict (sections in the chapter's order; "not yet measured"
-    where neither this run nor the committed record has the owner's verdict)."""
+    """Claims per section and verdict (sections in the chapter's order, :func:`section_order`;
+    "not yet measured" where neither this run nor the committed record has the owner's
+    verdict)."""
     frame = audit() if frame is None else frame
     columns = [*VERDICTS, NOT_YET_MEASURED]
     table = pd.crosstab(frame["section"], frame["verdict"]).reindex(columns=columns, fill_value=0)
-    return table.loc[list(dict.fromkeys(frame["section"]))]
+    return table.loc[sorted(set(frame["section"]), key=section_order)]
 
 
 def plot_verdicts_by_section(table: pd.DataFrame):
@@ -329,7 +370,7 @@ def plot_quality(rows: pd.DataFrame):
     y = np.arange(len(names))
     for ax, column, label in (
         (axes[0], "lee_pearson", "Lee Pearson r"),
-        (axes[1], "mrr", "test MRR"),
+        (axes[1], "mrr", "held-out MRR"),
     ):
         mean = groups[column].mean().reindex(names)
         std = groups[column].std(ddof=1).reindex(names).fillna(0.0)

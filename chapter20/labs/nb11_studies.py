@@ -144,7 +144,9 @@ def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, f
     """Two panels against steps, mean ± std over seeds per start: Lee Pearson and held-out MRR,
     with each reference (a same-text baseline) as a grey line named in the legend."""
     fig, axes = new_panels(2, "What training adds: the encoder from each start", figsize=(12, 4))
-    for ax, (column, label) in zip(axes, (("lee_pearson", "Lee Pearson r"), ("mrr", "test MRR"))):
+    for ax, (column, label) in zip(
+        axes, (("lee_pearson", "Lee Pearson r"), ("mrr", "held-out MRR"))
+    ):
         for init, runs in curves.groupby("init", sort=False):
             stats = runs.groupby("step")[column].agg(["mean", "std"]).fillna(0.0)
             ax.plot(stats.index, stats["mean"], marker="o", ms=3, label=f"{init} start")
@@ -360,14 +362,16 @@ def record_lines(frame: pd.DataFrame) -> str:
 
 def plot_batch_study(
     frame: pd.DataFrame,
-    columns=(("recall@1", "test recall@1"), ("lee_pearson", "Lee Pearson r")),
+    columns=(("recall@1", "held-out recall@1"), ("lee_pearson", "Lee Pearson r")),
     start: pd.DataFrame | None = None,
 ):
     """One panel per column: the mean ± std over seeds against the batch (log scale), one line
     per mode (equal documents seen, equal steps), and the untrained start's mean ± std
     (:func:`untrained_start`) as a grey band when ``start`` is given."""
     fig, axes = new_panels(
-        len(columns), "Quality against the batch (C01 on this corpus)", figsize=(12, 4)
+        len(columns),
+        "Quality against the batch, 32 documents to the whole training text",
+        figsize=(12, 4),
     )
     for ax, (column, label) in zip(axes, columns):
         if start is not None:
