@@ -385,6 +385,27 @@ ROLES = {
     "blocks": "keeps each block's input (2), recomputed in backward",
 }
 
+#: How :func:`plot_policy_map` draws a role inside its policy's colour: (opacity, hatch); the
+#: more a layer keeps, the more solid its cell, and a layer that keeps nothing is hatched.
+_ROLE_STYLE = {
+    "kept": (1.0, ""),
+    "selective": (0.7, ""),
+    "blocks": (0.45, ".."),
+    "input": (0.45, ""),
+    "inside": (0.12, "///"),
+}
+
+
+def _role_cell(corner, colour, alpha, hatch):
+    """One cell of the policy map: the policy's colour at the role's opacity and hatch."""
+    import matplotlib.colors
+    import matplotlib.patches as patches
+
+    face = matplotlib.colors.to_rgba(colour, alpha)
+    return patches.Rectangle(
+        corner, 1, 0.8, facecolor=face, edgecolor=colour, hatch=hatch, linewidth=0.8
+    )
+
 
 def policy_roles(layers: int = 8, cases=POLICY_CASES) -> pd.DataFrame:
     """Section 1 of notebook 04: for each policy of ``cases`` (rows) and each layer (columns,
@@ -408,30 +429,24 @@ def policy_roles(layers: int = 8, cases=POLICY_CASES) -> pd.DataFrame:
 
 def plot_policy_map(roles: pd.DataFrame):
     """What each policy keeps and recomputes, layer by layer (:func:`policy_roles`): one row
-    per policy, one cell per layer coloured by its role, each checkpointed segment outlined."""
+    per policy in its colour of :data:`POLICY_COLOURS`, one cell per layer shaded by its role
+    (:data:`_ROLE_STYLE`), each checkpointed segment outlined."""
     import matplotlib.patches as patches
 
     policies = list(dict.fromkeys(roles["policy"]))
     layers = int(roles["layer"].max())
     fig, ax = new_figure(
         f"What each policy keeps for backward ({layers}-layer encoder)", "layer", "",
-        alt=f"A grid of {len(policies)} policies by {layers} layers, each cell coloured by "
-        "what that layer keeps between the forward and the backward pass, segments outlined.",
+        alt=f"A grid of {len(policies)} policies by {layers} layers, each row in its policy's "
+        "colour, each cell shaded by what that layer keeps between the forward and the backward "
+        "pass (solid: everything, hatched: nothing), segments outlined.",
     )  # fmt: skip
-    colors = dict(zip(ROLES, ("#4C72B0", "#DD8452", "#F2C6A0", "#55A868", "#2F4B7C")))
     for row, policy in enumerate(policies):
         part = roles[roles["policy"] == policy]
+        colour = POLICY_COLOURS.get(policy, "#999999")
         for cell in part.itertuples():
-            ax.add_patch(
-                patches.Rectangle(
-                    (cell.layer - 0.5, row - 0.4),
-                    1,
-                    0.8,
-                    facecolor=colors[cell.role],
-                    edgecolor="white",
-                    label=ROLES[cell.role],
-                )
-            )
+            alpha, hatch = _ROLE_STYLE[cell.role]
+            ax.add_patch(_role_cell((cell.layer - 0.5, row - 0.4), colour, alpha, hatch))
         if part["role"].iloc[0] != "kept":
             for _, seg in part.groupby("segment"):
                 start, width = seg["layer"].min() - 0.5, len(seg)
@@ -446,10 +461,10 @@ def plot_policy_map(roles: pd.DataFrame):
     for tick in ax.get_yticklabels():
         tick.set_color(POLICY_COLOURS.get(tick.get_text(), "black"))
     ax.grid(False)
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    ax.legend(unique.values(), unique.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.15),
-              fontsize=8, ncol=2, frameon=False)  # fmt: skip
+    used = list(dict.fromkeys(roles["role"]))
+    handles = [_role_cell((0, 0), "#707070", *_ROLE_STYLE[role]) for role in used]
+    ax.legend(handles, [ROLES[role] for role in used], loc="upper center",
+              bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2, frameon=False)  # fmt: skip
     return fig
 
 
@@ -464,6 +479,14 @@ def predicted_time_ratio(label: str) -> float:
 # --------------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------------
+
+
+def _plain_log_ticks(axis) -> None:
+    """Plain numbers ("30", "0.5") at 1, 2 and 5 per decade on a log ``axis``, no minor labels
+    (rather than "3×10¹", or labels that crowd each other)."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"):
@@ -485,11 +508,7 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     ax.set_yscale("log")
     ax.set_xticks(frame["layers"].unique(), labels=map(str, frame["layers"].unique()))
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    # plain numbers ("30", "0.5") rather than "3×10¹" on the log axis
-    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    _plain_log_ticks(ax.yaxis)
     ax.legend(
         title="measured (o), predicted (—)", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8
     )
@@ -514,6 +533,7 @@ def plot_trade(frame: pd.DataFrame):
             label=row.policy,
         )
     ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     return ax
 
