@@ -97,3 +97,31 @@ def test_named_extreme_names_every_tie_and_wall_time_shows_minutes():
     with pytest.raises(ValueError, match="which"):
         lab.named_extreme(values, "median")
     assert lab.wall_time_text(0.04) == "2.4 min" and lab.wall_time_text(403.4) == "403.4 h"
+
+
+def test_spot_figure_draws_a_box_of_no_width_as_a_labelled_diamond():
+    import matplotlib.pyplot as plt
+
+    from chapter20 import cost
+    from chapter20.labs import nb08_cost
+
+    fig = nb08_cost.spot_figure(cost.spot_discounts())
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
+    assert any("of zones at one saving, 60%" in t for t in texts)  # the A100's GCP zones
+
+
+def test_pareto_figure_lifts_the_label_of_a_point_before_a_drop():
+    import matplotlib.pyplot as plt
+
+    from chapter20 import cost
+    from chapter20.labs import nb08_cost
+
+    options = cost.training_options(cost.EMBEDDING_WORKLOAD)
+    frontier = cost.pareto_frontier(options)
+    fig = nb08_cost.pareto_figure(options, frontier)
+    labels = fig.axes[0].texts[: len(frontier)]
+    plt.close(fig)
+    costs = frontier["cost"].tolist()
+    for label, here, after in zip(labels, costs, costs[1:] + [costs[-1]]):
+        assert (label.get_va() == "bottom") == (after < 0.9 * here)

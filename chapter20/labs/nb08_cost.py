@@ -50,6 +50,8 @@ __all__ = [
     "catalog_choice_note",
     "spot_saving_note",
     "mixed_precision_note",
+    "spot_figure",
+    "pareto_figure",
 ]
 
 #: Listing L12's three instance types: the chapter's price per hour, GPU count and GPU label
@@ -344,6 +346,44 @@ def wall_time_text(hours: float) -> str:
     """A wall time in the unit that shows it: minutes under an hour, else hours."""
     hours = check_positive("hours", hours, zero=True)
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:,.1f} h"
+
+
+def spot_figure(zones: pd.DataFrame, claimed: tuple[float, float] = (50, 90)):
+    """``cost.plot_spot_discounts`` of ``zones`` with every box of no width (the middle half of
+    a GPU model's zones at one saving) drawn as a diamond in the model's colour, labelled with
+    the share of its zones at that saving, so that the box is visible and says why it is flat."""
+    from chapter20.cost.plots import gpu_colour, plot_spot_discounts
+
+    fig = plot_spot_discounts(zones, claimed=claimed)
+    ax = fig.axes[0]
+    order = zones.groupby("gpu_model")["saving %"].median().sort_values().index
+    for y, model in enumerate(order, start=1):
+        saving = zones.loc[zones["gpu_model"] == model, "saving %"].round(1)
+        low, high = saving.quantile([0.25, 0.75])
+        if high - low >= 0.5:
+            continue
+        share = (saving == saving.median()).mean()
+        ax.plot(low, y, "D", color=gpu_colour(model), mec="black", ms=7, zorder=5)
+        text = f"{share:.0%} of zones at one saving, {low:.0f}%"
+        ax.annotate(text, (low, y), xytext=(-8, 0), textcoords="offset points", ha="right",
+                    va="center", fontsize=7)  # fmt: skip
+    return fig
+
+
+def pareto_figure(options: pd.DataFrame, frontier: pd.DataFrame, caption: str = ""):
+    """``cost.plot_pareto`` with each GPU-count label of the frontier above its point where the
+    frontier drops by more than 10% right after it (below, the falling line would cross it),
+    below elsewhere."""
+    from chapter20.cost.plots import plot_pareto
+
+    fig = plot_pareto(options, frontier, caption=caption)
+    costs = frontier["cost"].tolist()
+    labels = fig.axes[0].texts[: len(costs)]  # the frontier's labels, in its order
+    for label, cost, after in zip(labels, costs, costs[1:] + [None]):
+        if after is not None and after < 0.9 * cost:
+            label.xyann = (0, 4)
+            label.set_va("bottom")
+    return fig
 
 
 def benchmark(
