@@ -124,6 +124,9 @@ def test_corrected_l2_on_two_ranks_equals_one_process(group):
         assert rank["temperature"] == pytest.approx(one["temperature"], rel=1e-5)
         assert rank["checksum"] == pytest.approx(one["checksum"], rel=1e-5)
     assert one["temperature"] != pytest.approx(0.1)  # it was learned
+    gaps = practices.l2_gaps(frame)
+    assert gaps["weights"] < 1e-5 and gaps["temperature"] < 1e-5
+    assert gaps["count"] == one["weights"].size > 2_000 * 32
 
 
 def test_predicted_overlap():

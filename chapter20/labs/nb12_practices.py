@@ -60,8 +60,9 @@ __all__ = [
 def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32) -> dict:
     """Listing L2's model (embedding + linear projection) trained by the composed Trainer on
     this rank's share of each global batch: InfoNCE with the keys of every rank as negatives and
-    a learned temperature inside the DDP-wrapped module. Returns the losses, the temperature
-    and a checksum of the weights."""
+    a learned temperature inside the DDP-wrapped module. Returns the losses, the temperature,
+    every weight of the trained module as one flat float64 array (``weights``) and a checksum
+    of them (the sum of their absolute values)."""
     rank, world = group_rank_and_size()
     set_seed(0)
     encoder = BagOfEmbeddingsEncoder(vocab, dim)
@@ -70,10 +71,11 @@ def l2_on_rank(steps: int, global_batch: int, vocab: int = 2_000, dim: int = 32)
     ids = uniform_ids((steps, 2, global_batch, 12), vocab, seed=1)
     mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
     losses = [trainer.step((ids[s, 0, mine], ids[s, 1, mine])).loss for s in range(steps)]
-    checksum = sum(float(p.detach().double().abs().sum()) for p in trainer.module.parameters())
+    weights = torch.cat([p.detach().double().flatten() for p in trainer.module.parameters()])
     wrapped = type(trainer.model).__name__
     return {"rank": rank, "world": world, "losses": losses, "temperature": trainer.temperature,
-            "checksum": checksum, "wrapped": wrapped}  # fmt: skip
+            "weights": weights.numpy(), "checksum": float(weights.abs().sum()),
+            "wrapped": wrapped}  # fmt: skip
 
 
 def corrected_l2(steps: int = 5, global_batch: int = 32, ranks: list | None = None) -> pd.DataFrame:
@@ -83,6 +85,18 @@ def corrected_l2(steps: int = 5, global_batch: int = 32, ranks: list | None = No
     if ranks is None:
         ranks = run_local_group(l2_on_rank, 2, (steps, global_batch), timeout_s=TIMEOUT_S)
     return pd.DataFrame(rows + list(ranks))
+
+
+def l2_gaps(frame: pd.DataFrame) -> dict[str, float]:
+    """The largest |Δ| between each rank of :func:`corrected_l2` (every row after the first)
+    and the one process (the first row): of the learned temperature, and of every weight of
+    the trained module (``weights``: how many there are)."""
+    one, ranks = frame.iloc[0], frame.iloc[1:]
+    return {
+        "temperature": float(max(abs(t - one.temperature) for t in ranks.temperature)),
+        "weights": float(max(np.abs(w - one.weights).max() for w in ranks.weights)),
+        "count": int(one.weights.size),
+    }
 
 
 # --------------------------------------------------------------------------------------------
