@@ -103,6 +103,26 @@ def test_missing_bitsandbytes_falls_back_to_adamw(monkeypatch):
     assert isinstance(optimizer, torch.optim.AdamW)
 
 
+def test_the_8bit_builder_refuses_a_kind_it_does_not_build():
+    from chapter20.techniques.optimizers import bitsandbytes_optimizer
+
+    with pytest.raises(ValueError, match="kind must be one of"):
+        bitsandbytes_optimizer([nn.Parameter(torch.randn(3))], "adamw", 1e-3, 0.0)
+
+
+def test_notebook_05_lists_every_kind_built_and_each_fallback_warning():
+    """Section 1 of notebook 05: one line per kind, the fallback's warning under its kind."""
+    from chapter20.labs.nb05_state import built_optimizers
+
+    model = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 8))
+    lines = built_optimizers(model, kinds=("adamw", "paged_adamw8bit"))
+    assert lines[0].strip() == "adamw -> torch.AdamW"
+    if torch.cuda.is_available():
+        return
+    assert lines[1].strip() == "paged_adamw8bit -> bitsandbytes.AdamW8bit"
+    assert "warning: paged optimizer state needs CUDA" in lines[2]
+
+
 def test_fused_adamw_where_supported():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # CPU supports fused AdamW in current PyTorch

@@ -10,8 +10,10 @@ import importlib
 import warnings
 
 import torch
+from torch import nn
 
 from chapter20.techniques.optimizers import (
+    OPTIMIZER_KINDS,
     adamw_reference_step,
     dequantise_dynamic,
     make_optimizer,
@@ -19,7 +21,23 @@ from chapter20.techniques.optimizers import (
     sgd_nesterov_reference_step,
 )
 
-__all__ = ["quantisation_proof", "reference_step_proof"]
+__all__ = ["built_optimizers", "quantisation_proof", "reference_step_proof"]
+
+
+def built_optimizers(model: nn.Module, kinds=OPTIMIZER_KINDS) -> list[str]:
+    """§20.3.2, notebook 05 section 1: each of ``kinds`` built by ``make_optimizer`` for
+    ``model``'s parameters: one line per kind naming the class built (and "fused"), then one
+    line per warning of a fallback it took."""
+    lines = []
+    for kind in kinds:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # every warning, each time it is raised
+            optimizer = make_optimizer(model.parameters(), kind, lr=1e-3)
+        built = f"{type(optimizer).__module__.split('.')[0]}.{type(optimizer).__name__}"
+        fused = " (fused)" if optimizer.defaults.get("fused") else ""
+        lines.append(f"{kind:>15} -> {built}{fused}")
+        lines += [f"{'':>19}warning: {caught_one.message}" for caught_one in caught]
+    return lines
 
 
 def quantisation_proof(size: int = 65_536, tolerance: float = 1e-4) -> list[str]:

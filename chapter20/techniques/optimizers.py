@@ -49,6 +49,7 @@ __all__ = [
     "OPTIMIZER_KINDS",
     "bitsandbytes_available",
     "make_optimizer",
+    "bitsandbytes_optimizer",
     "sparse_optimizers",
     "MultiOptimizer",
     "optimizer_state_bytes",
@@ -147,10 +148,24 @@ def make_optimizer(
         return torch.optim.SGD(
             params, lr=lr, momentum=momentum, nesterov=True, weight_decay=weight_decay, **kwargs
         )
-    return _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs)
+    return bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, **kwargs)
 
 
-def _bitsandbytes_optimizer(params, kind, lr, weight_decay, state_32bit, kwargs):
+def bitsandbytes_optimizer(
+    params: list, kind: str, lr: float, weight_decay: float, state_32bit=(), **kwargs
+) -> torch.optim.Optimizer:
+    """The 8-bit branch of :func:`make_optimizer` (§20.3.2): bitsandbytes' optimizer of ``kind``
+    (``adam8bit``, ``adamw8bit`` or ``paged_adamw8bit``) for the list of tensors or parameter
+    groups ``params``, with 32-bit state for the tables or parameters of ``state_32bit``.
+
+    Falls back with a warning, never a print: without a working bitsandbytes to
+    ``torch.optim.AdamW`` (32-bit state), and paged state off CUDA to ``adamw8bit``. The 32-bit
+    overrides go to a manager of this optimizer's own: bitsandbytes' process-wide one would
+    apply them to every 8-bit optimizer created later. ValueError if ``state_32bit`` names a
+    tensor that is not among ``params`` or ``kind`` is not an 8-bit kind.
+    """
+    if kind not in _BNB_CLASSES:
+        raise ValueError(f"kind must be one of {', '.join(_BNB_CLASSES)}, got {kind!r}")
     if not bitsandbytes_available():
         warnings.warn(
             f"bitsandbytes is not usable here ({check_dependency('bitsandbytes').detail}); "
