@@ -224,3 +224,23 @@ def test_the_record_holds_every_run_of_the_study():
     assert set(ranks.variant) >= {"2 ranks, combined once at the end (control)"}
     assert (ranks.rank_spread == 0).all()  # every rank ends with the same vectors
     assert source.startswith("the committed record, measured ")
+
+
+def test_sync_counts_count_one_sync_per_combination_of_the_copies():
+    from chapter20.labs.nb09_data_parallel import sync_counts
+    from chapter20.labs.nb09_study import study_rows
+
+    _, ranks, _ = study_rows(live=False)
+    counts = sync_counts(ranks)
+    summed = counts.loc["2 ranks, changes summed 8× per epoch"]
+    assert summed["syncs per rank"] == 8 * 5 and summed["tables per sync"] == 2
+    assert summed["all-reduce calls per rank"] == 80
+    control = counts.loc["2 ranks, combined once at the end (control)"]
+    assert control["syncs per rank"] == 1 and control["tables per sync"] == 1
+    assert summed["MB per rank per sync"] == pytest.approx(2 * control["MB per rank per sync"])
+
+
+def test_the_live_check_reruns_a_studied_arm_at_the_studys_tolerance():
+    from chapter20.labs.nb09_study import LIVE_TOLERANCE, LIVE_TRAINER, STUDY_TRAINERS
+
+    assert LIVE_TRAINER in STUDY_TRAINERS and LIVE_TOLERANCE == MATCH_TOLERANCE

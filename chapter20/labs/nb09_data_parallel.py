@@ -14,6 +14,7 @@ __all__ = [
     "DP_CONTROL",
     "data_parallel_summary",
     "data_parallel_speed_findings",
+    "sync_counts",
 ]
 
 #: The control of the data-parallel study, chosen before the run (``nb09_study.DP_VARIANTS``).
@@ -70,3 +71,22 @@ def data_parallel_speed_findings(summary: pd.DataFrame, variant: str) -> list[st
         share("time in the syncs (waiting for the other rank included)",
               summary.sync_share[variant], 1.0, of="the training time"),
     ]  # fmt: skip
+
+
+def sync_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per variant of ``nb09_study.data_parallel_runs``, the syncs each rank made under one
+    definition: a **sync** combines the ranks' copies once, with one all-reduce per table it
+    combines. A variant that syncs during training combines both tables (input and output
+    vectors) each time; a variant combined only at the end makes one sync of the input vectors,
+    the ones scored. Columns: syncs per rank, tables per sync, all-reduce calls per rank (what
+    the ranks counted) and MB all-reduced per rank per sync."""
+    rows = []
+    for name, group in frame.groupby("variant", sort=False):
+        calls = int(group.syncs.max())
+        tables = 1 if calls == 1 else 2
+        rows.append({
+            "variant": name, "syncs per rank": calls // tables, "tables per sync": tables,
+            "all-reduce calls per rank": calls,
+            "MB per rank per sync": tables * float(group.sync_bytes.iloc[0]) / 2 / 1e6,
+        })  # fmt: skip
+    return pd.DataFrame(rows).set_index("variant")
