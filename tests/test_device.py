@@ -210,6 +210,25 @@ def test_check_dependency_present():
     assert dep.ok and dep.version == np.__version__ and dep.name == "numpy"
 
 
+def test_import_time_compile_is_left_out_only_inside_the_block():
+    """bitsandbytes is imported with ``torch.compile`` as the identity (its import-time wrappers
+    serve devices without kernels of their own); the real one is back afterwards, even after an
+    exception."""
+    real = torch.compile
+
+    def kernel(x):
+        return x + 1
+
+    with dev._torch_compile_left_out():
+        assert torch.compile(kernel) is kernel
+        assert torch.compile(dynamic=False)(kernel) is kernel  # the decorator with arguments
+    assert torch.compile is real
+    with pytest.raises(RuntimeError), dev._torch_compile_left_out():
+        raise RuntimeError("an import failed")
+    assert torch.compile is real
+    assert "bitsandbytes" in dev._COMPILE_AT_IMPORT
+
+
 def test_check_dependency_missing_does_not_raise():
     dep = dev.check_dependency("chapter20_no_such_module_xyz")
     assert dep.ok is False

@@ -8,6 +8,7 @@ gradient is summed over the same positions in the same order as nn.Embedding's b
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.corpora import zipf_ids
@@ -49,14 +50,14 @@ SURVEY = (REFERENCE_SIZES, (64, 4, 50), None)
 # --------------------------------------------------------------------------------------------
 
 
-def _trained(partition: str, seed: int = 3) -> tuple[nn.Module, torch.optim.Optimizer]:
+def _trained(partition: str, seed: int = 3, group=None) -> tuple[nn.Module, torch.optim.Optimizer]:
     """A sharded table + a dense head after two AdamW steps: rows and moments that depend on
     the row id only (replicated inputs), so every world size and partition holds the same
     logical state."""
     torch.manual_seed(0)
     model = nn.ModuleDict(
         {
-            "table": ShardedEmbedding(V_INIT, D_INIT, partition=partition, seed=seed),
+            "table": ShardedEmbedding(V_INIT, D_INIT, partition=partition, seed=seed, group=group),
             "head": nn.Linear(D_INIT, 1),
         }
     )
@@ -105,75 +106,89 @@ def _reads(function):
     return read
 
 
-def _load_into(target: str, directory: str) -> tuple[dict, dict]:
+def _load_into(target: str, directory: str, group) -> tuple[dict, dict]:
     """A fresh model (other seed) with ``target`` partition loaded from ``directory``: its
     logical state and the blocks read."""
-    fresh, fresh_optimizer = _trained(target, seed=11)
-    reads = _reads(lambda: load_sharded_state(directory, fresh, fresh_optimizer))
+    fresh, fresh_optimizer = _trained(target, seed=11, group=group)
+    reads = _reads(lambda: load_sharded_state(directory, fresh, fresh_optimizer, group=group))
     return _logical(fresh, fresh_optimizer), reads
 
 
-def _dcp_checks(save_dir: str, load_dir: str | None) -> dict:
+def _dcp_checks(save_dir: str, load_dir: str | None, group) -> dict:
     """Save the trained state with each partition; reload it at this world size; and, when
     ``load_dir`` holds the W=2 saves, load those into each partition here."""
     out = {}
     for partition in PARTITIONS:
-        model, optimizer = _trained(partition)
+        model, optimizer = _trained(partition, group=group)
         out[f"saved {partition}"] = _logical(model, optimizer)
         if load_dir is None or partition == "range":  # W=3, 4 reload only their range save
-            save_sharded_state(f"{save_dir}/{partition}", model, optimizer)
-    out["loaded same world"], out["reads same world"] = _load_into("range", f"{save_dir}/range")
+            save_sharded_state(f"{save_dir}/{partition}", model, optimizer, group=group)
+    directory = f"{save_dir}/range"
+    out["loaded same world"], out["reads same world"] = _load_into("range", directory, group)
     if load_dir is not None:
         for saved in PARTITIONS:
             for target in PARTITIONS:
-                logical, reads = _load_into(target, f"{load_dir}/{saved}")
+                logical, reads = _load_into(target, f"{load_dir}/{saved}", group)
                 out[f"{saved} -> {target}"], out[f"reads {saved} -> {target}"] = logical, reads
     return out
 
 
-def _group_checks(save_dir: str, load_dir: str | None, interactions=None) -> dict:
-    rank, world = group_rank_and_size()
+def _checks_at(world: int, group, save_dir: str, load_dir: str | None) -> dict:
+    """What a rank of a group of ``world`` ranks checks (``group``: ranks 0..world-1)."""
+    rank, _ = group_rank_and_size(group)
     sizes = tuple(v for v in (world - 1, world, world + 1, 101, 1000) if v >= 1)
-    table = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=3)
-    save_sharded(ShardedEmbedding(V_INIT, D_INIT, seed=3), save_dir)
+    table = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=3, group=group)
+    save_sharded(ShardedEmbedding(V_INIT, D_INIT, seed=3, group=group), save_dir)
     loaded = None
     if load_dir is not None:
-        target = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=99)
+        target = ShardedEmbedding(V_INIT, D_INIT, partition="modulo", seed=99, group=group)
         load_sharded(target, load_dir)
         loaded = target.full_weight()
-    scalar = ShardedEmbedding(V_INIT, D_INIT, inputs="per_rank")(torch.tensor(rank))
+    per_rank = ShardedEmbedding(V_INIT, D_INIT, inputs="per_rank", group=group)
     return {
-        "dcp": _dcp_checks(save_dir, load_dir),
-        "equivalence": equivalence_on_rank(sizes),
-        "misuse": misuse_on_rank(),
-        "errors": bad_ids_on_rank(V_INIT, D_INIT),
+        "dcp": _dcp_checks(save_dir, load_dir, group),
+        "equivalence": equivalence_on_rank(sizes, group=group),
+        "misuse": misuse_on_rank(group=group),
+        "errors": bad_ids_on_rank(V_INIT, D_INIT, group=group),
         "initial_table": table.full_weight(),
         "loaded": loaded,
-        "scalar_shape": tuple(scalar.shape),
-        "comm": comm_bytes_on_rank(96, 8, 50),
-        # on the interactions the test process built (each rank would tokenise them again)
-        "recommender": sharded_step_on_rank(data=interactions) if world == 2 else None,
-        # last: the reference lookup's surveys at W=2 (a sub-group of ranks 0-1) and W=3
-        "surveys": surveys_on_rank({2: SURVEY, 3: SURVEY}, None)["surveys"] if world == 3 else None,
+        "scalar_shape": tuple(per_rank(torch.tensor(rank)).shape),
+        "comm": comm_bytes_on_rank(96, 8, 50, group=group),
     }
+
+
+def _group_checks(save_dirs: dict[int, str], interactions) -> dict:
+    """One group of 4 ranks serves W = 2, 3, 4 (a start costs more than the checks): ranks
+    0..W-1 form a sub-group per W and check; W=3 and W=4 load the table W=2 saved. Then, on the
+    whole group, the recommender step and the reference lookup's surveys at W=2 and W=3."""
+    rank, world = group_rank_and_size()
+    out = {}
+    for size in WORLD_SIZES:
+        group = None if size == world else dist.new_group(list(range(size)))  # every rank calls
+        if rank < size:
+            load_dir = None if size == 2 else save_dirs[2]
+            out[size] = _checks_at(size, group, save_dirs[size], load_dir)
+        dist.barrier()  # W=2's saves are complete before W=3 reads them
+    out["recommender"] = sharded_step_on_rank(data=interactions)
+    out["surveys"] = surveys_on_rank({2: SURVEY, 3: SURVEY}, None)["surveys"]
+    return out
 
 
 @pytest.fixture(scope="module")
 def interactions():
-    """The recommender's real interactions, built once for the module and its W=2 group."""
+    """The recommender's real interactions, built once for the module and its group."""
     return passage_interactions()
 
 
 @pytest.fixture(scope="module")
 def group_runs(tmp_path_factory, interactions):
-    """Checks at W = 2, 3, 4; W=3 and W=4 load the table W=2 saved."""
-    runs = {}
-    saved_at_two = str(tmp_path_factory.mktemp("saved_w2"))
-    runs[2] = run_local_group(_group_checks, 2, (saved_at_two, None, interactions))
-    for world in (3, 4):
-        save_dir = str(tmp_path_factory.mktemp(f"saved_w{world}"))
-        runs[world] = run_local_group(_group_checks, world, (save_dir, saved_at_two))
-    runs["saved_at_two"] = saved_at_two
+    """Checks at W = 2, 3, 4 (one group of 4, sub-groups); W=3 and W=4 load what W=2 saved.
+    ``group_runs[W]``: one result per rank of the group of W; ``["four"]``: the whole group's."""
+    save_dirs = {w: str(tmp_path_factory.mktemp(f"saved_w{w}")) for w in WORLD_SIZES}
+    ranks = run_local_group(_group_checks, max(WORLD_SIZES), (save_dirs, interactions))
+    runs = {w: [ranks[r][w] for r in range(w)] for w in WORLD_SIZES}
+    runs["four"] = ranks
+    runs["saved_at_two"] = save_dirs[2]
     return runs
 
 
@@ -185,9 +200,9 @@ WORLD_SIZES = (2, 3, 4)
 # --------------------------------------------------------------------------------------------
 
 
-def test_recommender_tables_sharded_over_two_ranks_equal_the_plain_tables(group_runs):
+def test_recommender_tables_sharded_over_four_ranks_equal_the_plain_tables(group_runs):
     # float32 rounding: the ranks' gradients are summed by the all-to-all in another order
-    for rank in group_runs[2]:
+    for rank in group_runs["four"]:
         result = rank["recommender"]
         assert result["max_weight_diff"] < 1e-6
         assert result["loss_sharded"] == pytest.approx(result["loss_plain"], abs=1e-6)
@@ -599,11 +614,11 @@ def test_reference_lookup_equals_the_package_in_a_world_of_one():
 
 def test_reference_lookup_equals_the_package_on_a_group_and_its_sub_group(group_runs):
     """``labs.nb01_sharding.listing_lookup_done_right`` (the chapter's replicated lookup with its
-    faults fixed) against the package, bitwise: the W=3 group serves W = 2 (a dist.new_group of
-    ranks 0-1) and W = 3, as in notebook 01; the sub-group's tables must agree with nn.Embedding
-    like the whole group's."""
-    ranks = group_runs[3]
-    assert [sorted(rank["surveys"]) for rank in ranks] == [[2, 3], [2, 3], [3]]
+    faults fixed) against the package, bitwise: the group of 4 serves W = 2 and W = 3 (sub-groups
+    of ranks 0-1 and 0-2), as in notebook 01; a sub-group's tables must agree with nn.Embedding
+    like a whole group's."""
+    ranks = group_runs["four"]
+    assert [sorted(rank["surveys"]) for rank in ranks] == [[2, 3], [2, 3], [3], []]
     for world in (2, 3):
         surveys = [rank["surveys"][world] for rank in ranks if world in rank["surveys"]]
         assert [_mismatches(s["reference"]) for s in surveys] == [

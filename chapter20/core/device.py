@@ -302,16 +302,43 @@ DEPENDENCIES = (
 )
 
 
+#: Packages that wrap functions in ``torch.compile`` as they are imported, for kernels that serve
+#: only devices without their own (bitsandbytes' "default" backend: CPU and CUDA have their own
+#: kernels, so the wrapped functions never run there). The wrapper imports TorchDynamo and
+#: Inductor, several seconds in every process that imports the package on a 2-core CPU.
+_COMPILE_AT_IMPORT = ("bitsandbytes",)
+
+
+@contextlib.contextmanager
+def _torch_compile_left_out():
+    """Inside the block ``torch.compile`` returns its function unchanged (used as a decorator,
+    with or without arguments); the real one is back after it."""
+    real = torch.compile
+
+    def identity(model=None, **_options):
+        return model if model is not None else (lambda function: function)
+
+    torch.compile = identity
+    try:
+        yield
+    finally:
+        torch.compile = real
+
+
 def check_dependency(module: str) -> Dependency:
-    """Import ``module`` and report its version, or why it failed, without raising."""
+    """Import ``module`` and report its version, or why it failed, without raising. A package
+    of :data:`_COMPILE_AT_IMPORT` is imported with its import-time ``torch.compile`` wrappers
+    left out (its fallback kernels run eagerly, where they run at all)."""
     previous = logging.root.manager.disable
+    compile_left_out = module.split(".")[0] in _COMPILE_AT_IMPORT
     try:
         # Some packages log optional-kernel notices at import (bitsandbytes on CPU); a
         # dependency check reports only whether the import itself worked.
         logging.disable(logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mod = importlib.import_module(module)
+            with _torch_compile_left_out() if compile_left_out else contextlib.nullcontext():
+                mod = importlib.import_module(module)
     except Exception as exc:  # any import failure is a report, not a crash
         return Dependency(module, None, False, f"{type(exc).__name__}: {exc}")
     finally:

@@ -106,7 +106,9 @@ def free_port() -> int:
 
 
 # What every rank imports: the fork server imports it once, then each rank starts in a blink.
-_RANK_PRELOAD = ("torch", "torch.distributed", "chapter20.training.trainer")
+# TorchDynamo is among it because constructing any torch optimizer imports it (``add_param_group``
+# is wrapped in ``torch._disable_dynamo``): seconds of a rank's start on a 2-core CPU.
+_RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "chapter20.training.trainer")
 
 
 @contextlib.contextmanager
