@@ -19,6 +19,7 @@ import numbers
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -131,7 +132,7 @@ class Vocabulary:
         """Token ids (int64); unknown words become ``unk_id``, or are left out with
         ``drop_unknown=True`` (word2vec's convention)."""
         unk = self.unk_id
-        ids = np.fromiter((self.index.get(t, unk) for t in tokens), dtype=np.int64)
+        ids = np.fromiter(map(self.index.get, tokens, repeat(unk)), dtype=np.int64)
         return ids[ids != unk] if drop_unknown else ids
 
     def oov_rate(self, tokens: Iterable[Any]) -> float:
@@ -166,22 +167,30 @@ class Vocabulary:
         (topic 3, claim C28). Unknown words are left out (a text of unknown words is an
         all-zero row); the result is coalesced and its values sum to the in-vocabulary tokens.
         """
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
-        n = 0
-        for n, text in enumerate(texts, start=1):
+        lengths: list[int] = []
+        flat: list[str] = []
+        for text in texts:
             if isinstance(text, str):
                 raise TypeError("texts must be an iterable of token sequences, not of strings")
-            ids = self.encode(text, drop_unknown=True)
-            cols.append(ids)
-            rows.append(np.full(len(ids), n - 1, dtype=np.int64))
-        if n == 0:
+            lengths.append(len(text))
+            flat.extend(text)
+        if not lengths:
             raise ValueError("texts is empty: no document to build a bag-of-words matrix from")
-        indices = torch.from_numpy(np.stack([np.concatenate(rows), np.concatenate(cols)]))
-        values = torch.ones(indices.shape[1], dtype=dtype)
+        n, width = len(lengths), len(self.words)
+        # One pass over all tokens, then the (row, id) pairs counted at once: np.unique returns
+        # them sorted, which is the coalesced order (row-major), with their counts as values.
+        ids = self.encode(flat)
+        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        known = ids != self.unk_id
+        keys, counts = np.unique(rows[known] * width + ids[known], return_counts=True)
+        indices = torch.from_numpy(np.stack([keys // width, keys % width]))
         matrix = torch.sparse_coo_tensor(
-            indices, values, (n, len(self.words)), check_invariants=True
-        ).coalesce()
+            indices,
+            torch.from_numpy(counts).to(dtype),
+            (n, width),
+            is_coalesced=True,
+            check_invariants=True,
+        )
         if binary:
             matrix = torch.sparse_coo_tensor(
                 matrix.indices(),
