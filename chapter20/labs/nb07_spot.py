@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import torch
@@ -172,8 +173,9 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
     """What :func:`chapter20.core.device.deterministic_mode` costs (§20.5.2): milliseconds per step
     of the spot run (``run``: SpotConfig fields) with it and without it (this process's thread
     count, default algorithms), interleaved: the median of ``repeats`` runs and its min–max
-    range; with each run's fingerprint and the 1-minute load average at the end. MKL's CNR
-    mode is fixed per process, so both variants share whichever mode this process has."""
+    range, and the 1-minute load average at the end; ``attrs["same_weights"]``: whether the
+    last runs of the two variants ended with bitwise equal parameters. MKL's CNR mode is fixed
+    per process, so both variants share whichever mode this process has."""
     steps = run["steps"]
     times: dict[bool, list[float]] = {True: [], False: []}
     prints: dict[bool, str] = {}
@@ -187,18 +189,19 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
                 prints[deterministic] = run_spot_training(config).fingerprint
                 times[deterministic].append(time.perf_counter() - start)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         [
             {
                 "mode": "deterministic_mode (1 thread)" if det else f"default ({threads} threads)",
                 "ms/step": timing_spread_ms(times[det])["ms"] / steps,
                 "range ms/step": timing_spread_ms(times[det])["range_ms"] / steps,
-                "fingerprint": prints[det],
                 "load average": load,
             }
             for det in (True, False)
         ]
     )
+    frame.attrs["same_weights"] = prints[True] == prints[False]
+    return frame
 
 
 def plot_checkpoint_cost(frame: pd.DataFrame):
@@ -209,8 +212,19 @@ def plot_checkpoint_cost(frame: pd.DataFrame):
     ax.plot(frame["MiB"], frame["save s"], "o-", label="save (tmp + fsync + rename)")
     ax.plot(frame["MiB"], frame["load s"], "s-", label="load + verify checksum")
     ax.set_xscale("log"), ax.set_yscale("log")
+    ax.set_xticks(frame["MiB"], labels=[f"{mib:g}" for mib in frame["MiB"]])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    _plain_log_ticks(ax.yaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
+
+
+def _plain_log_ticks(axis) -> None:
+    """Plain numbers ("0.05", "20") at 1, 2 and 5 per decade on a log ``axis``, no minor
+    labels."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def interval_sweep(
@@ -261,5 +275,6 @@ def plot_interval_sweep(frame: pd.DataFrame, work_seconds: float, young_daly: fl
     ax.axvline(young_daly / 60, color="C3", ls="--", label="Young/Daly √(2·C·M)")
     ax.axhline(work_seconds / 3600, color="grey", lw=1, label="the work without preemptions")
     ax.set_xscale("log")
+    _plain_log_ticks(ax.xaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
