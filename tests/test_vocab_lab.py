@@ -71,8 +71,14 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
     runs = vectors_lab.subword_quality(
         train, sentences, (600,), seeds=(1, 2), control=300, **options
     )
-    frame = runs.frame
-    assert list(frame.model) == ["words", "bpe 600", "bpe 300 (control)"] * 2
+    models = ["words", "bpe 600", "bpe 300 (control)"]
+    untrained = runs.frame.model.str.endswith(vectors_lab.UNTRAINED)
+    frame, start = runs.frame[~untrained], runs.frame[untrained]
+    assert list(frame.model) == models * 2
+    assert list(start.model) == [f"{m}{vectors_lab.UNTRAINED}" for m in models] * 2
+    # the same model before its first step, scored on the same pairs, near no knowledge at all
+    assert list(start.same_pairs) == list(frame.same_pairs) and (start.seconds == 0).all()
+    assert (start.rho_same_pairs.abs() < frame.rho_same_pairs.abs().max() + 1).all()
     assert list(frame.rows[:3]) == [len(runs.word_model), 600, 300]
     assert list(frame.seed) == [1, 1, 1, 2, 2, 2]
     words = frame[frame.model == "words"]
@@ -81,21 +87,22 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
         assert frame[frame.seed == seed].same_pairs.nunique() == 1
     assert (frame[frame.model != "words"].oov_pairs <= words.oov_pairs.iloc[0]).all()
     assert len(runs.word_model) == words.rows.iloc[0]
-    summary = vectors_lab.subword_summary(frame)
+    summary = vectors_lab.subword_summary(runs.frame)
     assert list(summary.index) == ["words", "bpe 600", "bpe 300 (control)"]
     assert summary.loc["words", "delta_mean"] == 0 and summary.loc["words", "delta_std"] == 0
     by_seed = frame.set_index(["model", "seed"]).rho_same_pairs
     control = "bpe 300 (control)"
     expected = np.mean([by_seed[control, s] - by_seed["words", s] for s in (1, 2)])
     assert summary.loc[control, "delta_mean"] == pytest.approx(expected)
-    pairs = frame.same_pairs.min()
-    assert summary.loc["words", "chance_sd"] == pytest.approx(1 / np.sqrt(pairs - 1))
+    means = start.groupby("model").rho_same_pairs.mean()
+    assert summary.loc["words", "untrained_rho_mean"] == pytest.approx(means["words, untrained"])
+    assert summary.learned.dtype == bool
     # Trainings two at a time (threads) give the same runs: each is deterministic for its seed.
     parallel = vectors_lab.subword_quality(
         train, sentences, (600,), seeds=(1, 2), control=300, jobs=2, **options
     )
     columns = [c for c in frame.columns if c != "seconds"]
-    pd.testing.assert_frame_equal(parallel.frame[columns], frame[columns])
+    pd.testing.assert_frame_equal(parallel.frame[columns], runs.frame[columns])
     with pytest.raises(ValueError, match="seeds"):
         vectors_lab.subword_quality(train, sentences, (300,), seeds=(), **options)
     with pytest.raises(ValueError, match="jobs"):
@@ -199,7 +206,7 @@ def _subword_summary(control_delta):
     return pd.DataFrame(
         {"seeds": 3, "rho_same_pairs_mean": [0.35, 0.31, 0.29, 0.35 + control_delta],
          "delta_mean": [0.0, -0.04, -0.06, control_delta], "delta_std": [0.0, 0.02, 0.01, 0.01],
-         "weakest_in_chance_sds": [5.0, 4.0, 4.0, 1.0], "rows": [8800, 4000, 8000, 500],
+         "learned": [True, True, True, False], "rows": [8800, 4000, 8000, 500],
          "oov_pairs": [113, 0, 0, 0]},
         index=["words", "bpe 4000", "bpe 8000", "bpe 500 (control)"],
     )  # fmt: skip
@@ -215,9 +222,9 @@ def test_subword_quality_gap_evidence_judges_the_worse_size_and_needs_its_contro
 
     bpe_sizes = pd.DataFrame({"vocab_size": [500, 4000, 8000], "heldout_unk_tokens": [0, 0, 0]})
     summary = _subword_summary(control_delta)
-    evidence = vectors_lab.subword_quality_gap_evidence(summary, bpe_sizes, 3.0)
+    evidence = vectors_lab.subword_quality_gap_evidence(summary, bpe_sizes)
     assert evidence["measured"] == pytest.approx(-0.06)  # the worse size; not the control
-    assert all(evidence["conditions"].values())  # the control's weak runs do not count
+    assert all(evidence["conditions"].values())  # whether the control learned does not count
     assert evidence["control_detected"] == (control_delta < -vectors_lab.C30_MARGIN)
     assert check("C30", **evidence).verdict == verdict
 
@@ -259,19 +266,12 @@ def test_autoencoder_vs_pca_reports_both_codes(bow):
     assert table.encoder_bytes["autoencoder, 2 epochs"] == (300 * 20 + 20) * 4
 
 
-def test_judged_subwords_reads_the_record_unless_the_run_trained_every_seed():
-    """C30 is judged on this run only when it trained every seed; else on the committed record,
-    which must then hold every seed and every model of the run."""
-    from chapter20.core.paths import data_file
-    from chapter20.labs.common import PROVENANCE
-
-    record = pd.read_csv(data_file(vectors_lab.SUBWORD_STUDY))
-    one_seed = vectors_lab.SubwordRuns(
-        record[record.seed == 1].drop(columns=list(PROVENANCE)), None
-    )
-    judged, source = vectors_lab.judged_subwords(one_seed)
-    assert source.startswith("the committed record") and "chapter20 bench subwords" in source
-    assert sorted(judged.seed.unique()) == list(vectors_lab.SUBWORD_SEEDS)
-    assert set(judged.model) == set(one_seed.frame.model)
-    assert list(judged.columns) == list(one_seed.frame.columns)
-    assert vectors_lab.judged_subwords(vectors_lab.SubwordRuns(judged, None))[1] == "this run"
+def test_subword_quality_gap_evidence_needs_every_model_to_have_learned():
+    """ "Learned" is the rule of every notebook: above the same model untrained, beyond the seed
+    spread; a size that stayed at its start fails C30's condition, whatever its Δρ."""
+    bpe_sizes = pd.DataFrame({"vocab_size": [500, 4000, 8000], "heldout_unk_tokens": [0, 0, 0]})
+    summary = _subword_summary(-0.25).assign(learned=[True, False, True, True])
+    evidence = vectors_lab.subword_quality_gap_evidence(summary, bpe_sizes)
+    assert not evidence["conditions"][
+        "every model learned (above itself untrained, beyond the seed spread)"
+    ]
