@@ -16,11 +16,16 @@ model of a ring, its fit to measured times, and the data-parallel scaling it pre
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int, check_positive, check_real
+
+# pandas costs every torchrun worker half a second to import; only the tables need it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "LINKS",
@@ -165,6 +170,8 @@ def scaling_model(
     ring over the nodes on ``inter_node`` (a key of :data:`LINKS`) for the node's share — with
     ``overlap`` of the communication hidden behind the backward pass. One row per world size:
     ``gpus``, ``comm_seconds``, ``efficiency``, ``speedup``."""
+    import pandas as pd
+
     if inter_node not in LINKS:
         raise ValueError(f"inter_node must be one of {list(LINKS)}, got {inter_node!r}")
     nvlink, network = LINKS["NVLink (A100)"], LINKS[inter_node]

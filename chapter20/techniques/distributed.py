@@ -105,9 +105,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# What every rank imports: the fork server imports it once, then each rank starts in a blink.
-# TorchDynamo is among it because constructing any torch optimizer imports it (``add_param_group``
-# is wrapped in ``torch._disable_dynamo``): seconds of a rank's start on a 2-core CPU.
+# What every rank imports (torch._dynamo: any torch optimizer does), once, in the fork server.
 _RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "chapter20.training.trainer")
 
 

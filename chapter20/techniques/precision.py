@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import torch
 from torch import nn
 
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.device import autocast_dtype, get_device
 from chapter20.core.measure import time_interleaved
+
+# pandas costs every torchrun worker half a second to import; only the tables need it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PRECISIONS",
@@ -111,6 +115,8 @@ def keep_batchnorm_fp32(model: nn.Module) -> nn.Module:
 def format_limits(dtypes: Iterable[torch.dtype] = (torch.float16, torch.bfloat16, torch.float32)):
     """Per dtype: smallest subnormal, smallest normal, largest value, epsilon, and the largest
     float32 value that rounds to zero — found by casting, not by formula (§20.2.2, C08)."""
+    import pandas as pd
+
     records = []
     for dtype in dtypes:
         info = torch.finfo(dtype)
@@ -167,6 +173,8 @@ def gradient_underflow(
     """For the fp32 gradients in ``model``: the share that fp16 would flush to zero, leave
     subnormal, or overflow, if the loss were multiplied by each of ``scales`` (§20.2.2, loss
     scaling). Call after a backward pass."""
+    import pandas as pd
+
     scales = [check_positive("scales", scale) for scale in scales]
     grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
     if not grads:
@@ -235,6 +243,8 @@ def matmul_speedup(
     default (no TF32). On CUDA a ``tf32`` row adds fp32 with TF32 matrix multiplies allowed
     (tensor cores in fp32's range, 10 significant bits). A precision the device cannot run is
     left out. From about 4096 a GPU's matmul is bound by its arithmetic, not by launching it."""
+    import pandas as pd
+
     size, repeat = check_int("size", size, 1, maximum=65_536), check_int("repeat", repeat, 1)
     device = get_device() if device is None else torch.device(device)
     names = [name for name in precisions if name in PRECISIONS]

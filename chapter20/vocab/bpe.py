@@ -23,14 +23,18 @@ import numbers
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from chapter20.core.checks import check_int
 from chapter20.vocab.vocabulary import Vocabulary, count_words, element_bytes
+
+# pandas costs every torchrun worker half a second to import; only the tables need it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BPE_UNK",
@@ -315,6 +319,8 @@ def bpe_table(
     of embedding rows (the ``vocab_size - 1`` most frequent training words plus an UNK row) —
     what the same matrix bytes buy without subwords.
     """
+    import pandas as pd
+
     if isinstance(vocab_sizes, (str, numbers.Number)) or not len(vocab_sizes):
         raise ValueError("vocab_sizes must be a non-empty sequence of ints >= 257")
     vocab_sizes = [check_int("vocab_sizes[i]", size, 257) for size in vocab_sizes]

@@ -20,13 +20,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int
+
+# pandas costs every torchrun worker half a second to import; only the tables need it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Vocabulary",
@@ -254,6 +257,8 @@ def pruning_table(
     ``dim`` columns with an UNK row, in ``dtype``) and ``matrix_ratio`` (relative to the first
     row). The corpus is counted once; each row equals ``build_vocab(train_texts, min_count=m)``.
     """
+    import pandas as pd
+
     if isinstance(min_counts, (str, numbers.Number)) or not len(min_counts):
         raise ValueError("min_counts must be a non-empty sequence of ints >= 1")
     min_counts = [check_int("min_counts[i]", m, 1) for m in min_counts]
