@@ -293,7 +293,7 @@ def test_check_takes_no_typed_verdict(kwarg):
 
 def test_check_row_carries_the_criterion():
     row = check("C11", 3.0)
-    assert row.criterion.startswith("(weights + AdamW state) / weights")
+    assert row.criterion.startswith("(weights + Adam state) / weights")
     assert row.criterion.endswith("[≈ 3 × parameter memory, ±5%]")
     assert row.basis == "measured"
 

@@ -464,7 +464,8 @@ class ClaimsLog:
         lines = []
         for r in sorted(self.rows.values(), key=lambda r: r.id):
             lines.append(f"{r.id} [{r.judgement}] {r.claim}")
-            lines.append(f"    claimed {r.expected}; measured {r.measured}")
+            value = "modelled" if r.basis == "model" else "measured"  # a model's figure
+            lines.append(f"    claimed {r.expected}; {value} {r.measured}")
             if r.criterion:  # one line: data/claims.csv keeps each criterion short
                 lines.append(f"    criterion: {' '.join(r.criterion.split())}")
             if r.note:
