@@ -126,11 +126,13 @@ def _randomized_pca_sparse(
     xt = x.t().coalesce()
     mean = mean.double()
 
+    # The dense factor row-major: torch's sparse @ dense is ~4x slower on a column-major one,
+    # which is what solve_triangular (in _orth) returns.
     def right(b: torch.Tensor) -> torch.Tensor:  # (X − 1μᵀ) b,  n × q
-        return torch.sparse.mm(x, b) - (mean @ b)[None, :]
+        return torch.sparse.mm(x, b.contiguous()) - (mean @ b)[None, :]
 
     def left(b: torch.Tensor) -> torch.Tensor:  # (X − 1μᵀ)ᵀ b,  d × q
-        return torch.sparse.mm(xt, b) - mean[:, None] * b.sum(dim=0)[None, :]
+        return torch.sparse.mm(xt, b.contiguous()) - mean[:, None] * b.sum(dim=0)[None, :]
 
     omega = torch.randn(x.shape[1], q, generator=generator, dtype=torch.float64, device=x.device)
     basis = _orth(right(omega), passes=1 if niter else 2)
@@ -216,7 +218,9 @@ class PCAResult:
         """
         x, sparse = self._input(x)
         shift = self.mean @ self.components.T
-        product = torch.sparse.mm(x, self.components.T) if sparse else x @ self.components.T
+        weight = self.components.T
+        # row-major for the sparse product, ~4x faster than multiplying by the transposed view
+        product = torch.sparse.mm(x, weight.contiguous()) if sparse else x @ weight
         return product - shift
 
     def inverse_transform(self, z: torch.Tensor | np.ndarray) -> torch.Tensor:
