@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -180,6 +181,14 @@ def new_panels(
     _give_alt_text(fig, alt)
     fig.suptitle(title)
     return fig, list(axes[0])
+
+
+def plain_log_ticks(axis) -> None:
+    """Plain numbers ("0.05", "20") at 1, 2 and 5 per decade on a log ``axis`` (an ``ax.xaxis``
+    or ``ax.yaxis``), no minor ticks: rather than "3×10¹", or labels that crowd each other."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def byte_scale(unit: str) -> int:

@@ -19,7 +19,7 @@ from chapter20.core.checks import check_int
 from chapter20.core.device import set_seed
 from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
-from chapter20.core.plotting import new_figure
+from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.techniques.accumulation import accumulate_reference, example_weights
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
@@ -373,9 +373,7 @@ def plot_memory_vs_batch(frame: pd.DataFrame):
         frame["effective batch"].unique(), labels=map(str, frame["effective batch"].unique())
     )
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    plain_log_ticks(ax.yaxis)
     ax.legend()
     return fig
 

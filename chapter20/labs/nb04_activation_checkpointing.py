@@ -21,7 +21,7 @@ from chapter20.core.findings import compare
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.paths import data_file
-from chapter20.core.plotting import new_figure, stacked_memory_bars
+from chapter20.core.plotting import new_figure, plain_log_ticks, stacked_memory_bars
 from chapter20.core.seed_statistics import range_text
 from chapter20.labs.common import compare_times, run_or_record, timing_columns
 from chapter20.techniques.activation_checkpointing import (
@@ -481,14 +481,6 @@ def predicted_time_ratio(label: str) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def _plain_log_ticks(axis) -> None:
-    """Plain numbers ("30", "0.5") at 1, 2 and 5 per decade on a log ``axis``, no minor labels
-    (rather than "3×10¹", or labels that crowd each other)."""
-    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.set_minor_locator(matplotlib.ticker.NullLocator())
-
-
 def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"):
     """Measured activation bytes (markers) and prediction (lines) vs depth, per policy."""
     predicted = {
@@ -508,7 +500,7 @@ def plot_activation_vs_depth(frame: pd.DataFrame, column: str = "retained_bytes"
     ax.set_yscale("log")
     ax.set_xticks(frame["layers"].unique(), labels=map(str, frame["layers"].unique()))
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    _plain_log_ticks(ax.yaxis)
+    plain_log_ticks(ax.yaxis)
     ax.legend(
         title="measured (o), predicted (—)", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8
     )
@@ -533,7 +525,7 @@ def plot_trade(frame: pd.DataFrame):
             label=row.policy,
         )
     ax.set_yscale("log")
-    _plain_log_ticks(ax.yaxis)
+    plain_log_ticks(ax.yaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     return ax
 

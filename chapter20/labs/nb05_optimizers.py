@@ -355,13 +355,14 @@ def checklist_notes(
 
 def replay_ratios(replay: pd.DataFrame) -> str:
     """Notebook 05's claims check: the ratios of :func:`checklist_replay` that other notebooks
-    judge (C11 weights + AdamW state over weights, C09 bf16 over fp32, C10 without over with
-    checkpointing), each with the notebook that owns its verdict."""
+    judge (C11 weights + Adam state over weights, AdamW keeping Adam's two moments; C09 bf16
+    over fp32; C10 without over with checkpointing), each with the notebook that owns its
+    verdict."""
     chain = replay[replay["in_chain"]].set_index("step")["peak_bytes"]
     first = replay.iloc[0]
     state = (first["parameters"] + first["optimizer_state"]) / first["parameters"]
     return (
-        f"\nreplay: (weights + AdamW state) / weights x{state:.2f} ({judged_in('C11')}); "
+        f"\nreplay: (weights + Adam state) / weights x{state:.2f} ({judged_in('C11')}); "
         f"bf16 / fp32 peak x{chain.iloc[1] / chain.iloc[0]:.3f} ({judged_in('C09')}); "
         f"step peak without / with checkpointing x{chain.iloc[1] / chain.iloc[2]:.2f} "
         f"({judged_in('C10')})"

@@ -20,7 +20,7 @@ import torch
 
 from chapter20.core.measure import format_bytes
 from chapter20.core.paths import cache_dir
-from chapter20.core.plotting import new_figure
+from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
 from chapter20.demos.spot_run import SpotConfig, run_spot_training
@@ -214,17 +214,9 @@ def plot_checkpoint_cost(frame: pd.DataFrame):
     ax.set_xscale("log"), ax.set_yscale("log")
     ax.set_xticks(frame["MiB"], labels=[f"{mib:g}" for mib in frame["MiB"]])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    _plain_log_ticks(ax.yaxis)
+    plain_log_ticks(ax.yaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
-
-
-def _plain_log_ticks(axis) -> None:
-    """Plain numbers ("0.05", "20") at 1, 2 and 5 per decade on a log ``axis``, no minor
-    labels."""
-    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def interval_sweep(
@@ -275,6 +267,6 @@ def plot_interval_sweep(frame: pd.DataFrame, work_seconds: float, young_daly: fl
     ax.axvline(young_daly / 60, color="C3", ls="--", label="Young/Daly √(2·C·M)")
     ax.axhline(work_seconds / 3600, color="grey", lw=1, label="the work without preemptions")
     ax.set_xscale("log")
-    _plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.xaxis)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
