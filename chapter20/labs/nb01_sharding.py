@@ -46,6 +46,7 @@ __all__ = [
     "survey_on_rank",
     "surveys_on_rank",
     "run_survey",
+    "start_rank_server",
     "load_report",
     "table_memory_report",
     "benchmark",
@@ -390,6 +391,20 @@ def surveys_on_rank(plans: dict[int, tuple], extra: tuple | None = None) -> dict
         if rank < size:
             surveys[size] = survey_on_rank(*args, group=group)
     return {"surveys": surveys, "extra": extra[0](*extra[1]) if extra else None}
+
+
+def start_rank_server() -> None:
+    """Start now the server the local group's ranks fork from (``run_local_group``: one process
+    that imports torch and the training stack once, seconds of CPU). It starts in the background
+    and this returns at once, so its start overlaps what the caller does before the first group
+    (on a fresh machine, parsing the Wikipedia sample) instead of following it. Nothing to do
+    where the platform has no fork server."""
+    from multiprocessing import forkserver
+
+    from chapter20.techniques.distributed import preloaded_process_context
+
+    if preloaded_process_context().get_start_method() == "forkserver":
+        forkserver.ensure_running()
 
 
 def run_survey(
