@@ -205,10 +205,11 @@ def evaluate_word_pairs(
     if not gold:
         raise ValueError(f"no pair of {name} has both words in the vocabulary")
     scores = pd.DataFrame({"gold": gold, "model": model})
+    ranks = scores.rank()  # ties averaged: Spearman's rho is Pearson's r of these (no scipy)
     return PairEvaluation(
         name=name,
-        spearman=float(scores["gold"].corr(scores["model"], method="spearman")),
-        pearson=float(scores["gold"].corr(scores["model"], method="pearson")),
+        spearman=float(ranks["gold"].corr(ranks["model"])),
+        pearson=float(scores["gold"].corr(scores["model"])),
         pairs=len(rows),
         oov_pairs=oov,
     )
