@@ -440,6 +440,12 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "weight_decay": 0.01,
         "momentum": 0.9,
     },
+    "techniques.optimizers.bitsandbytes_optimizer": lambda: {
+        "params": list(_linear().parameters()),
+        "kind": "adamw8bit",
+        "lr": 0.1,
+        "weight_decay": 0.01,
+    },
     "techniques.optimizers.sparse_optimizers": lambda: {
         "model": models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
         "lr": 0.1,
@@ -878,6 +884,7 @@ ACCEPTS: dict[str, set[str]] = {
             "core.models.TransformerEncoder.padding_idx",
             "techniques.optimizers.make_optimizer.weight_decay",
             "techniques.optimizers.make_optimizer.momentum",
+            "techniques.optimizers.bitsandbytes_optimizer.weight_decay",
             "techniques.optimizers.sparse_optimizers.weight_decay",
             "techniques.parallelism.predicted_overlap.bucket_bytes",
             "techniques.parallelism.predicted_overlap.backward_seconds",

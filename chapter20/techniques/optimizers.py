@@ -166,6 +166,7 @@ def bitsandbytes_optimizer(
     """
     if kind not in _BNB_CLASSES:
         raise ValueError(f"kind must be one of {', '.join(_BNB_CLASSES)}, got {kind!r}")
+    lr, weight_decay, _ = _check_rates(lr, weight_decay, 0.0)
     if not bitsandbytes_available():
         warnings.warn(
             f"bitsandbytes is not usable here ({check_dependency('bitsandbytes').detail}); "
