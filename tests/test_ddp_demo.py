@@ -1,13 +1,12 @@
-"""§20.4 chapter20/scripts/ddp_demo.py under torchrun: two processes on one node and two
-single-process "nodes" on localhost give the same training run as one process (the demo's
-``main`` in this process) for the same seed and global batch (float32 rounding: the ranks sum
-the same terms in another order)."""
+"""§20.4 chapter20/scripts/ddp_demo.py under torchrun: two single-process "nodes" on localhost
+give the same training run as one process (the demo's ``main`` in this process) for the same
+seed and global batch (float32 rounding: the ranks sum the same terms in another order); two
+processes of one node (a local group) compress the gradients to fp16."""
 
 import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import threading
 import pytest
 
 from chapter20.core.paths import repo_root
-from chapter20.techniques.distributed import free_port
+from chapter20.techniques.distributed import free_port, run_local_group
 
 SCRIPT = "chapter20/scripts/ddp_demo.py"
 ARGS = [
@@ -46,13 +45,11 @@ def _summary(result: subprocess.CompletedProcess, path) -> dict:
     return json.loads(path.read_text())
 
 
-def _two_free_ports() -> tuple[int, int]:
-    """Two different free ports: both sockets held open while the second is chosen (two calls
-    of ``free_port`` may return the same port, and the two launches run at the same time)."""
-    with socket.socket() as first, socket.socket() as second:
-        first.bind(("127.0.0.1", 0))
-        second.bind(("127.0.0.1", 0))
-        return first.getsockname()[1], second.getsockname()[1]
+def _fp16_on_rank(summary: str) -> None:
+    """The demo's ``main`` on a rank of a local group, gradients all-reduced in fp16."""
+    from chapter20.demos import ddp_demo
+
+    ddp_demo.main([*ARGS, "--no-report", "--compress", "fp16", "--summary-json", summary])
 
 
 @pytest.fixture(scope="module")
@@ -60,36 +57,30 @@ def runs(tmp_path_factory):
     from chapter20.demos import ddp_demo
 
     tmp = tmp_path_factory.mktemp("ddp_demo")
-    # The two launches (one node of two processes, fp16; two nodes of one) run side by side:
-    # most of a launch is interpreters starting, which the other launch's overlap.
-    results, (one_node_port, nodes_port) = {}, _two_free_ports()
+    # Two torchrun launches (two nodes of one process) run side by side with the rest: most of
+    # a launch is interpreters starting, which the work here overlaps. The fp16 run needs no
+    # launcher of its own: two ranks of a local group fork with torch already imported.
+    results, nodes_port = {}, free_port()
 
-    def launch(name: str, options: list[str], extra=()) -> None:
-        results[name] = _torchrun(options, tmp / f"{name.split()[0]}.json", extra)
-        if name == "two" and "EADDRINUSE" in results[name].stderr:
-            # The port was free when chosen and taken before torchrun bound it (another test's
-            # process): the one-node launch owns its port alone, so it may simply choose again.
-            options = [*options[:-1], f"--master_port={free_port()}"]
-            results[name] = _torchrun(options, tmp / "two.json", extra)
+    def launch(name: str, options: list[str]) -> None:
+        results[name] = _torchrun(options, tmp / f"{name.split()[0]}.json")
 
-    one_node = ["--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={one_node_port}"]
-    jobs = [("two", one_node, ["--compress", "fp16"])]
+    threads = []
     for rank in (0, 1):
         options = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
                    "--master_addr=127.0.0.1", f"--master_port={nodes_port}"]  # fmt: skip
-        jobs.append((f"nodes {rank}", options, ()))
-    threads = [threading.Thread(target=launch, args=job) for job in jobs]
+        threads.append(threading.Thread(target=launch, args=(f"nodes {rank}", options)))
     for thread in threads:
         thread.start()
-    # The reference runs here meanwhile (a torchrun launch of one process would only add two
-    # interpreters), and so does the run of the demo's defaults.
+    run_local_group(_fp16_on_rank, 2, (str(tmp / "two.json"),))
+    two = json.loads((tmp / "two.json").read_text())
+    # The reference runs here meanwhile, and so does the run of the demo's defaults.
     ddp_demo.main([*ARGS, "--no-report", "--summary-json", str(tmp / "one.json")])
     one = json.loads((tmp / "one.json").read_text())
     defaults = ddp_demo.main(["--no-progress", "--no-report"])
     for thread in threads:
         thread.join()
     assert results["nodes 1"].returncode == 0, results["nodes 1"].stderr[-2000:]
-    two = _summary(results["two"], tmp / "two.json")
     nodes = _summary(results["nodes 0"], tmp / "nodes.json")
     return one, two, nodes, defaults
 
