@@ -49,7 +49,7 @@ def clean(tmp_path_factory):
 def test_the_run_prints_its_plan_and_cost_then_trains_evaluates_and_saves(clean):
     result, printed = clean
     summary = result.summary
-    assert "memory plan of one step" in printed and "fits on a 80 GB GPU" in printed
+    assert "memory plan of one step" in printed and "fits on one GPU of 80 GB" in printed
     assert "advice:" in printed
     assert "on demand:" in printed and "spot (median zone, preemptions):" in printed
     assert "SkyPilot catalog prices: aws 2023-12-13" in printed

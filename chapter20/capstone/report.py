@@ -153,7 +153,7 @@ def plan_lines(memory: MemoryPlan, projection: dict[str, Any], gpu_gb: float) ->
     verdict = "fits" if memory.fits else "does NOT fit"
     lines.append(
         f"  peak {format_bytes(memory.peak_bytes)} ({memory.settings['peak_phase']}): "
-        f"{verdict} on a {gpu_gb:g} GB GPU"
+        f"{verdict} on one GPU of {gpu_gb:g} GB"
     )
     lines += [f"  advice: {a}" for a in parallelism_advice(memory, gpu_gb * 1e9)]
     lines.append(

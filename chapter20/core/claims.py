@@ -362,9 +362,9 @@ def _row(claim, measured, unit, note, tests, device, verdict, direction, source)
     if verdict == NOT_TRAINED:
         extra.append("the runs stayed at the untrained model's level: no trend")
     elif verdict == INCONCLUSIVE:
-        extra.append(f"the positive control was not detected: {claim.control}")
+        extra.append(f"positive control not detected ✗ (its criterion: {claim.control})")
     elif claim.control and claim.basis != "missing" and verdict != NEEDS_GPU:
-        extra.append(f"positive control detected: {claim.control}")
+        extra.append(f"positive control detected ✓ (its criterion: {claim.control})")
     if claim.basis == "model":
         extra.append(f"model: {claim.basis_detail}")
     elif claim.basis == "missing":
