@@ -490,7 +490,7 @@ def plot_quality(judged: pd.DataFrame, live: pd.DataFrame, chance: float):
         ax.plot([index] * len(mine), mine, "o", mfc="none", mec="black", ms=11)
     ax.axhline(chance, color="#8C8C8C", linestyle=":")
     ax.text(len(kinds) - 0.5, chance, " chance", va="bottom", ha="right", color="#8C8C8C")
-    labels = [k.replace(", ", ",\n").replace(" (control)", "\n(control)") for k in kinds]
+    labels = [f"control: {CONTROL_BITS}-bit state" if k == CONTROL else k for k in kinds]
     ax.set_xticks(range(len(kinds)), labels, fontsize=8)
     ax.set_ylim(0, judged["recall@10"].max() * 1.25)
     key = "dots: seeds, bars: means, ring: this run (same steps)"
