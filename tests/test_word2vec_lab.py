@@ -156,10 +156,17 @@ def test_growth_findings_compare_the_objectives_growth_and_the_path_length_with_
         {"objective": ["negative", "hierarchical", "softmax"], "growth": [2.0, 4.0, 400.0]}
     )
     paths = pd.DataFrame({"mean_path": [10.0, 12.0], "log2_n": [10.0, 20.0]})
-    hierarchical, softmax, nodes = growth_findings(summary, paths)
+    steps = pd.DataFrame({
+        "objective": ["negative"] * 2 + ["hierarchical"] * 2 + ["softmax"] * 2,
+        "vocab": [10, 100] * 3,
+        "us_min": [1.0, 2.0, 1.0, 4.0, 1.0, 400.0], "us_max": [1.0, 2.0, 1.0, 4.0, 1.0, 400.0],
+    })  # fmt: skip
+    hierarchical, softmax, nodes = growth_findings(summary, paths, steps)
     assert hierarchical.startswith(
         "hierarchical softmax's time per pair, growth: 2.00× higher than negative sampling's"
     )
+    noisy = steps.assign(us_max=[1.0, 2.0, 1.0, 6.0, 1.0, 400.0])
+    assert "indistinguishable" in growth_findings(summary, paths, noisy)[0]
     assert softmax.startswith(
         "full softmax's time per pair, growth: 100.00× higher than the hierarchical softmax's"
     )

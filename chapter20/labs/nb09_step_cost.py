@@ -384,22 +384,38 @@ def path_length_vs_vocab(
     return pd.DataFrame(records)
 
 
-def growth_findings(summary: pd.DataFrame, paths: pd.DataFrame) -> list[str]:
+def growth_findings(summary: pd.DataFrame, paths: pd.DataFrame, steps: pd.DataFrame) -> list[str]:
     """Notebook 09, section 3: the growth of the time per pair from the smallest to the largest
     vocabulary, hierarchical softmax's next to negative sampling's and the full softmax's next
     to the hierarchical softmax's (``summary``: ``nb09_word2vec.scaling_summary``), and the
     growth of the hierarchical softmax's nodes per pair next to log2 n's (``paths``:
-    :func:`path_length_vs_vocab`): three lines printed by ``core.findings.compare``."""
+    :func:`path_length_vs_vocab`): three lines printed by ``core.findings.compare``. Two time
+    growths count as indistinguishable within the wider of their ranges, each from the
+    repeats' min–max at both ends (``steps``: :func:`step_time_vs_vocab`)."""
     growth = summary.set_index("objective").growth
+    ranges = _growth_ranges(steps)
     first, last = paths.iloc[0], paths.iloc[-1]
     return [
         compare("hierarchical softmax's time per pair, growth", growth["hierarchical"],
-                "negative sampling's", growth["negative"], unit="×"),
+                "negative sampling's", growth["negative"], unit="×",
+                spread=max(ranges["hierarchical"], ranges["negative"])),
         compare("full softmax's time per pair, growth", growth["softmax"],
-                "the hierarchical softmax's", growth["hierarchical"], unit="×"),
+                "the hierarchical softmax's", growth["hierarchical"], unit="×",
+                spread=max(ranges["softmax"], ranges["hierarchical"])),
         compare("hierarchical softmax's nodes per pair, growth", last.mean_path / first.mean_path,
                 "log₂ n's", last.log2_n / first.log2_n, unit="×"),
     ]  # fmt: skip
+
+
+def _growth_ranges(steps: pd.DataFrame) -> dict[str, float]:
+    """Per objective, the width of the growth's range: slowest at the largest vocabulary over
+    fastest at the smallest, minus fastest at the largest over slowest at the smallest."""
+    ranges = {}
+    for objective, group in steps.groupby("objective", sort=False):
+        group = group.sort_values("vocab")
+        small, large = group.iloc[0], group.iloc[-1]
+        ranges[objective] = large.us_max / small.us_min - large.us_min / small.us_max
+    return ranges
 
 
 # --- where the time of one training step goes ------------------------------------------------
