@@ -6,6 +6,7 @@ rounding: 1e-6 absolute on gradients of order 1e-2. ZeRO-1 runs the same AdamW u
 same gradients, only on another rank, so it is compared bitwise.
 """
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
@@ -170,6 +171,25 @@ def test_overlap_findings_read_the_blocking_hook():
     lines = lab.overlap_findings(frame)
     assert len(lines) == 3 and lines[-1].startswith("blocking hook")
     assert "slower" in lines[-1] or "×" in lines[-1]
+    assert lines[0].startswith("buckets of 1 MiB: communication hidden behind the backward: 50%")
+
+
+def test_overlap_findings_print_no_hidden_share_for_indistinguishable_times():
+    frame = pd.DataFrame({
+        "variant": ["buckets of 1 MiB", "buckets of 1000 MiB", "no_sync (no communication)"],
+        "step_ms": [10.0, 12.0, 8.0], "range_ms": [3.0, 3.0, 3.0],
+        "hidden_measured": [0.5, 0.0, float("nan")], "hidden_model": [0.9, 0.0, float("nan")],
+    })  # fmt: skip
+    lines = lab.overlap_findings(frame)
+    assert lines[0] == (
+        "buckets of 1 MiB: hidden share not measurable here: step times indistinguishable"
+    )
+    assert "indistinguishable" in lines[1] and not any("%" in line for line in lines)
+    assert lab.hidden_measurable(frame) == {"buckets of 1 MiB": False}
+    fig = lab.plot_overlap(frame)
+    texts = [text.get_text() for text in fig.axes[0].texts]
+    assert texts == ["not measurable: times indistinguishable"]
+    plt.close(fig)
 
 
 def test_tokenizing_pairs_equal_encoding_beforehand():
