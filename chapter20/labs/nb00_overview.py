@@ -136,7 +136,7 @@ def plot_anatomy(results: list[StepAnatomy]):
     )
     for r, ax in zip(results, axes, strict=True):
         stacked_memory_bars(
-            ["fwd+bwd", "step", "formula"],
+            ["forward+backward", "optimizer.step", "formula"],
             [r.backward.breakdown, r.step.breakdown, r.predicted],
             title=f"V = {r.vocab_size:,} rows × {r.embedding_dim}",
             bar_labels=[
@@ -147,6 +147,8 @@ def plot_anatomy(results: list[StepAnatomy]):
             ax=ax,
             legend=False,
         )
+        for label in ax.get_xticklabels():  # one line each, clear of the next bar's label
+            label.set(rotation=15, ha="right", rotation_mode="anchor")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=9)
     return fig
 
