@@ -250,7 +250,8 @@ def plot_recalls(frame: pd.DataFrame):
     untrained encoder is the level every run starts from (§20.2.1)."""
     methods = list(dict.fromkeys(frame["method"]))
     fig, ax = new_figure(
-        "Next-sentence retrieval on held-out Wikipedia articles", "", "share of test anchors",
+        "Next-sentence retrieval on held-out Wikipedia articles", "",
+        "share of test anchors (mean ± SD over seeds)",
         figsize=(9, 4),
         alt="Bar chart of held-out recall@1 and recall@10 per training strategy, mean and "
         "standard deviation over its seeds (a strategy run with one seed is labelled with it), "
@@ -262,11 +263,9 @@ def plot_recalls(frame: pd.DataFrame):
         positions = [i + offset for i in range(len(methods))]
         ax.bar(positions, stats["mean"], yerr=stats["std"], capsize=3, width=0.4,
                label=f"recall@{k}")  # fmt: skip
-    labels = [m.replace(" (control)", "\n(control)").replace(", ", ",\n") for m in methods]
-    labels = [label if "\n" in label else label.replace(" ", "\n") for label in labels]
     seeds = frame.groupby("method", sort=False)["seed"].unique()
-    labels = [f"{label}\n(seed {seeds[m][0]})" if len(seeds[m]) == 1 else label
-              for label, m in zip(labels, methods)]  # fmt: skip
-    ax.set_xticks(range(len(methods)), labels=labels, fontsize=9)
+    labels = [f"{m} (seed {seeds[m][0]})" if len(seeds[m]) == 1 else m for m in methods]
+    ax.set_xticks(range(len(methods)), labels=labels, fontsize=9, rotation=20, ha="right",
+                  rotation_mode="anchor")  # fmt: skip
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
