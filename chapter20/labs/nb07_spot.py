@@ -121,8 +121,8 @@ def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None
     ax.plot(
         [r["time"] - start for r in steps],
         [r["step"] for r in steps],
-        ".",
-        ms=3,
+        "o",
+        ms=4,
         label="with kills (torchrun restarts)",
     )
     for i, kill in enumerate(r for r in progress if "kill" in r):
