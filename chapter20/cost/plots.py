@@ -46,7 +46,7 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
     """Two panels over GPU count (§20.5): wall time in hours (log) and cost in USD, one line
     per instance type, coloured by its GPU model (:func:`gpu_colour`). ``caption`` (the price
     snapshot) goes under the figure."""
-    from chapter20.core.plotting import new_panels
+    from chapter20.core.plotting import new_panels, plain_log_ticks
 
     fig, (left, right) = new_panels(2, "Time and cost to train one workload", figsize=(11, 4.2))
     styles = ("-", "--", "-.", ":")
@@ -65,6 +65,7 @@ def plot_time_and_cost(options: pd.DataFrame, caption: str = ""):
         _plain_log_axis(ax.xaxis, options["gpus"])
         ax.set_xlabel("GPUs")
     left.set(ylabel="wall time (hours)", yscale="log")
+    plain_log_ticks(left.yaxis)
     right.set(ylabel="cost of the run (USD)", ylim=(0, 1.1 * options["cost"].max()))
     right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if caption:
@@ -119,7 +120,7 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
     """Preemption overhead (%) against the checkpoint interval (minutes), one curve per mean
     time between preemptions; ``optima[label]`` = (Young/Daly interval in seconds, its
     overhead) is marked with a dot (§20.5.2). The y axis stops at 10x the largest optimum."""
-    from chapter20.core.plotting import new_figure
+    from chapter20.core.plotting import new_figure, plain_log_ticks
 
     fig, ax = new_figure(
         "Spot: expected overhead vs checkpoint interval",
@@ -132,6 +133,8 @@ def plot_spot_overhead(curves: dict[str, pd.DataFrame], optima: dict[str, tuple[
         ax.plot(interval / 60, 100 * overhead, "o", color=line.get_color())
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     lowest = min(overhead for _, overhead in optima.values())
     ax.set_ylim(50 * lowest, 1000 * max(overhead for _, overhead in optima.values()))
     ax.legend(fontsize=8, title="dots: Young/Daly interval", title_fontsize=8)
