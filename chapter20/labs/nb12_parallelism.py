@@ -415,7 +415,11 @@ def overlap_results(results: list[dict], bucket_caps_mb: tuple[float, ...]):
         "backward_ms": 1e3 * backward,
         "comm_after_backward_ms": 1e3 * (after - quiet),
     }
-    return pd.DataFrame(records), fit
+    frame = pd.DataFrame(records)
+    measurable = hidden_measurable(frame)  # a share from indistinguishable times is noise
+    noise = frame["variant"].map(lambda name: not measurable.get(name, True))
+    frame.loc[noise, "hidden_measured"] = np.nan
+    return frame, fit
 
 
 def _step_comparisons(frame: pd.DataFrame) -> tuple[str, dict[str, str]]:
