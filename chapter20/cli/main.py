@@ -84,8 +84,8 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "recommender": (
         "chapter20.labs.nb01_recommender",
         "recommender_benchmark",
-        "notebook 01: two-tower held-out item recall@10, the untrained tables and the shuffled-users control, "
-        "3 seeds",
+        "notebook 01: two-tower held-out item recall@10, the untrained tables and the "
+        "shuffled-users control, 3 seeds",
     ),
     "batch-strategies": (
         "chapter20.labs.nb02_strategies",
