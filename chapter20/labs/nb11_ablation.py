@@ -316,7 +316,7 @@ def plot_ablation(costs: pd.DataFrame, summary: pd.DataFrame, column: str = "mrr
         alpha=0.25,
         label="composed ± 2 std",
     )
-    axes[0].set_xlim(left=max(0.0, float(summary["mean"].min()) * 0.8))
+    axes[0].set_xlim(left=0.0)  # a bar's length is its value: the axis starts at zero
     axes[0].set_title(f"held-out {column.upper() if column == 'mrr' else column} (mean ± std)")
     costs = costs.set_index("variant").loc[names]
     spread = [costs["step_ms"] - costs["step_ms_min"], costs["step_ms_max"] - costs["step_ms"]]
