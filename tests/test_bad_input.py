@@ -446,6 +446,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "lr": 0.1,
         "weight_decay": 0.01,
     },
+    "word2vec.skipgram_training.run_seeds": lambda: {"seed": 1, "stream": 0},
     "techniques.optimizers.sparse_optimizers": lambda: {
         "model": models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
         "lr": 0.1,
@@ -885,6 +886,8 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.optimizers.make_optimizer.weight_decay",
             "techniques.optimizers.make_optimizer.momentum",
             "techniques.optimizers.bitsandbytes_optimizer.weight_decay",
+            "word2vec.skipgram_training.run_seeds.seed",
+            "word2vec.skipgram_training.run_seeds.stream",
             "techniques.optimizers.sparse_optimizers.weight_decay",
             "techniques.parallelism.predicted_overlap.bucket_bytes",
             "techniques.parallelism.predicted_overlap.backward_seconds",

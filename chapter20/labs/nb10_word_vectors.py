@@ -322,12 +322,12 @@ def _untrained(sentences: Sequence[Sequence[str]], config: Word2VecConfig):
     """The word vectors ``train_word2vec(sentences, config)`` starts from (its vocabulary, its
     seed's initial weights), before any step."""
     from chapter20.word2vec.skipgram import SkipGram
-    from chapter20.word2vec.skipgram_training import _seeds
+    from chapter20.word2vec.skipgram_training import run_seeds
     from chapter20.word2vec.vectors import WordVectors
 
     vocab = build_vocab(sentences, min_count=config.min_count)
     model = SkipGram(config.objective, vocab.counts, dim=config.dim, negative=config.negative,
-                     seed=_seeds(config.seed, 0)[0])  # fmt: skip
+                     seed=run_seeds(config.seed, 0)[0])  # fmt: skip
     return WordVectors(words=tuple(vocab.words), vectors=model.input_vectors.numpy().copy())
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "FUSED_CHUNK",
     "EpochSync",
     "default_batch_size",
+    "run_seeds",
     "train_word2vec",
 ]
 
@@ -155,7 +156,7 @@ def train_word2vec(
     vocab = _vocabulary(sentences, vocab, config.min_count)
     device = _training_device(config.device, config.workers)
     corpus, keep = _encoded_corpus(sentences, vocab, config.sample, device)
-    seeds = _seeds(config.seed, 0 if sync is None else sync.stream)
+    seeds = run_seeds(config.seed, 0 if sync is None else sync.stream)
     model = SkipGram(
         config.objective, vocab.counts, dim=config.dim, negative=config.negative,
         device=device, seed=seeds[0], tree=tree,
@@ -175,9 +176,12 @@ def _check_config(config: Word2VecConfig | None) -> Word2VecConfig:
     return config
 
 
-def _seeds(seed: int, stream: int) -> list[int]:
-    """The seeds of the initial weights, the pair draws and the noise draws; ``stream`` (an
-    :class:`EpochSync`'s) changes the last two only."""
+def run_seeds(seed: int, stream: int) -> list[int]:
+    """The seeds of a run's initial weights, pair draws and noise draws (note, topic 1): what
+    :func:`train_word2vec` uses for ``config.seed``, so that the same model untrained can be
+    built from ``run_seeds(seed, 0)[0]``; ``stream`` (an :class:`EpochSync`'s) changes the last
+    two only."""
+    seed, stream = check_int("seed", seed, 0), check_int("stream", stream, 0)
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(3)]
     if stream:
         seeds[1:] = [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(2)]
