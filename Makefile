@@ -62,6 +62,9 @@ PIP := quiet_pip() { $(BIN)/python -m pip install --disable-pip-version-check "$
 
 venv: $(STAMP)
 
+# JupyterLab's event schemas pull in rfc3987-syntax, jsonschema's optional check of the "iri"
+# format, which compiles a grammar when jsonschema is imported: 3-8 s in every process that imports
+# nbformat (make run, nbval, the book). Nothing here checks IRIs, so it is removed (pip check passes).
 $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	@echo "== setting up $(VENV): $(TORCH_SPEC) from $(or $(TORCH_INDEX),your package index)," \
 		"other packages $(if $(CONSTRAINTS),pinned by $(CONSTRAINTS),at their newest allowed versions)"
@@ -69,6 +72,7 @@ $(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	@: > $(PIP_LOG)
 	@$(PIP) $(TORCH_FROM) "$(TORCH_SPEC)"
 	@$(PIP) $(PIP_CONSTRAINTS) -e ".[dev]"
+	@$(BIN)/python -m pip uninstall --disable-pip-version-check -y rfc3987-syntax >>$(PIP_LOG) 2>&1
 	@$(BIN)/python -m pip check >>$(PIP_LOG) 2>&1 || { $(BIN)/python -m pip check; exit 1; }
 	@touch $(STAMP)
 
@@ -96,13 +100,16 @@ UNIT_MARKERS ?= not slurm and not slow
 # wait on process start-up (torchrun, spawned ranks), which the other worker fills; UNIT_JOBS=0
 # runs them in one process. --dist loadscope keeps each module's tests on one worker, so that a
 # module fixture that starts a process group (tests/test_sharding.py, test_ddp_demo.py) runs once,
-# not once per worker (measured: 173 s against 222 s). The notebooks stay serial: each sets its
-# own threads, and two at once on two cores oversubscribe them (measured: twice as long).
+# not once per worker (measured: 173 s against 222 s); the modules go out longest first
+# (tests/conftest.py, LONGEST_FIRST), not reordered by their number of tests. The unit tests do
+# not load nbval, which they do not use. The notebooks stay serial: each sets its own threads, and two at once on
+# two cores oversubscribe them (measured: twice as long).
 UNIT_JOBS ?= 2
 test-unit: $(STAMP)
 	@echo "== unit tests ($(UNIT_MARKERS); $(UNIT_JOBS) workers)"
 	@$(TIMED) "unit tests" env CHAPTER20_RESULTS=$(CURDIR)/$(BUILD)/test-claims \
-		$(BIN)/python -m pytest tests -q -m "$(UNIT_MARKERS)" -n $(UNIT_JOBS) --dist loadscope --durations=15
+		$(BIN)/python -m pytest tests -q -m "$(UNIT_MARKERS)" -n $(UNIT_JOBS) -p no:nbval \
+		--dist loadscope --no-loadscope-reorder --durations=15
 
 test-notebooks: $(STAMP)
 	@echo "== notebooks under nbval"

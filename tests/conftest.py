@@ -10,6 +10,11 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest
 import torch
@@ -26,7 +31,67 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+#: The modules that take longest (10–45 s each of one worker on a 2-core machine), longest
+#: first. ``make test`` gives whole modules to two workers (``--dist loadscope
+#: --no-loadscope-reorder``) in collection order: with the long ones first, the short ones fill
+#: in at the end and both workers finish together, instead of one waiting on a long module that
+#: happened to start last.
+LONGEST_FIRST = (
+    "test_spot.py",
+    "test_sharding.py",
+    "test_capstone_run.py",
+    "test_ddp_demo.py",
+    "test_training.py",
+    "test_vocab_lab.py",
+    "test_package.py",
+    "test_word2vec_skipgram_training.py",
+    "test_precision.py",
+    "test_run_notebooks.py",
+    "test_contrastive.py",
+    "test_distributed.py",
+)
+
+
+_CACHE = pytest.StashKey[tuple]()
+
+
+def pytest_configure(config):
+    """One corpus cache for the whole run, never the user's ``~/.cache``: a temporary folder
+    that the pytest-xdist workers inherit (they start after this, in the main process), where
+    the Wikipedia sample is parsed once — in a thread, while the workers start — instead of by
+    every module that reads it."""
+    if hasattr(config, "workerinput"):  # a worker: the main process has set the cache up
+        return
+    cache = tempfile.mkdtemp(prefix="chapter20-test-cache-")
+    os.environ["CHAPTER20_CACHE"] = cache
+
+    def parse() -> None:
+        from chapter20.core.corpora import lee_background, wiki_sentences
+
+        wiki_sentences()
+        lee_background()
+
+    warm = threading.Thread(target=parse, daemon=True)
+    warm.start()
+    config.stash[_CACHE] = (cache, warm)
+
+
+def pytest_unconfigure(config):
+    if _CACHE in config.stash:
+        cache, warm = config.stash[_CACHE]
+        warm.join()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def test_cache() -> Path:
+    """The run's corpus cache (``$CHAPTER20_CACHE``, set up by :func:`pytest_configure`)."""
+    return Path(os.environ["CHAPTER20_CACHE"])
+
+
 def pytest_collection_modifyitems(config, items):
+    order = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))  # stable: keeps the rest
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for item in items:
         if item.get_closest_marker("cuda") and gpus < 1:
@@ -39,15 +104,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="module")
-def corpus_cache(tmp_path_factory):
-    """One temporary cache per test module: corpora are parsed once, never into ~/.cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CHAPTER20_CACHE", str(tmp_path_factory.mktemp("chapter20-cache")))
-        yield
-
-
-@pytest.fixture(scope="module")
-def lee_background(corpus_cache):
+def lee_background():
     """The Lee background corpus: documents as token lists."""
     from chapter20.core.corpora import lee_background
 

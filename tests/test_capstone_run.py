@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+from script_process import run_as_main
 
 from chapter20.capstone.report import cost_projection, memory_plan
 from chapter20.capstone.run import SUMMARY_FILE, FinishedRun, run_capstone
@@ -23,6 +26,7 @@ from chapter20.cli.main import main as chapter20_main
 from chapter20.cli.train import parse_args
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.core.paths import repo_root
+from chapter20.techniques.distributed import preloaded_process_context
 from chapter20.training.encoder_file import load_encoder
 from chapter20.training.loop import LoopConfig, StoppedLaunch, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED
@@ -178,27 +182,24 @@ def test_killed_then_preempted_launches_resume_to_the_clean_fingerprint(clean, t
     assert last["fingerprint"] == clean[0].summary["fingerprint"]
 
 
-#: torchrun's elastic agent (``elastic_launch``, what the ``torchrun`` command runs) started from
-#: a launcher process that has imported PyTorch and the capstone once, its workers forked from it
-#: (no fresh interpreter per worker and restart); each worker runs ``scripts/train.py`` as
-#: ``__main__``. The SIGKILL, the restart, the rendezvous and the process group are the real ones.
-_FORKED_TORCHRUN = """
-import runpy, sys, uuid
-import torch, torch._dynamo  # DDP's first use imports torch._dynamo: once here, not per worker
-import gensim.test.utils  # the corpora's location
-import chapter20.cli.train
-from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+def _torchrun(script: str, argv: list[str], log: str, environment: dict) -> None:
+    """torchrun's elastic agent (``elastic_launch``, what the ``torchrun`` command runs), 2
+    workers, one restart, in a process of the ranks' fork server (PyTorch already imported);
+    the workers are forked from it once it has imported the capstone, so no worker or restart
+    starts a fresh interpreter. Each runs ``scripts/train.py`` as ``__main__`` (its output in
+    ``log``). The SIGKILL, the restart, the rendezvous and the process group are the real ones."""
+    os.environ.clear()
+    os.environ.update(environment)  # the workers' own variables (RANK, ...) come on top
+    import gensim.test.utils  # noqa: F401  the corpora's location
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-def worker(script, argv):
-    sys.argv = [script, *argv]
-    runpy.run_path(script, run_name="__main__")
+    import chapter20.cli.train  # noqa: F401
 
-torch.set_num_threads(1)  # a forked worker must not inherit an OpenMP thread team
-config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend="c10d",
-                      rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()), max_restarts=1,
-                      monitor_interval=0.05, start_method="fork")
-elastic_launch(config, worker)(sys.argv[1], sys.argv[2:])
-"""
+    torch.set_num_threads(1)  # a forked worker must not inherit an OpenMP thread team
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend="c10d",
+                          rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()), max_restarts=1,
+                          monitor_interval=0.05, start_method="fork")  # fmt: skip
+    elastic_launch(config, run_as_main)(script, argv, log)
 
 
 def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_path):
@@ -208,10 +209,14 @@ def test_two_processes_under_torchrun_survive_a_kill_with_a_sharded_table(tmp_pa
     args = [*TINY_ARGS, "--output-dir", str(tmp_path), "--sharded-table", "--chunk-size", "8",
             "--chaos-kills", "1"]  # fmt: skip
     script = str(repo_root() / "chapter20" / "scripts" / "train.py")
-    command = [sys.executable, "-c", _FORKED_TORCHRUN, script, *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    log = tmp_path / "train.log"
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    agent = preloaded_process_context().Process(
+        target=_torchrun, args=(script, args, str(log), environment)
+    )
+    agent.start()
+    agent.join(timeout=600)
+    assert agent.exitcode == 0, log.read_text()[-3000:] if log.exists() else "no output"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 8 and summary["resumed_from"] > 0
     assert [e["step"] for e in summary["evaluations"]] == [4, 8]
@@ -256,7 +261,6 @@ def test_stop_after_prints_how_to_resume_and_the_resumed_run_ends_at_the_clean_f
     ``chapter20 train --stop-after 1`` each end normally printing StoppedLaunch.lines() and
     writing no summary; ``chapter20 train`` without it then resumes from the last checkpoint
     (step 2) and finishes: bitwise the uninterrupted run, with its evaluations."""
-    import runpy
 
     args = [*TINY_ARGS, "--output-dir", str(tmp_path)]
     checkpoints = str(tmp_path / "checkpoints")

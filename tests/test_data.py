@@ -12,18 +12,9 @@ from chapter20.core import corpora as data
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One cache directory for the module, so the Wikipedia sample is parsed once."""
-    with pytest.MonkeyPatch.context() as mp:
-        path = tmp_path_factory.mktemp("chapter20-cache")
-        mp.setenv("CHAPTER20_CACHE", str(path))
-        yield path
-
-
-@pytest.fixture(autouse=True)
-def _use_cache(cache, monkeypatch):
-    # Every test writes to the temporary cache, never to the user's ~/.cache.
-    monkeypatch.setenv("CHAPTER20_CACHE", str(cache))
+def cache(test_cache):
+    """The run's temporary cache (tests/conftest.py), never the user's ~/.cache."""
+    return test_cache
 
 
 @pytest.fixture(scope="module")

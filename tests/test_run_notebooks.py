@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-import nbformat
+import pytest
 
 from chapter20.scripts import run_notebooks
 
@@ -24,7 +24,16 @@ import time
 time.sleep(1.0)"""
 
 
-def _notebook(path, *sources):
+@pytest.fixture(scope="module")
+def nbformat():
+    """nbformat, imported only where it is used: its jsonschema builds a parser at import (3 s
+    and more), which every test process would otherwise pay while it collects the tests."""
+    import nbformat
+
+    return nbformat
+
+
+def _notebook(nbformat, path, *sources):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
     nb.metadata["kernelspec"] = {
@@ -36,7 +45,7 @@ def _notebook(path, *sources):
     return path
 
 
-def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatch):
+def test_one_line_per_notebook_and_the_failing_cell(nbformat, tmp_path, capsys, monkeypatch):
     import chapter20.core.measure as measure
 
     monkeypatch.delenv("MPLBACKEND", raising=False)
@@ -45,8 +54,10 @@ def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.07)
     # ipykernel does not capture the output of child processes when it runs under pytest.
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
-    good = _notebook(tmp_path / "01_good.ipynb", FIGURE)
-    bad = _notebook(tmp_path / "02_bad.ipynb", "x = 1", "raise ValueError('no such size')", "x")
+    good = _notebook(nbformat, tmp_path / "01_good.ipynb", FIGURE)
+    bad = _notebook(
+        nbformat, tmp_path / "02_bad.ipynb", "x = 1", "raise ValueError('no such size')", "x"
+    )
     out = tmp_path / "out"
     status = run_notebooks.main(["--output-dir", str(out), "--html", str(good), str(bad)])
     lines = capsys.readouterr().out.splitlines()
@@ -69,12 +80,12 @@ def test_one_line_per_notebook_and_the_failing_cell(tmp_path, capsys, monkeypatc
     assert nbformat.read(out / "02_bad.ipynb", as_version=4).cells[2].execution_count is None
 
 
-def test_recording_refuses_a_busy_machine_unless_forced(tmp_path, capsys, monkeypatch):
+def test_recording_refuses_a_busy_machine_unless_forced(nbformat, tmp_path, capsys, monkeypatch):
     """Committed outputs (--inplace) are recorded on a quiet machine only: above the threshold
     the script waits, then refuses with the reason and exit status 3; --force records."""
     import chapter20.core.measure as measure
 
-    notebook = _notebook(tmp_path / "01_good.ipynb", "print('ok')")
+    notebook = _notebook(nbformat, tmp_path / "01_good.ipynb", "print('ok')")
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.9)
     status = run_notebooks.main(["--inplace", "--wait", "0", str(notebook)])
     out = capsys.readouterr().out

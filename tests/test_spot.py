@@ -22,6 +22,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from script_process import start_script
 
 from chapter20.core.paths import repo_root
 from chapter20.cost.young_daly import (
@@ -641,20 +642,17 @@ def test_a_cosine_schedule_ends_at_the_runs_steps_without_total_steps():
 def test_demo_sigterm_checkpoints_and_exits_within_a_bound(tmp_path):
     directory = tmp_path / "ckpt"
     args = [*DEMO, "--steps", "400", "--step-delay", "0.05", "--checkpoint-every", "100"]
-    child = subprocess.Popen(
-        [sys.executable, "chapter20/scripts/spot_demo.py", *args, "--checkpoint-dir", directory],
-        cwd=repo_root(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    script = repo_root() / "chapter20" / "scripts" / "spot_demo.py"
+    log = tmp_path / "demo.log"
+    child = start_script(script, [*args, "--checkpoint-dir", directory], log)
     deadline = time.monotonic() + 300  # the start-up (under load); the bound below is the exit
     while len(read_progress(directory)) < 5:
-        assert time.monotonic() < deadline and child.poll() is None, child.stderr.read()
+        assert time.monotonic() < deadline and child.is_alive(), log.read_text()
         time.sleep(0.05)
     sent = time.monotonic()
-    child.send_signal(signal.SIGTERM)
-    code = child.wait(timeout=30)
-    assert code == EXIT_PREEMPTED
+    child.terminate()  # SIGTERM
+    child.join(timeout=30)
+    assert child.exitcode == EXIT_PREEMPTED, log.read_text()
     assert time.monotonic() - sent < 5.0  # one step (50 ms) plus a save, with a wide margin
     state = CheckpointManager(directory).load_latest()
     assert state["step"] == read_progress(directory)[-1]["step"] >= 5

@@ -110,7 +110,7 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
 
 
 @pytest.fixture(scope="module")
-def bow(corpus_cache):
+def bow():
     with pytest.warns(UserWarning, match="distinct words"):
         small = vocab_lab.bag_of_words_data(100_000, limit_articles=3, test_fraction=0.2)
     data_ = vocab_lab.bag_of_words_data(300, limit_articles=3, test_fraction=0.2)
