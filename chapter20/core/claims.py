@@ -397,9 +397,12 @@ def owner(claim_id: str) -> str:
 
 def judged_in(claim_id: str) -> str:
     """A pointer for a notebook that shows a claim it does not own, naming the notebook as a
-    reader does: ``'C10 is judged in notebook 04 (Gradient checkpointing)'``."""
-    number, _, topic = owner(claim_id).partition("_")
-    return f"{claim_id} is judged in notebook {number} ({topic.replace('_', ' ').capitalize()})"
+    reader does: ``'C10 is judged in notebook 04 (Gradient checkpointing)'``; a definition,
+    which no run judges, is ``'shown'`` there instead."""
+    claim = get_claim(claim_id)
+    number, _, topic = claim.notebook.partition("_")
+    verb = "shown" if claim.basis == "definition" else "judged"
+    return f"{claim_id} is {verb} in notebook {number} ({topic.replace('_', ' ').capitalize()})"
 
 
 _DISPLAY_COLUMNS = ["id", "section", "claim", "expected", "measured", "verdict", "note"]
