@@ -325,4 +325,4 @@ def test_notebook_05s_plan_grid_and_claim_notes():
     assert notes["C13"].endswith("ratios 1.00 -> 0.50 -> 0.20 (chapter 1 -> 0.5 -> 0.2 -> 0.125)")
     assert notes["C23"].startswith("measured, 6-layer encoder, + all on top of the chain;")
     line = replay_ratios(replay)
-    assert "weights x3.00 (C11 is judged in notebook " in line and "checkpointing x2.50" in line
+    assert "weights x3.00 (C11 is shown in notebook " in line and "checkpointing x2.50" in line

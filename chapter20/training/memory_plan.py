@@ -281,8 +281,8 @@ def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
         return advice
     if table_state > gpu_bytes:
         advice.append(
-            "the embedding table alone does not fit: shard its rows across ranks "
-            "(model parallelism, §20.1) and keep data parallelism for the encoder"
+            "the embedding table with its gradient and Adam state does not fit: shard its rows "
+            "across ranks (model parallelism, §20.1) and keep data parallelism for the encoder"
         )
     if static > gpu_bytes and table_state <= gpu_bytes:
         advice.append(
