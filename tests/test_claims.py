@@ -111,7 +111,7 @@ def test_basis_of_the_rejudged_claims():
     assert basis["C23"] == "measured"  # the measured replay of the checklist (notebook 05)
     assert owner("C23") == "05_memory_efficient_optimizers"
     assert judged_in("C10") == "C10 is judged in notebook 04 (Gradient checkpointing)"
-    assert judged_in("C11") == "C11 is shown in notebook 00 (Overview)"  # a definition
+    assert judged_in("C05") == "C05 is shown in notebook 02 (Gradient accumulation)"  # a definition
 
 
 def test_parse_basis():
