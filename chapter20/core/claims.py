@@ -396,9 +396,8 @@ def owner(claim_id: str) -> str:
 
 
 def judged_in(claim_id: str) -> str:
-    """A pointer for a notebook that shows a claim it does not own, naming the notebook as a
-    reader does: ``'C10 is judged in notebook 04 (Gradient checkpointing)'``; a definition,
-    which no run judges, is ``'shown'`` there instead."""
+    """Where a notebook that shows a claim it does not own points the reader: ``'C10 is judged
+    in notebook 04 (Gradient checkpointing)'``; ``'shown'`` for a definition (no run judges it)."""
     claim = get_claim(claim_id)
     number, _, topic = claim.notebook.partition("_")
     verb = "shown" if claim.basis == "definition" else "judged"
@@ -595,9 +594,5 @@ def _judgement(row) -> str:
 
 
 def _claim_fields(claim: Claim) -> dict[str, str]:
-    return {
-        "id": claim.id,
-        "section": claim.section,
-        "claim": claim.claim,
-        "expected": claim.expected(),
-    }
+    return {"id": claim.id, "section": claim.section, "claim": claim.claim,
+            "expected": claim.expected()}  # fmt: skip
