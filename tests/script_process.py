@@ -31,13 +31,13 @@ def run_as_main(
     runpy.run_path(script, run_name="__main__")
 
 
-def start_script(script: str | Path, argv: list[str], log: str | Path, **environment: str):
-    """Start :func:`run_as_main` in a new process (the caller's environment plus
-    ``environment``); the started ``multiprocessing.Process``: its ``exitcode`` is the script's
-    exit status, or minus the signal that ended it."""
+def start_script(script: str | Path, argv: list[str], log: str | Path):
+    """Start :func:`run_as_main` in a new process with the caller's environment; the started
+    ``multiprocessing.Process``: its ``exitcode`` is the script's exit status, or minus the
+    signal that ended it."""
     process = preloaded_process_context().Process(
         target=run_as_main,
-        args=(str(script), [str(a) for a in argv], str(log), {**os.environ, **environment}),
+        args=(str(script), [str(a) for a in argv], str(log), dict(os.environ)),
     )
     process.start()
     return process

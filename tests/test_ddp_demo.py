@@ -80,9 +80,9 @@ def runs(tmp_path_factory):
     from chapter20.demos import ddp_demo
 
     tmp = tmp_path_factory.mktemp("ddp_demo")
-    # Two torchrun launches (two nodes of one process) run side by side with the rest: most of
-    # a launch is interpreters starting, which the work here overlaps. The fp16 run needs no
-    # launcher of its own: two ranks of a local group fork with torch already imported.
+    # The two nodes (one process each) run side by side with the rest: most of node 0's launch
+    # is interpreters starting, which the work here overlaps. The fp16 run needs no launcher of
+    # its own: two ranks of a local group fork with torch already imported.
     results, nodes_port = {}, free_port()
 
     def launch(name: str, options: list[str]) -> None:
