@@ -17,17 +17,18 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest
-import torch
-
-from chapter20.core.device import MKL_CNR_MODE
 
 # MKL reads its reproducibility mode once, at its first call. The spot demo's subprocesses run
 # under chapter20.core.device.deterministic_mode, which sets it; in-process references computed by
-# the tests must use the same mode, so it is set here, before any test computes anything.
-os.environ.setdefault("MKL_CBWR", MKL_CNR_MODE)
+# the tests must use the same mode, so it is set here, before any test computes anything. The
+# value is that module's MKL_CNR_MODE (test_device checks that they agree), written out so that
+# the main process of a pytest-xdist run does not import torch: its workers start sooner.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 # The same for torch's own threads.
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
     torch.set_num_threads(1)
 
 
@@ -92,6 +93,8 @@ def test_cache() -> Path:
 def pytest_collection_modifyitems(config, items):
     order = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: order.get(item.path.name, len(order)))  # stable: keeps the rest
+    import torch
+
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for item in items:
         if item.get_closest_marker("cuda") and gpus < 1:

@@ -1056,6 +1056,10 @@ def _public_callables() -> dict[str, typing.Callable]:
             n for n in vars(module) if not n.startswith("_")
         ]
         for name in names:
+            # Built on first access (PEP 562): parallelism.TimedStage, which takes PipelineStage's
+            # arguments; resolving it would import torch.distributed.pipelining while collecting.
+            if name not in vars(module):
+                continue
             obj = getattr(module, name)
             if getattr(obj, "__module__", None) != module.__name__:
                 continue  # re-exported: keyed where it is defined

@@ -301,6 +301,11 @@ def test_mkl_runs_in_the_reproducibility_mode_conftest_asked_for():
     assert dev.mkl_cnr_mode() == expected
 
 
+def test_the_tests_run_in_the_mkl_mode_deterministic_mode_asks_for():
+    # tests/conftest.py writes the mode out (its main process does not import torch): the same.
+    assert os.environ["MKL_CBWR"] == dev.MKL_CNR_MODE
+
+
 def test_environment_line_is_one_short_line(environment):
     line = dev.environment_line()
     assert "\n" not in line and len(line) <= 120

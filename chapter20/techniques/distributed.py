@@ -105,8 +105,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# What every rank imports (torch._dynamo: any torch optimizer does), once, in the fork server.
+# What every rank imports, once, in the fork server: torch._dynamo since any torch optimizer does;
+# pandas and the plots since the notebooks' experiments that ranks run (chapter20.labs) do.
 _RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "chapter20.training.trainer")
+_RANK_PRELOAD += ("pandas", "chapter20.core.plotting")
 
 
 @contextlib.contextmanager
@@ -259,11 +261,10 @@ def run_local_group(
 def allreduce_times_on_rank(
     sizes: tuple[int, ...], repeat: int = 9, *, dtype: str = "float32"
 ) -> list[list[float]]:
-    """Seconds of every timed SUM all-reduce of a ``dtype`` tensor of each byte size in
-    ``sizes`` on this rank of the current group (§20.4): two untimed calls, then ``repeat``
-    timed ones, each after a barrier; one list of ``repeat`` times per size. Every rank calls it
-    with the same arguments. The measurements the alpha-beta model
-    (``chapter20.techniques.communication_model.fit_alpha_beta``) is fitted to."""
+    """Seconds of every timed SUM all-reduce of a ``dtype`` tensor of each byte size in ``sizes``
+    on this rank of the current group (§20.4): two untimed calls, then ``repeat`` timed ones, each
+    after a barrier; one list of ``repeat`` times per size. Every rank calls it with the same
+    arguments. ``communication_model.fit_alpha_beta`` fits the alpha-beta model to them."""
     sizes = [check_int("sizes", size, 1) for size in sizes]
     repeat = check_int("repeat", repeat, 1)
     if dtype not in ("float32", "float16", "bfloat16", "float64"):
@@ -314,9 +315,8 @@ def _env_int(name: str, default: int | None = None) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise RuntimeError(
-            f"environment variable {name} must be an integer, got {value!r}"
-        ) from None
+        message = f"environment variable {name} must be an integer, got {value!r}"
+        raise RuntimeError(message) from None
 
 
 def init_distributed(*, backend: str | None = None, timeout_s: float = 300.0) -> DistributedContext:
