@@ -32,24 +32,35 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-#: The modules that take longest (10–45 s each of one worker on a 2-core machine), longest
-#: first. ``make test`` gives whole modules to two workers (``--dist loadscope
-#: --no-loadscope-reorder``) in collection order: with the long ones first, the short ones fill
-#: in at the end and both workers finish together, instead of one waiting on a long module that
-#: happened to start last.
+#: The modules that take longest (2–35 s each of one worker on a 2-core machine), longest first.
+#: ``make test`` gives whole modules to two workers (``--dist loadscope --no-loadscope-reorder``)
+#: in collection order: with the long ones first and the short ones (the rest, under 2 s each)
+#: filling in at the end, both workers finish together, instead of one waiting on a long module
+#: that happened to start last.
 LONGEST_FIRST = (
     "test_spot.py",
     "test_sharding.py",
     "test_capstone_run.py",
     "test_ddp_demo.py",
-    "test_training.py",
-    "test_vocab_lab.py",
-    "test_package.py",
-    "test_word2vec_skipgram_training.py",
-    "test_precision.py",
     "test_run_notebooks.py",
-    "test_contrastive.py",
+    "test_training.py",
+    "test_package.py",
+    "test_precision.py",
+    "test_word2vec_skipgram_training.py",
     "test_distributed.py",
+    "test_checkpointing.py",
+    "test_contrastive.py",
+    "test_vocab_lab.py",
+    "test_word2vec_huffman.py",
+    "test_data.py",
+    "test_layering.py",
+    "test_word2vec_data_parallel.py",
+    "test_word2vec_fused.py",
+    "test_baselines.py",
+    "test_conventions.py",
+    "test_parallelism.py",
+    "test_memory.py",
+    "test_device.py",
 )
 
 
