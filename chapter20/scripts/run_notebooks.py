@@ -12,9 +12,10 @@ Committed outputs (``--inplace``, what ``make notebooks`` does) are recorded on 
 only: before each notebook the share of the CPU that other work keeps busy is measured
 (``chapter20.core.measure.machine_busy``); above ``--quiet-below`` the script waits up to
 ``--wait`` seconds for it to drop and then refuses, saying why, unless ``--force``. Every line
-says how busy the machine was. ``--record-claims PATH`` writes the owners' claim rows of the run
-(from ``$CHAPTER20_RESULTS``) as the committed record that ``chapter20 audit`` and notebook 11
-fall back on.
+says how busy the machine was. They are recorded, and checked by nbval
+(``notebooks/conftest.py``), with the kernels :func:`recording_environment` names.
+``--record-claims PATH`` writes the owners' claim rows of the run (from ``$CHAPTER20_RESULTS``)
+as the committed record that ``chapter20 audit`` and notebook 11 fall back on.
 
 Needs the ``dev`` extra (nbclient, nbconvert). Exit status 1 when any notebook failed, 3 when
 the machine was too busy to record.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import platform
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -105,6 +108,17 @@ def execute(
     return NotebookRun(path.stem, seconds, error, output, log)
 
 
+def recording_environment() -> dict[str, str]:
+    """The environment committed outputs are recorded and checked in: on an x86 CPU, PyTorch's
+    AVX2 kernels. An AVX-512 CPU would otherwise pick kernels that sum in another order, and a
+    live rerun that matches its record to the last digit on one machine prints another held-out
+    recall on the next (notebook 02's strategies: one pair of 1,246). Every x86 CPU since 2013
+    has AVX2; other CPUs keep their own kernels ({})."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        return {"ATEN_CPU_CAPABILITY": "avx2"}
+    return {}
+
+
 def wait_until_quiet(threshold: float, wait: float) -> float:
     """Measure how busy the machine is; while it is above ``threshold``, measure again, up to
     ``wait`` seconds. Returns the last measurement (the first over a third of a second: thirty
@@ -129,7 +143,7 @@ def record_claims(path: Path) -> None:
 
     machine = (
         f"{platform.machine()} {platform.system()}, {torch.get_num_threads()} torch threads, "
-        f"{__import__('os').cpu_count()} cores, torch {torch.__version__}"
+        f"{os.cpu_count()} cores, torch {torch.__version__}"
     )
     target = write_record(recorded_rows(), machine, path)
     print(f"claims record: {target} ({machine})")
@@ -158,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         help="kernel logs (default: the output folder; with --inplace, build/notebook-logs)",
     )
     args = parser.parse_args(argv)
+    if args.inplace:
+        for name, value in recording_environment().items():
+            os.environ.setdefault(name, value)  # inherited by every kernel started below
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     width = max(len(p.stem) for p in args.notebooks)
     runs = []
