@@ -88,18 +88,18 @@ def test_recording_refuses_a_busy_machine_unless_forced(nbformat, tmp_path, caps
 
     import chapter20.core.measure as measure
 
+    # Recording sets the variable in this process, for its kernels: set here, then removed, so
+    # that monkeypatch takes it away again after the test.
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     notebook = _notebook(nbformat, tmp_path / "01_good.ipynb", "print('ok')")
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.9)
     status = run_notebooks.main(["--inplace", "--wait", "0", str(notebook)])
     out = capsys.readouterr().out
     assert status == 3 and "refusing to record 01_good.ipynb" in out and "90%" in out
     assert run_notebooks.main(["--inplace", "--wait", "0", "--force", str(notebook)]) == 0
-    # Recording sets the variable in this process for its kernels: set, then removed, so that
-    # monkeypatch takes it away again after the test.
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "")
-    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     capability = "import torch\nprint(torch.backends.cpu.get_cpu_capability())"
-    notebook = _notebook(nbformat, notebook, capability)
+    _notebook(nbformat, notebook, capability)
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.05)
     assert run_notebooks.main(["--inplace", "--wait", "0", str(notebook)]) == 0
     printed = nbformat.read(notebook, as_version=4).cells[0].outputs[0]["text"].strip()
