@@ -107,8 +107,8 @@ def free_port() -> int:
 
 # What every rank imports, once, in the fork server: torch._dynamo since any torch optimizer does;
 # pandas and the plots since the notebooks' experiments that ranks run (chapter20.labs) do.
-_RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "chapter20.training.trainer")
-_RANK_PRELOAD += ("pandas", "chapter20.core.plotting")
+_RANK_PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "chapter20.training.trainer",
+                 "pandas", "chapter20.core.plotting")  # fmt: skip
 
 
 @contextlib.contextmanager
