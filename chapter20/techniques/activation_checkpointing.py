@@ -40,6 +40,7 @@ __all__ = [
     "CheckpointedSegment",
     "CheckpointedTransformerLayer",
     "apply_checkpointing",
+    "undo_checkpointing",
     "predicted_activation_bytes",
 ]
 
@@ -151,6 +152,24 @@ def apply_checkpointing(
         CheckpointedSegment(layers[i : i + size], selective=policy == "selective")
         for i in range(0, len(layers), size)
     )
+    return model
+
+
+def undo_checkpointing(model: nn.Module) -> nn.Module:
+    """Undo :func:`apply_checkpointing` on every encoder inside ``model``, in place, and return
+    it: a bag pools without recomputing, a Transformer's checkpointed segments become its plain
+    layers again (the same parameter objects, in the same order)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    for module in model.modules():
+        if isinstance(module, WeightedBagEncoder):
+            module.checkpoint_pooling = False
+        elif isinstance(module, TransformerEncoder):
+            module.layers = nn.ModuleList(
+                layer
+                for unit in module.layers
+                for layer in (unit.layers if isinstance(unit, CheckpointedSegment) else [unit])
+            )
     return model
 
 

@@ -31,6 +31,7 @@ from chapter20.core.checks import check_int, check_real
 from chapter20.techniques.distributed import group_rank_and_size
 
 __all__ = [
+    "DEFAULT_TEMPERATURE",
     "info_nce",
     "info_nce_reference",
     "grad_cache_reference",
@@ -42,6 +43,9 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
+#: InfoNCE's temperature where none is chosen: the composed step's default
+#: (``chapter20.training.config.TrainConfig.temperature``) and these functions'.
+DEFAULT_TEMPERATURE = 0.05
 
 
 def _check_temperature(temperature: float | torch.Tensor) -> float | torch.Tensor:
@@ -91,7 +95,7 @@ def _reduce(losses: torch.Tensor, reduction: str) -> torch.Tensor:
 def info_nce(
     queries: torch.Tensor,
     keys: torch.Tensor,
-    temperature: float | torch.Tensor = 0.05,
+    temperature: float | torch.Tensor = DEFAULT_TEMPERATURE,
     *,
     symmetric: bool = False,
     hard_negatives: torch.Tensor | None = None,
@@ -125,7 +129,7 @@ def info_nce(
     return _reduce(losses, reduction)
 
 
-def info_nce_reference(queries: torch.Tensor, keys: torch.Tensor, temperature: float = 0.05):
+def info_nce_reference(queries: torch.Tensor, keys: torch.Tensor, temperature: float = DEFAULT_TEMPERATURE):
     """InfoNCE in its few lines (§20.2.1), for reading: cosine similarities of every query with
     every key over the temperature, and a cross-entropy whose right answer for query i is key i
     (the diagonal). :func:`info_nce` computes the same, with input checks, float32, hard
@@ -190,7 +194,7 @@ def gather_with_grad(x: torch.Tensor, group: dist.ProcessGroup | None = None) ->
 def distributed_info_nce(
     queries: torch.Tensor,
     keys: torch.Tensor,
-    temperature: float | torch.Tensor = 0.05,
+    temperature: float | torch.Tensor = DEFAULT_TEMPERATURE,
     *,
     symmetric: bool = False,
     hard_negatives: torch.Tensor | None = None,
