@@ -343,7 +343,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "data": _pair_data(), "config": TrainConfig(), "steps": 1, "batch": 2, "seed": 0,
         "dim": 4,
     },
-    "techniques.distributed.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
+    "techniques.allreduce_timing.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
+    "techniques.allreduce_timing.wire_bytes_per_call": lambda: {
+        "tensor": torch.ones(2), "calls": 1, "repeat": 1,
+    },
+    "techniques.distributed.run_in_one_group": lambda: {"world": 1, "jobs": {}, "timeout_s": 60.0},
     "techniques.distributed.run_local_group": lambda: {
         "fn": print,
         "world_size": 1,
@@ -452,36 +456,46 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "lr": 0.1,
         "weight_decay": 0.0,
     },
-    "techniques.parallelism.bubble_fraction": lambda: {"stages": 2, "micro_batches": 4},
-    "techniques.parallelism.pipeline_p2p_bytes": lambda: {
+    "techniques.pipeline.bubble_fraction": lambda: {"stages": 2, "micro_batches": 4},
+    "techniques.pipeline.pipeline_p2p_bytes": lambda: {
         "batch": 8,
         "width": 4,
         "stages": 2,
         "element_size": 4,
     },
-    "techniques.parallelism.deep_encoder": lambda: {
+    "techniques.pipeline.deep_encoder": lambda: {
         "vocab_size": 10,
         "width": 4,
         "depth": 2,
         "classes": 3,
     },
-    "techniques.parallelism.split_stages": lambda: {
+    "techniques.pipeline.split_stages": lambda: {
         "model": torch.nn.Sequential(_linear(), _linear()),
         "stages": 2,
     },
-    "techniques.parallelism.pipeline_schedule": lambda: {
+    "techniques.pipeline.pipeline_schedule": lambda: {
         "stage": None,
         "kind": "gpipe",
         "micro_batches": 2,
         "loss_fn": torch.nn.functional.mse_loss,
     },
-    "techniques.parallelism.predicted_overlap": lambda: {
+    "techniques.ddp_hooks.predicted_overlap": lambda: {
         "bucket_bytes": [1_000_000, 2_000_000],
         "backward_seconds": 0.01,
         "world_size": 2,
         "latency": 1e-5,
         "bandwidth": 1e9,
     },
+    "techniques.pipeline.schedule_order": lambda: {
+        "kind": "1f1b", "stages": 3, "micro_batches": 4, "stage": 1,
+    },
+    "techniques.pipeline.schedule_grid": lambda: {"kind": "1f1b", "stages": 2, "micro_batches": 4},
+    "techniques.parallelism.tensor_parallel_block": lambda: {
+        "x": torch.ones(2, 4), "up": torch.nn.Linear(4, 8), "down": torch.nn.Linear(8, 4),
+        "shards": 2,
+    },
+    "techniques.zero.zero1_partition": lambda: {"params": [torch.zeros(3)], "world": 2},
+    "techniques.zero.zero1_state_bytes": lambda: {"params": [torch.zeros(3)], "world": 2},
     "techniques.parallelism.TokenizingPairs": lambda: {
         "pairs": [(["a"], ["b"])],
         "vocabulary": {"a": 2},
@@ -809,6 +823,7 @@ ACCEPTS: dict[str, set[str]] = {
         name: _ZERO
         for name in (
             "capstone.recipe.EncoderRecipe.seed",
+            "techniques.pipeline.schedule_order.stage",
             "capstone.recipe.EncoderRecipe.word_dropout",
             "capstone.recipe.train_encoder.steps",
             "capstone.run_config.RunConfig.seed",
@@ -889,9 +904,9 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.skipgram_training.run_seeds.seed",
             "word2vec.skipgram_training.run_seeds.stream",
             "techniques.optimizers.sparse_optimizers.weight_decay",
-            "techniques.parallelism.predicted_overlap.bucket_bytes",
-            "techniques.parallelism.predicted_overlap.backward_seconds",
-            "techniques.parallelism.predicted_overlap.latency",
+            "techniques.ddp_hooks.predicted_overlap.bucket_bytes",
+            "techniques.ddp_hooks.predicted_overlap.backward_seconds",
+            "techniques.ddp_hooks.predicted_overlap.latency",
             "techniques.parallelism.balanced_split.minimum",
             "core.plotting.stacked_memory_bars.breakdowns",
             "techniques.sharding.ShardedEmbedding.seed",
@@ -1016,7 +1031,7 @@ OUT_OF_SCOPE = {
     "results, not parameters",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked LoopConfig",
-    "techniques.parallelism.zero_adamw": "needs a process group (without one: RuntimeError); "
+    "techniques.zero.zero_adamw": "needs a process group (without one: RuntimeError); "
     "it checks lr and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
 }
 
@@ -1056,7 +1071,7 @@ def _public_callables() -> dict[str, typing.Callable]:
             n for n in vars(module) if not n.startswith("_")
         ]
         for name in names:
-            # Built on first access (PEP 562): parallelism.TimedStage, which takes PipelineStage's
+            # Built on first access (PEP 562): pipeline.TimedStage, which takes PipelineStage's
             # arguments; resolving it would import torch.distributed.pipelining while collecting.
             if name not in vars(module):
                 continue

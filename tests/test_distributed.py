@@ -35,13 +35,10 @@ def test_free_port_is_a_valid_port():
 def groups():
     """Every multi-rank check of this module on one gloo group per world size, started once
     (a start costs seconds): ``{world: [each rank's {name: result}]}`` (``jobs_on_rank``)."""
-    from chapter20.labs.nb06_distributed import (
-        allreduce_sweep_on_rank,
-        jobs_on_rank,
-        loopback_bytes,
-        practices_on_rank,
-    )
+    from chapter20.labs.nb06_distributed import allreduce_sweep_on_rank, practices_on_rank
     from chapter20.labs.nb06_stragglers import straggler_job
+    from chapter20.techniques.allreduce_timing import loopback_bytes
+    from chapter20.techniques.distributed import jobs_on_rank
 
     two = {
         "ddp": (_ddp_cases, ()),
@@ -177,7 +174,7 @@ def _regression(model, x, y, reduction):
 
 
 def _ddp_steps(reduction: str, compress: str, steps: int = 3) -> dict:
-    from chapter20.techniques.distributed import compress_gradients
+    from chapter20.techniques.ddp_hooks import compress_gradients
 
     rank, world = group_rank_and_size()
     torch.manual_seed(0)
@@ -252,7 +249,7 @@ def test_fp16_compression_halves_the_bytes_and_stays_close(ddp_runs):
 
 
 def test_compression_rejects_bad_arguments():
-    from chapter20.techniques.distributed import compress_gradients
+    from chapter20.techniques.ddp_hooks import compress_gradients
 
     with pytest.raises(TypeError, match="DistributedDataParallel"):
         compress_gradients(torch.nn.Linear(2, 2), "fp16")

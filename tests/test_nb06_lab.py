@@ -9,12 +9,13 @@ import pytest
 
 from chapter20.labs import nb06_distributed as lab
 from chapter20.labs import nb06_stragglers as stragglers
+from chapter20.techniques.distributed import jobs_on_rank
 
 
 def test_jobs_run_in_order_and_are_found_by_world_and_name():
     calls = []
     jobs = {"b": (calls.append, ("first",)), "a": (calls.append, ("second",))}
-    assert lab.jobs_on_rank(jobs) == {"b": None, "a": None}
+    assert jobs_on_rank(jobs) == {"b": None, "a": None}
     assert calls == ["first", "second"]
     groups = {2: [{"x": 0}, {"x": 1}], 3: [{"x": 5}, {"x": 6}, {"x": 7}]}
     assert lab.results_of(groups, 3, "x") == [5, 6, 7]

@@ -13,22 +13,28 @@ import torch
 
 from chapter20.core.corpora import encode_texts
 from chapter20.core.models import TransformerEncoder
-from chapter20.labs import nb12_mechanisms as mech
 from chapter20.labs import nb12_parallelism as lab
 from chapter20.labs import nb12_practices as practices
+from chapter20.techniques.ddp_hooks import predicted_overlap
+from chapter20.techniques.distributed import run_in_one_group
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.parallelism import (
     RankMonitor,
     TokenizingPairs,
     balanced_split,
-    bubble_fraction,
-    deep_encoder,
     find_straggler,
     own_seconds,
+    tensor_parallel_block,
+)
+from chapter20.techniques.pipeline import (
+    bubble_fraction,
+    deep_encoder,
+    grid_idle_share,
     pipeline_p2p_bytes,
-    predicted_overlap,
+    schedule_grid,
     split_stages,
 )
+from chapter20.techniques.zero import zero1_partition, zero1_state_bytes
 
 SMALL = {"vocab_size": 50, "width": 16, "depth": 4, "classes": 5}
 
@@ -68,7 +74,7 @@ JOBS = {
 
 @pytest.fixture(scope="module")
 def group():
-    return mech.run_in_one_group(2, JOBS)
+    return run_in_one_group(2, JOBS, timeout_s=600.0)
 
 
 @pytest.fixture(scope="module")
@@ -251,26 +257,26 @@ def test_rank_monitor_logs_data_step_and_cpu_share():
     assert all(0 <= r["cpu_share"] <= 1.5 for r in rows)
 
 
-# --- the mechanisms of notebook 12 in a few lines (chapter20.labs.nb12_mechanisms) ----------
+# --- the mechanisms of notebook 12 in a few lines (techniques: pipeline, parallelism, zero) ---
 
 
 @pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("stages,count", [(2, 2), (2, 8), (3, 5), (4, 4), (4, 16)])
 def test_schedule_grid_idle_share_is_the_bubble_formula(kind, stages, count):
     """Exact: the grid counts whole slots, the formula is their ratio."""
-    slots = mech.schedule_grid(kind, stages, count)
+    slots = schedule_grid(kind, stages, count)
     assert len(slots) == 2 * stages * count  # every forward and backward, once
     for (s, op, m), t in slots.items():  # dependencies hold
         if op == "F" and s > 0:
             assert t > slots[(s - 1, "F", m)]
         if op == "B":
             assert t > slots[(s + 1, "B", m)] if s < stages - 1 else t > slots[(s, "F", m)]
-    assert mech.grid_idle_share(slots) == pytest.approx(bubble_fraction(stages, count), abs=1e-12)
+    assert grid_idle_share(slots) == pytest.approx(bubble_fraction(stages, count), abs=1e-12)
 
 
 def test_one_f_one_b_holds_at_most_s_micro_batches_in_flight():
     stages, count = 4, 8
-    slots = mech.schedule_grid("1f1b", stages, count)
+    slots = schedule_grid("1f1b", stages, count)
     for s in range(stages):
         events = sorted((t, op) for (r, op, _), t in slots.items() if r == s)
         in_flight = peak = 0
@@ -279,7 +285,7 @@ def test_one_f_one_b_holds_at_most_s_micro_batches_in_flight():
             peak = max(peak, in_flight)
         assert peak <= stages - s
     with pytest.raises(ValueError, match="kind"):
-        mech.schedule_grid("zigzag", 2, 2)
+        schedule_grid("zigzag", 2, 2)
 
 
 @pytest.mark.parametrize("shards", [1, 2, 4])
@@ -289,23 +295,23 @@ def test_tensor_parallel_block_equals_the_whole_block(shards):
     up, down, x = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16), torch.randn(8, 16)
     with torch.no_grad():
         whole = down(torch.nn.functional.gelu(up(x)))
-        split = mech.tensor_parallel_block(x, up, down, shards)
+        split = tensor_parallel_block(x, up, down, shards)
     assert torch.allclose(split, whole, atol=1e-6)
 
 
 def test_zero1_partition_is_greedy_by_size_and_complete():
     params = [torch.zeros(n) for n in (10, 40, 30, 20)]
     # 40 -> rank 0; 30 -> rank 1; 20 -> rank 1 (30 < 40); 10 -> rank 0 (40 < 50)
-    assert mech.zero1_partition(params, 2) == [0, 0, 1, 1]
-    assert mech.zero1_state_bytes(params, 2) == [8 * 50 + 8, 8 * 50 + 8]
-    assert mech.zero1_partition(params, 1) == [0, 0, 0, 0]
+    assert zero1_partition(params, 2) == [0, 0, 1, 1]
+    assert zero1_state_bytes(params, 2) == [8 * 50 + 8, 8 * 50 + 8]
+    assert zero1_partition(params, 1) == [0, 0, 0, 0]
 
 
 def test_zero1_partition_matches_zero_redundancy_optimizer(group):
     """The state each rank of the 2-rank group holds is the reference partition's, exactly."""
     params = list(TransformerEncoder(**ZERO, dropout=0.0).parameters())
     held = [r["zero"]["zero_state_bytes"] for r in sorted(group, key=lambda r: r["zero"]["rank"])]
-    assert held == mech.zero1_state_bytes(params, 2)
+    assert held == zero1_state_bytes(params, 2)
 
 
 def test_zero_results_read_the_ranks_state_against_w_and_the_planner(group):
@@ -314,7 +320,7 @@ def test_zero_results_read_the_ranks_state_against_w_and_the_planner(group):
     assert frame["zero_state_bytes"].sum() == frame["plain_state_bytes"].iloc[0]
     assert frame["share"].sum() == pytest.approx(1.0)
     with pytest.raises(TypeError, match="jobs"):
-        mech.run_in_one_group(2, {"x": (None, ())})
+        run_in_one_group(2, {"x": (None, ())})
 
 
 def test_two_node_launch_reads_its_committed_record(monkeypatch):

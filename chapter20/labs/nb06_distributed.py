@@ -11,7 +11,6 @@ are ``chapter20.techniques.communication_model``. Timings: medians with their mi
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,17 +26,17 @@ from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import median_and_range, range_text, timing_spread_ms
 from chapter20.demos.ddp_demo import main as ddp_demo_main
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
+from chapter20.techniques.allreduce_timing import (
+    allreduce_times_on_rank,
+    loopback_bytes,
+    wire_bytes_per_call,
+)
 from chapter20.techniques.communication_model import fit_alpha_beta, ring_allreduce_seconds
 from chapter20.techniques.contrastive import distributed_info_nce
-from chapter20.techniques.distributed import (
-    allreduce_times_on_rank,
-    group_rank_and_size,
-    run_local_group,
-)
-from chapter20.techniques.parallelism import deep_encoder
+from chapter20.techniques.distributed import group_rank_and_size, run_in_one_group, run_local_group
+from chapter20.techniques.pipeline import deep_encoder
 
 __all__ = [
-    "loopback_bytes",
     "allreduce_sweep_on_rank",
     "measure_allreduce_sweep",
     "wire_growth",
@@ -47,7 +46,6 @@ __all__ = [
     "scaling_table",
     "sweep_job",
     "practices_table",
-    "jobs_on_rank",
     "run_notebook_groups",
     "results_of",
     "sweep_frame",
@@ -72,38 +70,6 @@ SWEEP_SIZES = tuple(4**k * 4096 for k in range(7))
 # --------------------------------------------------------------------------------------------
 
 
-def loopback_bytes() -> int | None:
-    """Bytes the kernel has sent through the loopback interface since boot (Linux's
-    ``/proc/net/dev``), or None where there is no such counter. gloo's ranks on one machine talk
-    over TCP on this interface, so the difference across a collective is what it put on the
-    wire (plus any other traffic at that moment, which only adds)."""
-    path = Path("/proc/net/dev")
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines():
-        name, _, fields = line.partition(":")
-        if name.strip() == "lo":
-            return int(fields.split()[8])  # transmit bytes
-    return None
-
-
-def _wire_per_call(tensor: torch.Tensor, calls: int, repeat: int) -> float:
-    """The fewest loopback bytes per all-reduce of ``tensor`` over ``repeat`` tries (rank 0
-    reads the counter; other traffic only adds, so the minimum is the best estimate)."""
-    best = float("inf")
-    for _ in range(repeat):
-        dist.barrier()
-        before = loopback_bytes() if dist.get_rank() == 0 else 0
-        dist.barrier()  # nothing is sent between the read and this barrier but the barrier
-        for _ in range(calls):
-            dist.all_reduce(tensor)
-        dist.barrier()  # every rank has sent its last chunk
-        after = loopback_bytes() if dist.get_rank() == 0 else 0
-        if before is not None and after is not None:
-            best = min(best, (after - before) / calls)
-    return best
-
-
 def allreduce_sweep_on_rank(
     sizes: tuple[int, ...] = SWEEP_SIZES,
     dtypes: tuple[str, ...] = ("float32",),
@@ -113,8 +79,8 @@ def allreduce_sweep_on_rank(
 ) -> list[dict]:
     """On every rank of a group (§20.1.1, §20.4): for each dtype and message of ``sizes`` bytes,
     the all-reduce's median, fastest and slowest seconds over ``repeat`` calls
-    (``chapter20.techniques.distributed.allreduce_times_on_rank``)
-    and the loopback bytes per call, all ranks together (:func:`loopback_bytes`; NaN where the
+    (``chapter20.techniques.allreduce_timing.allreduce_times_on_rank``)
+    and the loopback bytes per call, all ranks together (``wire_bytes_per_call``; NaN where the
     counter is missing). float16 is measured from ``fp16_min_bytes`` up (what C03 compares).
     Rank 0's records are the ones to read."""
     _, world = group_rank_and_size()
@@ -127,7 +93,7 @@ def allreduce_sweep_on_rank(
         for size, times in zip(chosen, timings):
             tensor = torch.ones(max(1, size // itemsize), dtype=kind)
             calls = max(1, min(8, (4 << 20) // size))
-            wire = _wire_per_call(tensor, calls, wire_repeat) if loopback_bytes() else np.nan
+            wire = wire_bytes_per_call(tensor, calls, wire_repeat) if loopback_bytes() else np.nan
             median, low, high = median_and_range(times)
             records.append(
                 {
@@ -428,12 +394,6 @@ def unused_search_prediction(
 # --------------------------------------------------------------------------------------------
 
 
-def jobs_on_rank(jobs: dict) -> dict:
-    """On every rank of a group: each ``(function, args)`` of ``jobs`` in order (§20.4); returns
-    ``{name: result}``."""
-    return {name: function(*args) for name, (function, args) in jobs.items()}
-
-
 def run_notebook_groups(
     demo_argv: list[str], *, extra: dict | None = None, practices_repeat: int = 10,
     scaling_steps: int = 6,
@@ -455,7 +415,7 @@ def run_notebook_groups(
     for world, more in (extra or {}).items():
         jobs.setdefault(world, {}).update(more)
     return {
-        world: run_local_group(jobs_on_rank, world, (named,), timeout_s=TIMEOUT_S)
+        world: run_in_one_group(world, named, timeout_s=TIMEOUT_S)
         for world, named in sorted(jobs.items())
     }
 

@@ -26,25 +26,20 @@ from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
-from chapter20.techniques import parallelism
+from chapter20.techniques import pipeline
+from chapter20.techniques.allreduce_timing import allreduce_times_on_rank
 from chapter20.techniques.communication_model import fit_alpha_beta
-from chapter20.techniques.distributed import (
-    allreduce_times_on_rank,
-    group_rank_and_size,
-    run_local_group,
-)
+from chapter20.techniques.ddp_hooks import log_buckets, predicted_overlap
+from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.memory_model import EncoderShape
-from chapter20.techniques.parallelism import (
+from chapter20.techniques.pipeline import (
     bubble_fraction,
     deep_encoder,
-    local_state_bytes,
-    log_buckets,
     pipeline_p2p_bytes,
     pipeline_schedule,
-    predicted_overlap,
     split_stages,
-    zero_adamw,
 )
+from chapter20.techniques.zero import local_state_bytes, zero_adamw
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import plan
 from chapter20.training.trainer import Trainer
@@ -66,7 +61,6 @@ __all__ = [
     "hidden_measurable",
     "overlap_findings",
     "no_sync_on_rank",
-    "count_allreduces",
     "plot_bubble",
     "plot_overlap",
     "benchmark",
@@ -130,7 +124,7 @@ def pipeline_on_rank(
         for count in micro_batches:
             if kind == "1f1b" and count < world:
                 continue  # 1F1B's steady state needs a micro-batch in every stage
-            stage = parallelism.TimedStage(part, rank, world, torch.device("cpu"))
+            stage = pipeline.TimedStage(part, rank, world, torch.device("cpu"))
             schedule = pipeline_schedule(stage, kind, count, _mean_cross_entropy)
             walls, computes, sent = [], [], 0
             for step in range(steps + 1):
@@ -230,7 +224,7 @@ ZERO_MODEL = {"vocab_size": 2_000, "d_model": 64, "n_heads": 4, "n_layers": 2, "
 def zero_on_rank(steps: int, global_batch: int, model: dict = ZERO_MODEL, seed: int = 0):
     """Two Trainers on this rank, same weights and batches, DDP over the group and contrastive
     with cross-rank negatives: one with plain AdamW, one with ZeRO-1 AdamW
-    (:func:`chapter20.techniques.parallelism.zero_adamw`). After ``steps`` steps: the largest weight
+    (:func:`chapter20.techniques.zero.zero_adamw`). After ``steps`` steps: the largest weight
     difference and each optimizer's state bytes on this rank."""
     rank, world = group_rank_and_size()
     config = TrainConfig(optimizer="adamw", lr=1e-2, weight_decay=0.01)
@@ -375,7 +369,7 @@ def measure_overlap(
     backward, measured against the step whose communication all comes after the backward (one
     bucket, the largest cap) as
     1 − (t − t_no_sync) / (t_one_bucket − t_no_sync), and the alpha-beta model's prediction
-    (:func:`chapter20.techniques.parallelism.predicted_overlap`, alpha and beta fitted here). The
+    (:func:`chapter20.techniques.ddp_hooks.predicted_overlap`, alpha and beta fitted here). The
     blocking hook's row shows what waiting inside the backward costs on top."""
     results = run_local_group(
         overlap_on_rank, 2, (bucket_caps_mb, batch, repeat), timeout_s=TIMEOUT_S
@@ -493,11 +487,6 @@ def no_sync_on_rank(micro_batches: int, batch: int, model: dict = PIPELINE_MODEL
     for micro in zip(*(t.chunk(micro_batches) for t in data)):
         cross_entropy_per_example(trainer.model, micro).mean().backward()
     return {"rank": rank, "with_no_sync": with_no_sync, "without_no_sync": log.calls}
-
-
-def count_allreduces(micro_batches: int = 4, batch: int = 32) -> dict:
-    """:func:`no_sync_on_rank` on 2 gloo ranks (rank 0's counts)."""
-    return run_local_group(no_sync_on_rank, 2, (micro_batches, batch), timeout_s=TIMEOUT_S)[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ model of a ring, its fit to measured times, and the data-parallel scaling it pre
   bytes over W ranks sends 2(W−1)/W × ``n`` per rank in 2(W−1) steps; each step costs the
   latency alpha, each byte 1 / bandwidth (beta).
 - :func:`fit_alpha_beta`: alpha and beta fitted to measured all-reduce times
-  (``chapter20.techniques.distributed.allreduce_times_on_rank`` measures them).
+  (``chapter20.techniques.allreduce_timing.allreduce_times_on_rank`` measures them).
 - :data:`LINKS`, :func:`hierarchical_allreduce_seconds`, :func:`scaling_efficiency`,
   :func:`scaling_model`: data parallelism over nodes of GPUs — a ring inside the node, then a
   ring over the nodes for each GPU's share — and the efficiency compute / (compute + exposed

@@ -1,4 +1,4 @@
-"""§20.4 Multi-GPU and multi-node: process groups, loaders, learning-rate scaling, DDP hooks.
+"""§20.4 Multi-GPU and multi-node: process groups, local groups, loaders, learning-rate scaling.
 
 - :func:`init_distributed` / :func:`distributed` set up the process group from torchrun's
   environment (listing L10 done right: gloo on CPU, nccl on CUDA, a world of one without
@@ -7,14 +7,16 @@
 - :func:`distributed_loader` / :func:`set_epoch`: listing L9 done right — a DistributedSampler
   that covers the data set exactly once per epoch and reshuffles each epoch.
 - :func:`scale_lr` and :func:`warmup_schedule`: the linear scaling rule with warm-up (C14).
-- :func:`compress_gradients`: fp16 / bf16 gradient compression through DDP's communication
-  hooks, with the bytes each all-reduce carries counted (C03).
 - :func:`run_local_group` runs a function on N local processes in one real group, so tests and
   notebooks exercise all of this on a laptop CPU; the same code runs under ``torchrun``;
-  :func:`allreduce_times_on_rank` times all-reduces in it (the model they are fitted to is
-  ``chapter20.techniques.communication_model``).
+  :func:`run_in_one_group` runs several experiments (:func:`jobs_on_rank`) in one group, started
+  once.
 - :func:`collective_device` / :func:`any_rank`: small agreement collectives (a flag, a count)
   on the device the group's backend reduces, so the same call works under gloo and nccl.
+
+DDP's communication hooks (gradient compression, the overlap's bucket log) are
+``chapter20.techniques.ddp_hooks``; all-reduces timed on a group,
+``chapter20.techniques.allreduce_timing``.
 """
 
 from __future__ import annotations
@@ -37,20 +39,19 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch import nn
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.device import dist_backend, get_device
 
 __all__ = [
-    "COMPRESSIONS",
-    "allreduce_times_on_rank",
     "group_rank_and_size",
     "collective_device",
     "any_rank",
     "free_port",
     "preloaded_process_context",
     "run_local_group",
+    "jobs_on_rank",
+    "run_in_one_group",
     "DistributedContext",
     "init_distributed",
     "distributed",
@@ -60,8 +61,6 @@ __all__ = [
     "set_epoch",
     "scale_lr",
     "warmup_schedule",
-    "CompressionStats",
-    "compress_gradients",
 ]
 
 
@@ -253,37 +252,22 @@ def run_local_group(
     return [values[rank] for rank in range(world_size)]
 
 
-# --------------------------------------------------------------------------------------------
-# Timing an all-reduce
-# --------------------------------------------------------------------------------------------
+def jobs_on_rank(jobs: dict) -> dict:
+    """On every rank of a group: each ``(function, args)`` of ``jobs`` in order (§20.4); returns
+    ``{name: result}``."""
+    return {name: function(*args) for name, (function, args) in jobs.items()}
 
 
-def allreduce_times_on_rank(
-    sizes: tuple[int, ...], repeat: int = 9, *, dtype: str = "float32"
-) -> list[list[float]]:
-    """Seconds of every timed SUM all-reduce of a ``dtype`` tensor of each byte size in ``sizes``
-    on this rank of the current group (§20.4): two untimed calls, then ``repeat`` timed ones, each
-    after a barrier; one list of ``repeat`` times per size. Every rank calls it with the same
-    arguments. ``communication_model.fit_alpha_beta`` fits the alpha-beta model to them."""
-    sizes = [check_int("sizes", size, 1) for size in sizes]
-    repeat = check_int("repeat", repeat, 1)
-    if dtype not in ("float32", "float16", "bfloat16", "float64"):
-        raise ValueError(f"dtype must be float32, float16, bfloat16 or float64, got {dtype!r}")
-    kind = getattr(torch, dtype)
-    itemsize = torch.empty((), dtype=kind).element_size()
-    times = []
-    for size in sizes:
-        tensor = torch.ones(max(1, size // itemsize), dtype=kind)
-        for _ in range(2):
-            dist.all_reduce(tensor)
-        runs = []
-        for _ in range(repeat):
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(tensor)
-            runs.append(time.perf_counter() - start)
-        times.append(runs)
-    return times
+def run_in_one_group(world: int, jobs: dict, *, timeout_s: float = 120.0) -> list[dict]:
+    """§20.4 several experiments on one local gloo group of ``world`` ranks, started once (a
+    group costs seconds to start): ``jobs`` maps a name to ``(fn, args)``, where ``fn`` is a
+    module-level ``*_on_rank`` function; each rank runs them in order (:func:`jobs_on_rank`).
+    Returns, in rank order, each rank's ``{name: fn(*args)}``; ``timeout_s`` as
+    :func:`run_local_group`."""
+    world = check_int("world", world, 1)
+    if not isinstance(jobs, dict) or not all(callable(job[0]) for job in jobs.values()):
+        raise TypeError("jobs must map names to (function, args) pairs")
+    return run_local_group(jobs_on_rank, world, (jobs,), timeout_s=timeout_s)
 
 
 # --------------------------------------------------------------------------------------------
@@ -547,54 +531,10 @@ def warmup_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-# --------------------------------------------------------------------------------------------
-# Gradient compression
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class CompressionStats:
-    """Bytes this rank handed to gradient all-reduces, uncompressed and as sent."""
-
-    calls: int = 0
-    fp32_bytes: int = 0
-    sent_bytes: int = 0
-
-    @property
-    def ratio(self) -> float:
-        return self.sent_bytes / self.fp32_bytes if self.fp32_bytes else 1.0
-
-
-_COMPRESSIONS = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-#: Gradient all-reduce compressions of :func:`compress_gradients`.
-COMPRESSIONS = tuple(_COMPRESSIONS)
-
-
-def compress_gradients(model: nn.parallel.DistributedDataParallel, kind: str = "fp16"):
-    """Register a DDP communication hook that all-reduces gradients in ``kind`` ("fp16",
-    "bf16", or "none" for plain fp32) and counts the bytes (§20.1.1 remedies, claim C03).
-    PyTorch's own ``fp16_compress_hook`` / ``bf16_compress_hook`` do the work. Returns the
-    :class:`CompressionStats` the hook fills."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-    if kind not in _COMPRESSIONS:
-        raise ValueError(f"kind must be one of {', '.join(_COMPRESSIONS)}, got {kind!r}")
-    if not isinstance(model, nn.parallel.DistributedDataParallel):
-        raise TypeError(f"model must be DistributedDataParallel, got {type(model).__name__}")
-    inner = {
-        "none": default_hooks.allreduce_hook,
-        "fp16": default_hooks.fp16_compress_hook,
-        "bf16": default_hooks.bf16_compress_hook,
-    }[kind]
-    dtype = _COMPRESSIONS[kind] or torch.float32
-    stats = CompressionStats()
-
-    def hook(process_group, bucket):
-        buffer = bucket.buffer()
-        stats.calls += 1
-        stats.fp32_bytes += buffer.numel() * buffer.element_size()
-        stats.sent_bytes += buffer.numel() * torch.empty((), dtype=dtype).element_size()
-        return inner(process_group, bucket)
-
-    model.register_comm_hook(None, hook)
-    return stats
+# Re-exported until training/ and demos/ import them from their module, techniques.ddp_hooks
+# (not part of __all__: they are keyed where they are defined).
+from chapter20.techniques.ddp_hooks import (  # noqa: E402, F401
+    COMPRESSIONS,
+    CompressionStats,
+    compress_gradients,
+)
