@@ -94,6 +94,19 @@ def _corpus():
     return encode_corpus(sentences, build_vocab(sentences, min_count=1))
 
 
+def _interactions():
+    from chapter20.demos.recommender import Interactions
+
+    pairs = torch.tensor([[0, 0], [1, 1], [2, 2]])
+    return Interactions(3, ["a", "b", "c"], pairs, torch.tensor([[0, 1]]), torch.ones(3))
+
+
+def _two_tower():
+    from chapter20.demos.recommender import TwoTower
+
+    return TwoTower(3, 3, 2)
+
+
 def _loader():
     from chapter20.techniques.distributed import distributed_loader
 
@@ -363,6 +376,27 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "techniques.distributed.set_epoch": lambda: {"loader": _loader(), "epoch": 1},
     "techniques.distributed.scale_lr": lambda: {"base_lr": 1e-3, "base_batch": 512, "batch": 4096},
     "techniques.distributed.warmup_schedule": lambda: {"optimizer": _sgd(), "warmup_steps": 4},
+    "demos.fault_injection.writer_faults": lambda: {"directory": _tmp(), "timeout": 60.0},
+    "demos.fault_injection.damaged_newest": lambda: {"directory": _tmp(), "keep_last": 2},
+    "demos.fault_injection.two_writers": lambda: {"directory": _tmp(), "timeout": 60.0},
+    "demos.elastic_run.elastic_training": lambda: {
+        "directory": _tmp(), "steps": 3, "stop_after": 2,
+    },
+    "demos.elastic_run.resume_at_other_world_size": lambda: {
+        "directory": _tmp(), "first": 1, "second": 1, "steps": 3, "stop_after": 2,
+    },
+    "demos.recommender.passage_interactions": lambda: {
+        "passage_tokens": 200, "min_users": 10, "max_user_share": 0.2, "test_share": 0.2,
+        "seed": 0,
+    },
+    "demos.recommender.TwoTower": lambda: {"users": 3, "items": 4, "dim": 2},
+    "demos.recommender.sample_negatives": lambda: {
+        "count": 2, "items": 3, "k": 1, "generator": torch.Generator(),
+    },
+    "demos.recommender.heldout_recall": lambda: {
+        "model": _two_tower(), "data": _interactions(), "k": 1,
+    },
+    "demos.recommender.popularity_recall": lambda: {"data": _interactions(), "k": 1},
     "core.measure.format_bytes": lambda: {"n": 1024.0},
     "core.measure.format_difference": lambda: {"max_abs_diff": 1e-7, "tolerance": 1e-6},
     "core.measure.time_fn": lambda: {"fn": lambda: None, "warmup": 1, "repeat": 2},
@@ -823,6 +857,8 @@ ACCEPTS: dict[str, set[str]] = {
         name: _ZERO
         for name in (
             "capstone.recipe.EncoderRecipe.seed",
+            "demos.recommender.passage_interactions.seed",
+            "demos.recommender.sample_negatives.count",
             "techniques.pipeline.schedule_order.stage",
             "capstone.recipe.EncoderRecipe.word_dropout",
             "capstone.recipe.train_encoder.steps",
@@ -987,6 +1023,9 @@ ACCEPTS: dict[str, set[str]] = {
 
 # Public callables with numeric parameters that this test does not call, and why.
 OUT_OF_SCOPE = {
+    "demos.recommender.train_recommender": "real training of the two-tower recommender on its "
+    "interactions (notebook 01): it checks its arguments, but a huge epochs is a run that never "
+    "ends rather than a wrong value",
     "cost.throughput.measure_throughput": "a benchmark: times real training steps of a "
     "6-layer encoder",
     "cost.plots.plot_pareto": "draws computed frames; its numbers are results, not parameters",

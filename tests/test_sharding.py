@@ -12,7 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.corpora import zipf_ids
-from chapter20.labs.nb01_recommender import passage_interactions, sharded_step_on_rank
+from chapter20.demos.recommender import passage_interactions
+from chapter20.labs.nb01_recommender import sharded_step_on_rank
 from chapter20.labs.nb01_sharding import (
     bad_ids_on_rank,
     comm_bytes_on_rank,

@@ -12,7 +12,8 @@ exact zeros where the package never looks a row up.
 import pytest
 import torch
 
-from chapter20.labs.nb01_recommender import Interactions, shuffled_users
+from chapter20.demos.recommender import Interactions
+from chapter20.labs.nb01_recommender import shuffled_users
 from chapter20.labs.nb01_sharding import listing_lookup_done_right
 
 

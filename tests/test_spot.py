@@ -31,19 +31,19 @@ from chapter20.cost.young_daly import (
     simulate_wall_time,
     young_daly_interval,
 )
+from chapter20.demos.elastic_run import resume_at_other_world_size
+from chapter20.demos.fault_injection import (
+    damaged_newest,
+    disk_full_during_save,
+    two_writers,
+    writer_faults,
+)
 from chapter20.demos.spot_run import (
     SPOT_TRAINING,
     SpotConfig,
     SpotResult,
     launch_spot_demo,
     run_spot_training,
-)
-from chapter20.labs.nb07_faults import (
-    damaged_newest,
-    disk_full_during_save,
-    resume_at_other_world_size,
-    two_writers,
-    writer_faults,
 )
 from chapter20.techniques.distributed import run_local_group
 from chapter20.training.checkpoints import SAVE_PHASES, CheckpointManager

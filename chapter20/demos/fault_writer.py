@@ -1,5 +1,5 @@
 """§20.5.2 The checkpoint writers of notebook 07's fault matrix, as processes a fault strikes
-for real (``chapter20.labs.nb07_faults`` launches them with ``python -m``).
+for real (``chapter20.demos.fault_injection`` launches them with ``python -m``).
 
     python -m chapter20.demos.fault_writer fault DIRECTORY PHASE ACTION KEEP_LAST
     python -m chapter20.demos.fault_writer hold DIRECTORY

@@ -1,44 +1,30 @@
 """The fault matrix of notebook 07 (§20.5.2): every fault a checkpoint writer meets (SIGKILL at each
-phase of a save, SIGTERM, a full disk, a damaged newest file, a second writer), injected for
-real, and what the next run finds; and a sharded run resumed at another world size.
+phase of a save, SIGTERM, a full disk, a damaged newest file, a second writer) and a sharded run
+resumed at another world size, injected for real (``chapter20.demos.fault_injection``,
+``chapter20.demos.elastic_run``): what the next run finds, as one table with a verdict per row,
+checked against its committed record.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
-import subprocess
-import sys
-import warnings
 from pathlib import Path
 
 import pandas as pd
-import torch
-import torch.distributed as dist
 
 from chapter20.core.device import size_scale
-from chapter20.core.paths import repo_root
-from chapter20.demos import fault_writer
-from chapter20.labs.common import read_study, study_output, write_study
-from chapter20.techniques.distributed import preloaded_process_context, run_local_group
-from chapter20.techniques.sharding import ShardedEmbedding
-from chapter20.training.checkpoints import (
-    SAVE_PHASES,
-    CheckpointDirectoryBusyError,
-    CheckpointManager,
+from chapter20.demos.elastic_run import resume_at_other_world_size
+from chapter20.demos.fault_injection import (
+    WRITER_FAULTS,
+    damaged_newest,
+    disk_full_during_save,
+    two_writers,
+    writer_faults,
 )
-from chapter20.training.sampler import ResumableBatchSampler
-from chapter20.training.state import capture_state, restore_state
+from chapter20.labs.common import read_study, study_output, write_study
+from chapter20.training.checkpoints import SAVE_PHASES
 
 __all__ = [
-    "WRITER_FAULTS",
-    "writer_faults",
-    "damaged_newest",
-    "disk_full_during_save",
-    "two_writers",
-    "elastic_training",
-    "resume_at_other_world_size",
     "FAULTS",
     "LIVE_FAULTS",
     "FAULT_RECORD",
@@ -51,251 +37,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # The fault matrix: each fault a checkpoint writer meets, injected for real
 # --------------------------------------------------------------------------------------------
-
-#: The writer processes that the faults strike: ``fault`` (two good saves, then a third that a
-#: fault strikes at a phase) and ``hold`` (one save, then holds the directory until its standard
-#: input closes).
-_WRITER = "chapter20.demos.fault_writer"
-
-
-def _child_env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def _start_child(mode: str, *args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", _WRITER, mode, *map(str, args)],
-        cwd=repo_root() or Path.cwd(),
-        env=_child_env(),
-        text=True,
-        **kwargs,
-    )
-
-
-def _resume(directory: Path, keep_last: int) -> dict:
-    """What the next run finds: files before and after it starts, the step it loads, the
-    warnings, and the files after one more save (step 4)."""
-    before = sorted(p.name for p in directory.iterdir() if p.name != ".lock")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        manager = CheckpointManager(directory, keep_last=keep_last)
-        state = manager.load_latest()
-    loaded = None if state is None else state["step"]
-    intact = state is None or bool((state["w"] == float(loaded)).all())
-    manager.save({"step": 4, "w": torch.full((50_000,), 4.0)})
-    after = [p.name for p in manager.checkpoints()]
-    manager.close()
-    return {
-        "files_before": before,
-        "loaded_step": loaded,
-        "loaded_intact": intact,
-        "warnings": [str(w.message) for w in caught],
-        "files_after_next_save": after,
-    }
-
-
-#: The writer faults: name -> (phase of the third save, what strikes there).
-WRITER_FAULTS = {
-    **{f"SIGKILL {phase}": (phase, "kill") for phase in SAVE_PHASES},
-    "SIGTERM mid-write, PreemptionHandler": ("mid-write", "term-handled"),
-    "SIGTERM mid-write, default action": ("mid-write", "term-default"),
-}
-
-
-def writer_faults(directory: str | Path, faults=tuple(WRITER_FAULTS), timeout: float = 120.0):
-    """Run a writer process per fault in ``faults`` (all at once): two good saves, then the
-    fault strikes the third (a SIGKILL at a phase of the save, or a SIGTERM in its middle);
-    then resume each directory as the next run would (:func:`_resume`). Returns, per fault,
-    the writer's exit status and what the resume found."""
-    directory = Path(directory)
-    # Forked from a server that has torch imported (a fresh interpreter per writer spent most
-    # of its life importing torch); each writer is still its own process, killed for real.
-    context = preloaded_process_context()
-    children = {}
-    for number, name in enumerate(faults):
-        phase, action = WRITER_FAULTS[name]
-        where = directory / str(number)
-        where.mkdir(parents=True, exist_ok=True)
-        argv = ["fault", str(where), phase, action, "2"]
-        children[name] = (where, context.Process(target=fault_writer.main, args=(argv,)))
-        children[name][1].start()
-    results = {}
-    for name, (where, child) in children.items():
-        child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
-            raise TimeoutError(f"the writer of fault {name!r} did not finish in {timeout} s")
-        results[name] = {"exit": child.exitcode, **_resume(where, 2)}
-    return results
-
-
-def damaged_newest(directory: str | Path, keep_last: int, damage: str = "truncate") -> dict:
-    """Three saves, the newest then damaged (``"truncate"``: cut in half; ``"corrupt"``: one
-    byte flipped); then the resume of the next run."""
-    directory = Path(directory)
-    manager = CheckpointManager(directory, keep_last=keep_last)
-    for step in (1, 2, 3):
-        newest = manager.save({"step": step, "w": torch.full((50_000,), float(step))})
-    manager.close()
-    data = newest.read_bytes()
-    if damage == "truncate":
-        newest.write_bytes(data[: len(data) // 2])
-    elif damage == "corrupt":
-        newest.write_bytes(data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:])
-    else:
-        raise ValueError(f"damage must be 'truncate' or 'corrupt', got {damage!r}")
-    return _resume(directory, keep_last)
-
-
-@contextlib.contextmanager
-def _disk_full_at(phase: str):
-    """Make the next save's write fail with ENOSPC at ``phase``, as a full disk would."""
-    import chapter20.training.checkpoints as checkpoints
-
-    def fail(at: str) -> None:
-        if at == phase:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    original, checkpoints._fault_point = checkpoints._fault_point, fail
-    try:
-        yield
-    finally:
-        checkpoints._fault_point = original
-
-
-def disk_full_during_save(directory: str | Path) -> dict:
-    """Two saves, then a third whose write hits ENOSPC half-way: the error it raises, the files
-    left, and the resume of the next run."""
-    directory = Path(directory)
-    manager = CheckpointManager(directory, keep_last=2)
-    for step in (1, 2):
-        manager.save({"step": step, "w": torch.full((50_000,), float(step))})
-    error = None
-    with _disk_full_at("mid-write"):
-        try:
-            manager.save({"step": 3, "w": torch.full((50_000,), 3.0)})
-        except OSError as exc:
-            error = exc
-    manager.close()
-    return {
-        "error": None if error is None else f"{type(error).__name__}: {error}",
-        "errno": None if error is None else error.errno,
-        **_resume(directory, 2),
-    }
-
-
-def two_writers(directory: str | Path, timeout: float = 120.0) -> dict:
-    """A second process saving into a directory that a running process writes: the error it
-    gets; then, once the first process has ended, its save."""
-    directory = Path(directory)
-    holder = _start_child("hold", directory, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        if holder.stdout.readline().strip() != "saved":
-            raise RuntimeError("the first writer did not start")
-        error = None
-        manager = CheckpointManager(directory)
-        try:
-            manager.save({"step": 2, "w": torch.zeros(4)})
-        except CheckpointDirectoryBusyError as exc:
-            error = str(exc)
-    finally:
-        holder.communicate(input="", timeout=timeout)
-    saved_after = manager.save({"step": 2, "w": torch.zeros(4)}).name
-    manager.close()
-    return {"error": error, "saved_after_first_ended": saved_after}
-
-
-# A model whose training does not depend on the world size: a sharded table with replicated
-# inputs (every rank sees the global batch, rows owned by one rank each) and a linear head.
-_ELASTIC = {"vocab": 23, "dim": 4, "examples": 60, "tokens": 5, "global_batch": 6}
-
-
-def _elastic_parts() -> dict:
-    torch.manual_seed(0)
-    table = ShardedEmbedding(_ELASTIC["vocab"], _ELASTIC["dim"], seed=1)
-    model = torch.nn.ModuleDict({"table": table, "head": torch.nn.Linear(_ELASTIC["dim"], 1)})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
-    sampler = ResumableBatchSampler(_ELASTIC["examples"], _ELASTIC["global_batch"], seed=2)
-    return {"model": model, "optimizer": optimizer, "sampler": sampler}
-
-
-def _elastic_data() -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(3)
-    shape = (_ELASTIC["examples"], _ELASTIC["tokens"])
-    ids = torch.randint(0, _ELASTIC["vocab"], shape, generator=generator)
-    return ids, torch.randn(_ELASTIC["examples"], 1, generator=generator)
-
-
-def _global_batch(sampler: ResumableBatchSampler) -> torch.Tensor:
-    mine = sampler.next_batch()
-    if sampler.world_size == 1:
-        return mine
-    slices = [torch.empty_like(mine) for _ in range(sampler.world_size)]
-    dist.all_gather(slices, mine)
-    return torch.cat(slices)
-
-
-def elastic_training(directory: str, steps: int, stop_after: int | None = None) -> dict:
-    """Train the world-size-independent model to ``steps``, resuming from ``directory`` and
-    saving every 3 steps (every rank calls it); ``stop_after`` ends it early without saving,
-    as a lost node would. Returns the whole logical table, the head, the step it resumed from
-    and the warnings of the resume."""
-    parts = _elastic_parts()
-    model, optimizer, sampler = parts["model"], parts["optimizer"], parts["sampler"]
-    ids, targets = _elastic_data()
-    manager = CheckpointManager(directory, keep_last=2)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        state = manager.load_latest()
-        start = restore_state(state, **parts) if state is not None else 0
-    for step in range(start + 1, steps + 1):
-        batch = _global_batch(sampler)
-        prediction = model["head"](model["table"](ids[batch]).mean(dim=1))
-        loss = torch.nn.functional.mse_loss(prediction, targets[batch])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if step % 3 == 0:
-            manager.save(capture_state(step, **parts))
-        if step == stop_after:
-            break
-    manager.close()
-    return {
-        "table": model["table"].full_weight(),
-        "head": [p.detach().clone() for p in model["head"].parameters()],
-        "resumed_from": start,
-        "warnings": [str(w.message) for w in caught],
-    }
-
-
-def _elastic_first_launch(directory: str, steps: int, stop_after: int) -> dict:
-    reference = elastic_training(f"{directory}/reference", steps)
-    elastic_training(f"{directory}/elastic", steps, stop_after)
-    return reference
-
-
-def resume_at_other_world_size(
-    directory: str | Path, first: int = 2, second: int = 3, steps: int = 9, stop_after: int = 5
-) -> dict:
-    """Train on ``first`` ranks, lose the run after ``stop_after`` steps (newest checkpoint:
-    step 3), resume on ``second`` ranks to ``steps``; and the same run uninterrupted on
-    ``first`` ranks. Returns the largest difference between the two (tables, head) and the
-    resumed run's warnings and start step."""
-    directory = Path(directory)
-    reference = run_local_group(_elastic_first_launch, first, (str(directory), steps, stop_after))[
-        0
-    ]
-    resumed = run_local_group(elastic_training, second, (str(directory / "elastic"), steps))
-    difference = max(float((r["table"] - reference["table"]).abs().max()) for r in resumed)
-    for r in resumed:
-        for got, expected in zip(r["head"], reference["head"]):
-            difference = max(difference, float((got - expected).abs().max()))
-    return {
-        "max_abs_difference": difference,
-        "resumed_from": [r["resumed_from"] for r in resumed],
-        "warnings": resumed[0]["warnings"],
-    }
-
 
 _PHASE_NAMES = {
     "before-temporary": "before the temporary file",
