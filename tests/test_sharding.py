@@ -592,7 +592,7 @@ def test_sharded_state_on_cuda_round_trips_through_dcp(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# The replicated lookup written in a few lines (labs.nb01_sharding.listing_lookup_done_right,
+# The replicated lookup written in a few lines (techniques.sharding.listing_lookup_done_right,
 # the chapter's listing with its faults fixed) against ShardedEmbedding(inputs="replicated",
 # partition="range"). Bitwise: both look up the same rows and sum the same tensors; the short
 # version adds exact zeros where the package never looks a row up.
@@ -614,7 +614,7 @@ def test_reference_lookup_equals_the_package_in_a_world_of_one():
 
 
 def test_reference_lookup_equals_the_package_on_a_group_and_its_sub_group(group_runs):
-    """``labs.nb01_sharding.listing_lookup_done_right`` (the chapter's replicated lookup with its
+    """``techniques.sharding.listing_lookup_done_right`` (the chapter's replicated lookup with its
     faults fixed) against the package, bitwise: the group of 4 serves W = 2 and W = 3 (sub-groups
     of ranks 0-1 and 0-2), as in notebook 01; a sub-group's tables must agree with nn.Embedding
     like a whole group's."""

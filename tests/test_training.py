@@ -319,18 +319,18 @@ def _contrastive_case(chunk_size) -> dict:
 
 def _sharded_case(chunk_size=None) -> dict:
     """3 AdamW steps, clipped, of the hybrid model: a per-rank sharded table (37 rows, range
-    partition) + a DDP projection; a world of one uses BagOfEmbeddingsEncoder."""
+    partition) + a DDP projection; a world of one holds every row (the same logical table at
+    every world size: a row's initial value depends on its id and the seed only)."""
     rank, world = group_rank_and_size()
     set_seed(0)
-    bag = BagOfEmbeddingsEncoder(VOCAB, DIM)
-    model = bag if world == 1 else ShardedBagEncoder.from_bag_encoder(bag)
+    model = ShardedBagEncoder(VOCAB, DIM)
     config = TrainConfig(lr=1e-2, clip_norm=0.5, chunk_size=chunk_size, weight_decay=0.01)
     trainer = Trainer(model, config)
     generator = torch.Generator().manual_seed(11)
     for _ in range(STEPS):
         anchors, positives = torch.randint(1, VOCAB, (2, 12, 5), generator=generator)
         trainer.step((anchors.tensor_split(world)[rank], positives.tensor_split(world)[rank]))
-    table = model.embedding.weight if world == 1 else model.table.full_weight()
+    table = model.table.full_weight()
     return {"table": table.detach(), "projection": model.projection.state_dict()}
 
 

@@ -30,6 +30,7 @@ from chapter20.techniques.sharding import (
     RowPartition,
     ShardedEmbedding,
     all_to_all_bytes,
+    listing_lookup_done_right,
     shard_load,
 )
 
@@ -38,7 +39,6 @@ __all__ = [
     "batch_ids",
     "equivalence_on_rank",
     "misuse_on_rank",
-    "listing_lookup_done_right",
     "reference_on_rank",
     "bad_ids_on_rank",
     "comm_bytes_on_rank",
@@ -46,7 +46,6 @@ __all__ = [
     "survey_on_rank",
     "surveys_on_rank",
     "run_survey",
-    "start_rank_server",
     "load_report",
     "table_memory_report",
     "benchmark",
@@ -214,35 +213,6 @@ def misuse_on_rank(num_embeddings: int = 101, dim: int = 4, seed: int = 0, group
     return {"W": world, "rank": rank, "rows": int(right.numel()), "right_rows": int(right.sum())}
 
 
-def listing_lookup_done_right(
-    ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int, group=None
-):
-    """The chapter's replicated lookup (listing L1: contiguous row ranges, a masked local
-    lookup, a SUM all-reduce), with its two faults fixed: blocks of ceil(V/W) rows keep the
-    last ``V mod W`` rows, and an id outside [0, V) raises instead of reading as zeros. This is
-    Megatron's ``VocabParallelEmbedding``. Every rank passes the same ``ids`` and its own
-    ``shard`` (rows [rank·block, rank·block + block) of the table). The backward is the identity
-    (the loss after the lookup is the same on every rank). For reading: the package's version
-    is ``ShardedEmbedding(inputs="replicated", partition="range")``."""
-    rank, world = group_rank_and_size(group)
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
-        raise IndexError(f"ids must be in [0, {num_embeddings}), got {ids.min()}..{ids.max()}")
-    block = -(-num_embeddings // world)  # ceil(V / W): no row is left without an owner
-    start = rank * block
-    outside = (ids < start) | (ids >= start + block)  # ids another rank owns
-    local = (ids - start).masked_fill(outside, 0)  # any valid row; its result is zeroed below
-    if len(shard):
-        rows = F.embedding(local, shard).masked_fill(outside.unsqueeze(-1), 0.0)
-    else:  # V < W: this rank owns no row, and sends zeros (with a gradient path to its shard)
-        rows = shard.new_zeros((*ids.shape, shard.shape[1])) + shard.sum()
-    total = rows.detach().clone()
-    if world > 1:
-        dist.all_reduce(
-            total, op=dist.ReduceOp.SUM, group=group
-        )  # each row comes from exactly one rank
-    return total + (rows - rows.detach())  # forward: the sum; backward: to this rank's rows
-
-
 def reference_on_rank(
     sizes: tuple[int, ...], dim: int = 5, seed: int = 0, group=None
 ) -> list[dict]:
@@ -391,20 +361,6 @@ def surveys_on_rank(plans: dict[int, tuple], extra: tuple | None = None) -> dict
         if rank < size:
             surveys[size] = survey_on_rank(*args, group=group)
     return {"surveys": surveys, "extra": extra[0](*extra[1]) if extra else None}
-
-
-def start_rank_server() -> None:
-    """Start now the server the local group's ranks fork from (``run_local_group``: one process
-    that imports torch and the training stack once, seconds of CPU). It starts in the background
-    and this returns at once, so its start overlaps what the caller does before the first group
-    (on a fresh machine, parsing the Wikipedia sample) instead of following it. Nothing to do
-    where the platform has no fork server."""
-    from multiprocessing import forkserver
-
-    from chapter20.techniques.distributed import preloaded_process_context
-
-    if preloaded_process_context().get_start_method() == "forkserver":
-        forkserver.ensure_running()
 
 
 def run_survey(
