@@ -264,17 +264,20 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "min_gpu_memory_gib": 16.0,
     },
     "cost.selection.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
-    "cost.estimates.cost_breakdown": lambda: {
-        "compute_cost": 1000.0,
-        "run_hours": 10.0,
+    "cost.estimates.DataFootprint": lambda: {
         "dataset_gb": 10.0,
         "checkpoint_gb": 1.0,
         "checkpoints_kept": 3,
         "retention_months": 1.0,
         "egress_gb": 0.0,
-        "other": 0.0,
         "storage_per_gb_month": 0.023,
         "egress_per_gb": 0.09,
+    },
+    "cost.estimates.cost_breakdown": lambda: {
+        "compute_cost": 1000.0,
+        "run_hours": 10.0,
+        "data": cost.DataFootprint(10.0, 1.0),
+        "other": 0.0,
     },
     "cost.estimates.cost_to_train": lambda: {
         "config": _catalog_config(),
@@ -583,6 +586,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "training.state.capture_state": lambda: (
         lambda m: {"step": 1, "model": m, "optimizer": torch.optim.SGD(m.parameters(), lr=0.1)}
     )(_linear()),
+    "cost.young_daly.PreemptionModel": lambda: {
+        "checkpoint_seconds": 30.0,
+        "mtbf_seconds": 7200.0,
+        "restart_seconds": 60.0,
+    },
     "cost.young_daly.expected_wall_time": lambda: dict(_WALL),
     "cost.young_daly.preemption_overhead": lambda: dict(_WALL),
     "cost.young_daly.simulate_wall_time": lambda: {**_WALL, "runs": 10, "seed": 0},
@@ -845,9 +853,9 @@ BASE: dict[str, typing.Callable[[], dict]] = {
 _WALL = {
     "work_seconds": 3600.0,
     "interval_seconds": 600.0,
-    "checkpoint_seconds": 30.0,
-    "mtbf_seconds": 7200.0,
-    "restart_seconds": 60.0,
+    "model": cost.PreemptionModel(
+        checkpoint_seconds=30.0, mtbf_seconds=7200.0, restart_seconds=60.0
+    ),
 }
 
 # Awkward values a parameter legitimately takes (not called: they are valid input).
@@ -896,14 +904,14 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.activation_checkpointing.predicted_activation_bytes.other_bytes",
             "core.claims.check.measured",
             "cost.estimates.Preemption.restart_seconds",
-            "cost.estimates.cost_breakdown.dataset_gb",
-            "cost.estimates.cost_breakdown.checkpoint_gb",
-            "cost.estimates.cost_breakdown.checkpoints_kept",
-            "cost.estimates.cost_breakdown.retention_months",
-            "cost.estimates.cost_breakdown.egress_gb",
+            "cost.estimates.DataFootprint.dataset_gb",
+            "cost.estimates.DataFootprint.checkpoint_gb",
+            "cost.estimates.DataFootprint.checkpoints_kept",
+            "cost.estimates.DataFootprint.retention_months",
+            "cost.estimates.DataFootprint.egress_gb",
+            "cost.estimates.DataFootprint.storage_per_gb_month",
+            "cost.estimates.DataFootprint.egress_per_gb",
             "cost.estimates.cost_breakdown.other",
-            "cost.estimates.cost_breakdown.storage_per_gb_month",
-            "cost.estimates.cost_breakdown.egress_per_gb",
             "cost.estimates.data_parallel_efficiency.overlap",
             "cost.estimates.data_parallel_efficiency.gpu_link_latency_s",
             "cost.estimates.data_parallel_efficiency.network_latency_s",
@@ -962,14 +970,10 @@ ACCEPTS: dict[str, set[str]] = {
             "training.pair_training.heldout_run.seed",
             "training.sampler.ResumableBatchSampler.seed",
             "training.state.capture_state.step",
+            "cost.young_daly.PreemptionModel.checkpoint_seconds",
+            "cost.young_daly.PreemptionModel.restart_seconds",
             "cost.young_daly.expected_wall_time.work_seconds",
-            "cost.young_daly.expected_wall_time.checkpoint_seconds",
-            "cost.young_daly.expected_wall_time.restart_seconds",
-            "cost.young_daly.preemption_overhead.checkpoint_seconds",
-            "cost.young_daly.preemption_overhead.restart_seconds",
             "cost.young_daly.simulate_wall_time.work_seconds",
-            "cost.young_daly.simulate_wall_time.checkpoint_seconds",
-            "cost.young_daly.simulate_wall_time.restart_seconds",
             "cost.young_daly.simulate_wall_time.seed",
             "demos.spot_run.SpotConfig.token_dropout",
             "demos.spot_run.SpotConfig.seed",

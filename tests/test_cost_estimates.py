@@ -14,6 +14,7 @@ from chapter20.cost.catalog import load_catalog
 from chapter20.cost.estimates import (
     EMBEDDING_WORKLOAD,
     H200_MEASUREMENT,
+    DataFootprint,
     Preemption,
     Workload,
     cost_breakdown,
@@ -191,20 +192,19 @@ def test_mixed_precision_saving():
 
 
 def test_cost_breakdown_adds_up():
-    parts = cost_breakdown(700.0, run_hours=73, dataset_gb=1000, checkpoint_gb=10,
-                                checkpoints_kept=5, retention_months=1, egress_gb=100,
-                                other=50)  # fmt: skip
+    data = DataFootprint(1000, 10, checkpoints_kept=5, retention_months=1, egress_gb=100)
+    parts = cost_breakdown(700.0, 73, data, other=50)
     months = 73 / 730 + 1
     assert parts.storage == pytest.approx(1050 * 0.023 * months)
     assert parts.network == pytest.approx(9.0)
     assert parts.total == pytest.approx(700 + parts.storage + 9 + 50)
     assert sum(parts.shares().values()) == pytest.approx(100)
-    bigger = cost_breakdown(700.0, run_hours=73, dataset_gb=10_000, checkpoint_gb=10)
-    assert (
-        bigger.shares()["compute"]
-        < cost_breakdown(700.0, run_hours=73, dataset_gb=1000, checkpoint_gb=10).shares()["compute"]
-    )
+    bigger = cost_breakdown(700.0, 73, DataFootprint(dataset_gb=10_000, checkpoint_gb=10))
+    smaller = cost_breakdown(700.0, 73, DataFootprint(dataset_gb=1000, checkpoint_gb=10))
+    assert bigger.shares()["compute"] < smaller.shares()["compute"]
     with pytest.raises(ValueError, match="dataset_gb"):
-        cost_breakdown(700.0, run_hours=1, dataset_gb=-1, checkpoint_gb=1)
+        DataFootprint(dataset_gb=-1, checkpoint_gb=1)
     with pytest.raises(ValueError, match="compute_cost"):
-        cost_breakdown(math.nan, run_hours=1, dataset_gb=1, checkpoint_gb=1)
+        cost_breakdown(math.nan, 1, DataFootprint(dataset_gb=1, checkpoint_gb=1))
+    with pytest.raises(TypeError, match="data"):
+        cost_breakdown(700.0, 1, {"dataset_gb": 1})

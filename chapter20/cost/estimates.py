@@ -34,7 +34,7 @@ from chapter20.core.gpu_record import read_gpu_measurements
 from chapter20.cost.catalog import catalog_or_default
 from chapter20.cost.hardware import peak_tflops
 from chapter20.cost.selection import Config
-from chapter20.cost.young_daly import preemption_overhead, young_daly_interval
+from chapter20.cost.young_daly import PreemptionModel, preemption_overhead, young_daly_interval
 from chapter20.techniques.communication_model import (
     LINKS,
     hierarchical_allreduce_seconds,
@@ -48,6 +48,7 @@ __all__ = [
     "STORAGE_PER_GB_MONTH",
     "THROUGHPUT_CODE",
     "CostBreakdown",
+    "DataFootprint",
     "Preemption",
     "ThroughputRecord",
     "TrainingCost",
@@ -321,6 +322,12 @@ class Preemption:
         them stops it, so the rates add."""
         return self.mtbf_hours * 3600 / check_int("n_instances", n_instances, 1)
 
+    def for_job(self, n_instances: int) -> PreemptionModel:
+        """The inputs of Daly's model (``chapter20.cost.young_daly``) for a synchronous job on
+        ``n_instances``: its :meth:`job_mtbf_seconds`, this checkpoint and restart time."""
+        mtbf = self.job_mtbf_seconds(n_instances)
+        return PreemptionModel(self.checkpoint_seconds, mtbf, self.restart_seconds)
+
 
 @dataclass(frozen=True)
 class TrainingCost:
@@ -367,14 +374,12 @@ def cost_to_train(
     if preemption is None:
         raise ValueError("preemption is required for a spot configuration (mtbf, checkpoint)")
     price = config.spot_price(spot_quote)
-    mtbf = preemption.job_mtbf_seconds(config.n_instances)
+    job = preemption.for_job(config.n_instances)
     if interval_seconds is None:
-        interval = young_daly_interval(preemption.checkpoint_seconds, mtbf)
+        interval = young_daly_interval(job.checkpoint_seconds, job.mtbf_seconds)
     else:
         interval = check_positive("interval_seconds", interval_seconds)
-    overhead = preemption_overhead(
-        seconds, interval, preemption.checkpoint_seconds, mtbf, preemption.restart_seconds
-    )
+    overhead = preemption_overhead(seconds, interval, job)
     wall = seconds / 3600 * (1 + overhead)
     return TrainingCost(config, True, seconds / 3600, wall, overhead, interval, price, wall * price)
 
@@ -389,14 +394,12 @@ def overhead_vs_interval(
     seconds (§20.5.2), on ``n_instances`` instances; the Young/Daly interval is (near) its
     minimum."""
     train_seconds = check_positive("train_seconds", train_seconds)
-    mtbf = preemption.job_mtbf_seconds(n_instances)
+    job = preemption.for_job(n_instances)
     records = []
     for tau in intervals:
         tau = check_positive("intervals", tau)
         try:
-            overhead = preemption_overhead(
-                train_seconds, tau, preemption.checkpoint_seconds, mtbf, preemption.restart_seconds
-            )
+            overhead = preemption_overhead(train_seconds, tau, job)
         except ValueError as exc:
             raise ValueError(f"intervals: {tau:g} s: {exc}") from None
         records.append({"interval_seconds": tau, "overhead": overhead})
@@ -483,47 +486,52 @@ class CostBreakdown:
         }
 
 
+@dataclass(frozen=True)
+class DataFootprint:
+    """What a run stores and sends out besides computing (§20.5): the data set (``dataset_gb``)
+    and ``checkpoints_kept`` checkpoints of ``checkpoint_gb`` each, kept for the run plus
+    ``retention_months`` at ``storage_per_gb_month``, and ``egress_gb`` copied out of the cloud
+    at ``egress_per_gb`` (traffic between instances of one zone is not billed). Sizes and
+    prices are floats >= 0."""
+
+    dataset_gb: float
+    checkpoint_gb: float
+    checkpoints_kept: int = 3
+    retention_months: float = 1.0
+    egress_gb: float = 0.0
+    storage_per_gb_month: float = STORAGE_PER_GB_MONTH
+    egress_per_gb: float = EGRESS_PER_GB
+
+    def __post_init__(self):
+        for name in ("dataset_gb", "checkpoint_gb", "retention_months", "egress_gb",
+                     "storage_per_gb_month", "egress_per_gb"):  # fmt: skip
+            value = check_real(name, getattr(self, name), finite=True)
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+            object.__setattr__(self, name, value)
+        check_int("checkpoints_kept", self.checkpoints_kept, 0)
+
+
 def cost_breakdown(
-    compute_cost: float,
-    *,
-    run_hours: float,
-    dataset_gb: float,
-    checkpoint_gb: float,
-    checkpoints_kept: int = 3,
-    retention_months: float = 1.0,
-    egress_gb: float = 0.0,
-    other: float = 0.0,
-    storage_per_gb_month: float = STORAGE_PER_GB_MONTH,
-    egress_per_gb: float = EGRESS_PER_GB,
+    compute_cost: float, run_hours: float, data: DataFootprint, other: float = 0.0
 ) -> CostBreakdown:
     """The cost of a run split into compute, storage and network (§20.5).
 
-    Storage: the data set and ``checkpoints_kept`` checkpoints, kept for the run plus
-    ``retention_months``, at ``storage_per_gb_month``. Network: ``egress_gb`` out of the
-    cloud at ``egress_per_gb`` (traffic between instances of one zone is not billed).
-    ``other`` is anything else in USD (support, monitoring, people are not modelled).
+    Compute: ``compute_cost`` USD for ``run_hours`` of training. Storage: ``data``'s data set
+    and checkpoints for the run plus its retention, at its price per GB-month. Network: its
+    egress at its price per GB. ``other`` is anything else in USD (support, monitoring, people
+    are not modelled).
     """
     compute = check_positive("compute_cost", compute_cost)
     hours = check_positive("run_hours", run_hours)
-    sizes = {}
-    for name, value in (
-        ("dataset_gb", dataset_gb),
-        ("checkpoint_gb", checkpoint_gb),
-        ("retention_months", retention_months),
-        ("egress_gb", egress_gb),
-        ("other", other),
-        ("storage_per_gb_month", storage_per_gb_month),
-        ("egress_per_gb", egress_per_gb),
-    ):
-        sizes[name] = check_real(name, value, finite=True)
-        if sizes[name] < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
-    kept = check_int("checkpoints_kept", checkpoints_kept, 0)
-    months = hours / HOURS_PER_MONTH + sizes["retention_months"]
-    stored_gb = sizes["dataset_gb"] + kept * sizes["checkpoint_gb"]
+    other = check_positive("other", other, zero=True)
+    if not isinstance(data, DataFootprint):
+        raise TypeError(f"data must be a DataFootprint, got {type(data).__name__}")
+    months = hours / HOURS_PER_MONTH + data.retention_months
+    stored_gb = data.dataset_gb + data.checkpoints_kept * data.checkpoint_gb
     return CostBreakdown(
         compute=compute,
-        storage=stored_gb * sizes["storage_per_gb_month"] * months,
-        network=sizes["egress_gb"] * sizes["egress_per_gb"],
-        other=sizes["other"],
+        storage=stored_gb * data.storage_per_gb_month * months,
+        network=data.egress_gb * data.egress_per_gb,
+        other=other,
     )

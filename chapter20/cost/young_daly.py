@@ -5,19 +5,22 @@ checkpoint costs time, so there is an interval that minimises the expected wall 
 checkpoint cost C and mean time between preemptions M (exponential, i.e. memoryless), Young's
 first-order optimum is τ* = √(2·C·M) (:func:`young_daly_interval`); Daly's model gives the
 expected wall time of any interval (:func:`expected_wall_time`, :func:`preemption_overhead`),
-and :func:`simulate_wall_time` checks both by Monte Carlo. The saving side is
+and :func:`simulate_wall_time` checks both by Monte Carlo. Each takes the work, the interval and
+the model's inputs (:class:`PreemptionModel`: C, M and the restart time). The saving side is
 ``chapter20.training.checkpoints``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from chapter20.core.checks import check_int, check_positive
 
 __all__ = [
+    "PreemptionModel",
     "young_daly_interval",
     "expected_wall_time",
     "preemption_overhead",
@@ -33,14 +36,34 @@ def _non_negative(name: str, value: float) -> float:
     return check_positive(name, value, zero=True)
 
 
-def _model_arguments(work, interval, checkpoint, mtbf, restart) -> tuple[float, ...]:
-    """The interval model's five times, checked: each >= 0, interval and MTBF > 0."""
+@dataclass(frozen=True)
+class PreemptionModel:
+    """The inputs of Daly's model of a run under preemptions (§20.5.2): a checkpoint takes
+    ``checkpoint_seconds`` (C); preemptions of the job arrive at random, ``mtbf_seconds`` (M)
+    apart on average (exponential, i.e. memoryless); each one costs ``restart_seconds`` (R)
+    before the lost segment is retried."""
+
+    checkpoint_seconds: float
+    mtbf_seconds: float
+    restart_seconds: float = 0.0
+
+    def __post_init__(self):
+        _non_negative("checkpoint_seconds", self.checkpoint_seconds)
+        _positive("mtbf_seconds", self.mtbf_seconds)
+        _non_negative("restart_seconds", self.restart_seconds)
+
+
+def _model_arguments(work, interval, model) -> tuple[float, ...]:
+    """The interval model's five times as floats: the work (>= 0) and the interval (> 0),
+    checked, and the three of ``model`` (a :class:`PreemptionModel` checks its own)."""
+    if not isinstance(model, PreemptionModel):
+        raise TypeError(f"model must be a PreemptionModel, got {type(model).__name__}")
     return (
         _non_negative("work_seconds", work),
         _positive("interval_seconds", interval),
-        _non_negative("checkpoint_seconds", checkpoint),
-        _positive("mtbf_seconds", mtbf),
-        _non_negative("restart_seconds", restart),
+        float(model.checkpoint_seconds),
+        float(model.mtbf_seconds),
+        float(model.restart_seconds),
     )
 
 
@@ -57,22 +80,17 @@ def young_daly_interval(checkpoint_seconds: float, mtbf_seconds: float) -> float
 
 
 def expected_wall_time(
-    work_seconds: float,
-    interval_seconds: float,
-    checkpoint_seconds: float,
-    mtbf_seconds: float,
-    restart_seconds: float = 0.0,
+    work_seconds: float, interval_seconds: float, model: PreemptionModel
 ) -> float:
     """Expected wall time to finish ``work_seconds`` of compute under exponential preemptions.
 
     §20.5.2, Daly's model: the work runs in segments of ``interval_seconds`` each followed by a
-    checkpoint of ``checkpoint_seconds``; a preemption (rate 1/``mtbf_seconds``, also during a
-    checkpoint or a restart) loses the segment and costs ``restart_seconds`` before it is
-    retried. A segment of length s = τ + C then takes M·e^{R/M}·(e^{s/M} − 1) on average.
+    checkpoint of C = ``model.checkpoint_seconds``; a preemption (rate 1/M, M =
+    ``model.mtbf_seconds``, also during a checkpoint or a restart) loses the segment and costs
+    R = ``model.restart_seconds`` before it is retried. A segment of length s = τ + C then takes
+    M·e^{R/M}·(e^{s/M} − 1) on average.
     """
-    w, tau, c, m, r = _model_arguments(
-        work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
-    )
+    w, tau, c, m, r = _model_arguments(work_seconds, interval_seconds, model)
     full, rest = divmod(w, tau)
 
     def segment(compute: float) -> float:
@@ -89,17 +107,11 @@ def expected_wall_time(
 
 
 def preemption_overhead(
-    work_seconds: float,
-    interval_seconds: float,
-    checkpoint_seconds: float,
-    mtbf_seconds: float,
-    restart_seconds: float = 0.0,
+    work_seconds: float, interval_seconds: float, model: PreemptionModel
 ) -> float:
     """Expected extra wall time as a fraction of the work (0.1 = 10% longer) (§20.5.2):
     checkpoints, lost segments and restarts, from :func:`expected_wall_time`."""
-    wall = expected_wall_time(
-        work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
-    )
+    wall = expected_wall_time(work_seconds, interval_seconds, model)
     return wall / _positive("work_seconds", work_seconds) - 1.0
 
 
@@ -110,9 +122,7 @@ _MAX_MTBFS = 30
 def simulate_wall_time(
     work_seconds: float,
     interval_seconds: float,
-    checkpoint_seconds: float,
-    mtbf_seconds: float,
-    restart_seconds: float = 0.0,
+    model: PreemptionModel,
     *,
     runs: int = 1000,
     seed: int = 0,
@@ -123,9 +133,7 @@ def simulate_wall_time(
     Poisson process (exponential gaps, seeded), a preemption discards the segment in progress,
     and the restart itself can be preempted. The mean converges to the model's expectation.
     """
-    w, tau, c, m, r = _model_arguments(
-        work_seconds, interval_seconds, checkpoint_seconds, mtbf_seconds, restart_seconds
-    )
+    w, tau, c, m, r = _model_arguments(work_seconds, interval_seconds, model)
     runs = check_int("runs", runs, 1)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     full, rest = divmod(w, tau)

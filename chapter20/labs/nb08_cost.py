@@ -21,10 +21,10 @@ from chapter20.core.claims import check
 from chapter20.core.gpu_record import code_version, current_gpu_ratio
 from chapter20.cost.catalog import load_catalog, load_snapshot, spot_discounts
 from chapter20.cost.estimates import (
-    EGRESS_PER_GB,
     EMBEDDING_WORKLOAD,
     H200_MEASUREMENT,
     THROUGHPUT_CODE,
+    DataFootprint,
     ThroughputRecord,
     Workload,
     cost_breakdown,
@@ -264,15 +264,12 @@ def compute_share_over_scenarios(
         dataset_gb = n * 2 * EMBEDDING_WORKLOAD.seq_len * 2 / 1e9
         for months in retention_months:
             for copies in egress_copies:
-                parts = cost_breakdown(
-                    float(fleet["cost"]) * scale,
-                    run_hours=float(fleet["hours"]) * scale,
-                    dataset_gb=dataset_gb,
-                    checkpoint_gb=12 * params / 1e9,
-                    checkpoints_kept=5,
-                    retention_months=months,
+                data = DataFootprint(
+                    dataset_gb, 12 * params / 1e9, checkpoints_kept=5, retention_months=months,
                     egress_gb=copies * dataset_gb,
-                    egress_per_gb=EGRESS_PER_GB,
+                )  # fmt: skip
+                parts = cost_breakdown(
+                    float(fleet["cost"]) * scale, float(fleet["hours"]) * scale, data
                 )
                 shares = parts.shares()
                 records.append(
