@@ -114,7 +114,7 @@ def gradient_proof(layers: int = 7, dropout: float = 0.1, batch: int = 4, seq_le
     ids = _ids(batch, seq_len, 1_000)
 
     def gradients(model: nn.Module) -> list[torch.Tensor]:
-        torch.manual_seed(123)
+        set_seed(123)
         model.zero_grad(set_to_none=True)
         model(ids).square().sum().backward()
         return [p.grad for p in model.parameters()]

@@ -27,7 +27,6 @@ __all__ = [
     "OPTIMIZER_STATE_ELEMENTS",
     "training_state_bytes",
     "PLANNER_OPTIMIZERS",
-    "PLANNER_PRECISIONS",
     "EncoderShape",
     "BagShape",
     "optimizer_state_bytes_predicted",
@@ -80,7 +79,6 @@ def training_state_bytes(
 
 #: Optimizer kinds the planner knows: those of ``chapter20.techniques.optimizers`` and plain SGD.
 PLANNER_OPTIMIZERS = (*OPTIMIZER_KINDS, "sgd")
-PLANNER_PRECISIONS = ("fp32", "bf16", "fp16")
 #: bitsandbytes keeps 8-bit state for tensors of at least this many elements, in blocks.
 BNB_MIN_8BIT_SIZE, BNB_BLOCK = 4096, 256
 
