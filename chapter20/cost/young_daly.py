@@ -153,22 +153,22 @@ def simulate_wall_time(
     segments = [tau] * int(full) + ([rest] if rest > 0 else [])
     times = np.zeros(runs)
     for segment in segments:
-        need = segment + c
         pending = np.arange(runs)
-        # Every attempt: wait for the next preemption; survive it if it comes after `need`.
-        while pending.size:
-            gap = rng.exponential(m, pending.size)
-            done = gap >= need
-            times[pending[done]] += need
-            times[pending[~done]] += gap[~done]
-            pending = pending[~done]
-            # A restart of length r must itself survive: retry it until a gap exceeds r.
-            if r > 0:
+        while pending.size:  # the segment and its checkpoint, until a preemption spares it
+            pending = _attempt(rng, m, times, pending, segment + c)
+            if r > 0:  # a restart of length r must itself survive: retry it until a gap exceeds r
                 restarting = pending
                 while restarting.size:
-                    gap = rng.exponential(m, restarting.size)
-                    ok = gap >= r
-                    times[restarting[ok]] += r
-                    times[restarting[~ok]] += gap[~ok]
-                    restarting = restarting[~ok]
+                    restarting = _attempt(rng, m, times, restarting, r)
     return times
+
+
+def _attempt(rng, m: float, times: np.ndarray, runs: np.ndarray, length: float) -> np.ndarray:
+    """One attempt of ``length`` seconds by each of ``runs``: each waits for its next preemption
+    (an exponential gap of mean ``m``) and survives it if the gap is at least ``length``. Adds
+    the seconds spent to ``times``; returns the runs a preemption cut short."""
+    gap = rng.exponential(m, runs.size)
+    done = gap >= length
+    times[runs[done]] += length
+    times[runs[~done]] += gap[~done]
+    return runs[~done]

@@ -156,16 +156,16 @@ def _timed_stage_class():
             self.counters.reset()
 
         def forward_one_chunk(self, *args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return super().forward_one_chunk(*args, **kwargs)
-            finally:
-                self.counters.compute_seconds += time.perf_counter() - start
+            return self._computing(super().forward_one_chunk, *args, **kwargs)
 
         def backward_one_chunk(self, *args, **kwargs):
+            return self._computing(super().backward_one_chunk, *args, **kwargs)
+
+        def _computing(self, chunk, *args, **kwargs):
+            """``chunk(*args, **kwargs)``, its seconds added to ``counters.compute_seconds``."""
             start = time.perf_counter()
             try:
-                return super().backward_one_chunk(*args, **kwargs)
+                return chunk(*args, **kwargs)
             finally:
                 self.counters.compute_seconds += time.perf_counter() - start
 
