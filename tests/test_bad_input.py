@@ -264,6 +264,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "min_gpu_memory_gib": 16.0,
     },
     "cost.selection.configuration": lambda: {"instance": "p4d.24xlarge", "n_instances": 1},
+    "cost.fleet_choices.cheapest_fleet": lambda: {"min_gpus": 8, "gpu_model": "A100"},
     "cost.estimates.DataFootprint": lambda: {
         "dataset_gb": 10.0,
         "checkpoint_gb": 1.0,

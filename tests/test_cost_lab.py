@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from chapter20.cost.catalog import load_price_history
+from chapter20.cost.fleet_choices import cheapest_fleet
 from chapter20.cost.hardware import load_gpu_datasheets
 from chapter20.labs import nb08_cost as lab
 
@@ -41,7 +42,7 @@ def test_c17_scales_with_the_workload_and_crosses_the_claimed_range():
         "consistent with the model",
         "does not hold: larger than claimed",
     }
-    fleet = lab.cheapest_fleet(100, "A100")
+    fleet = cheapest_fleet(100, "A100")
     assert fleet["gpus"] >= 100 and fleet["gpu_model"] == "A100"
 
 

@@ -9,8 +9,8 @@
   L12, corrected (§20.5.1);
 - ``estimates``: a workload and its throughput, the scaling efficiency, time and cost to train on
   demand and on spot, the cost breakdown (§20.5, §20.5.2);
-- ``fleet_choices``: every fleet (instance type × count, on demand or spot) over the catalog
-  and the Pareto frontier of time and cost (§20.5);
+- ``fleet_choices``: every fleet (instance type × count, on demand or spot) over the catalog,
+  the Pareto frontier of time and cost, the cheapest fleet of a GPU model (§20.5);
 - ``plots``: the figures of notebook 08;
 - ``young_daly``: the Young/Daly preemption model: the checkpoint interval and the expected
   overhead of preemptions (§20.5.2);
@@ -56,6 +56,7 @@ from chapter20.cost.estimates import (
     time_to_train,
 )
 from chapter20.cost.fleet_choices import (
+    cheapest_fleet,
     pareto_frontier,
     training_options,
     untimed_types,
@@ -112,6 +113,7 @@ __all__ = [
     "Workload",
     "catalog_or_default",
     "cheapest_config",
+    "cheapest_fleet",
     "configuration",
     "cost_breakdown",
     "cost_to_train",

@@ -6,8 +6,9 @@ every GPU count that is a whole number of its instances (time and cost from
 ``chapter20.cost.estimates``, on demand or on spot); :func:`untimed_types` lists the others and
 why (no cited datasheet peak in the workload's precision; a PCIe part; no cited network for
 several instances). :func:`pareto_frontier` keeps the options that no other option beats on
-both time and cost. Listing L12 ranks by price per hour; these rank by what the whole run takes
-and costs.
+both time and cost; :func:`cheapest_fleet` picks the cheapest option of at least so many GPUs of
+one model. Listing L12 ranks by price per hour; these rank by what the whole run takes and
+costs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from chapter20.core.checks import check_int
-from chapter20.cost.catalog import catalog_or_default
+from chapter20.cost.catalog import catalog_or_default, load_catalog
 from chapter20.cost.estimates import (
     EMBEDDING_WORKLOAD,
     Preemption,
@@ -32,7 +33,7 @@ from chapter20.cost.estimates import (
 from chapter20.cost.hardware import instance_network_gbps, precisions_of, timed_gpus
 from chapter20.cost.selection import Config
 
-__all__ = ["pareto_frontier", "training_options", "untimed_types"]
+__all__ = ["cheapest_fleet", "pareto_frontier", "training_options", "untimed_types"]
 
 
 def _why_untimed(row: pd.Series, workload: Workload) -> str:
@@ -150,3 +151,21 @@ def pareto_frontier(options: pd.DataFrame, time: str = "hours", cost: str = "cos
             keep.append(index)
             best = value
     return ordered.loc[keep]
+
+
+def cheapest_fleet(
+    min_gpus: int = 100, gpu_model: str = "A100", workload: Workload = EMBEDDING_WORKLOAD
+) -> pd.Series:
+    """The cheapest run of ``workload`` on at least ``min_gpus`` GPUs of ``gpu_model`` that the
+    time model can time (one row of :func:`training_options`; §20.5, C17): the GPU counts tried
+    are each of the catalog's instance sizes for that GPU rounded up to ``min_gpus``; ties go
+    to the instance name."""
+    min_gpus = check_int("min_gpus", min_gpus, 1)
+    catalog = load_catalog()
+    sizes = sorted({int(g) for g in catalog.loc[catalog["gpu_model"] == gpu_model, "gpus"]})
+    counts = sorted({math.ceil(min_gpus / g) * g for g in sizes})
+    options = training_options(workload, counts)
+    options = options[(options["gpu_model"] == gpu_model) & (options["gpus"] >= min_gpus)]
+    if options.empty:
+        raise ValueError(f"no timed configuration of >= {min_gpus} {gpu_model} GPUs")
+    return options.sort_values(["cost", "instance"], kind="stable").iloc[0]

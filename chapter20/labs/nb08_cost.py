@@ -10,7 +10,6 @@ verdicts it shows beside a range are :func:`chapter20.core.claims.check` of each
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
@@ -26,11 +25,10 @@ from chapter20.cost.estimates import (
     THROUGHPUT_CODE,
     DataFootprint,
     ThroughputRecord,
-    Workload,
     cost_breakdown,
     mixed_precision_saving,
 )
-from chapter20.cost.fleet_choices import training_options
+from chapter20.cost.fleet_choices import cheapest_fleet
 from chapter20.cost.hardware import PRECISIONS, load_gpu_datasheets
 from chapter20.cost.selection import cheapest_config
 
@@ -40,7 +38,6 @@ __all__ = [
     "training_cost_over_workloads",
     "compute_share_over_scenarios",
     "chapter_prices",
-    "cheapest_fleet",
     "current_speedup",
     "datasheet_table",
     "discount_stability",
@@ -203,21 +200,6 @@ def mixed_precision_table(record: ThroughputRecord = H200_MEASUREMENT, batch: in
         saving = 100 * mixed_precision_saving(speedup)
         records.append({"baseline": baseline, "speed-up": speedup, "cost saved %": saving})
     return pd.DataFrame(records).set_index("baseline")
-
-
-def cheapest_fleet(
-    min_gpus: int = 100, gpu_model: str = "A100", workload: Workload = EMBEDDING_WORKLOAD
-) -> pd.Series:
-    """The cheapest run of ``workload`` on at least ``min_gpus`` GPUs of ``gpu_model`` that the
-    time model can time (one row of ``training_options``; §20.5, C17)."""
-    catalog = load_catalog()
-    sizes = sorted({int(g) for g in catalog.loc[catalog["gpu_model"] == gpu_model, "gpus"]})
-    counts = sorted({math.ceil(min_gpus / g) * g for g in sizes})
-    options = training_options(workload, counts)
-    options = options[(options["gpu_model"] == gpu_model) & (options["gpus"] >= min_gpus)]
-    if options.empty:
-        raise ValueError(f"no timed configuration of >= {min_gpus} {gpu_model} GPUs")
-    return options.sort_values(["cost", "instance"], kind="stable").iloc[0]
 
 
 def training_cost_over_workloads(
