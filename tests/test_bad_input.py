@@ -327,6 +327,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "core.corpora.word_vocabulary": lambda: {"texts": TEXTS, "max_size": 5},
     "core.corpora.zipf_ids": lambda: {"shape": 5, "num_embeddings": 10, "s": 1.1, "seed": 0},
     "core.corpora.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
+    "core.corpora.zipf_counts": lambda: {"num_words": 10, "s": 1.1, "total": 100},
     "core.device.set_seed": lambda: {"seed": 0},
     "core.device.scaled": lambda: {"size": 10, "minimum": 1},
     "techniques.communication_model.ring_allreduce_seconds": lambda: {
@@ -489,6 +490,13 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "weight_decay": 0.01,
     },
     "word2vec.skipgram_training.run_seeds": lambda: {"seed": 1, "stream": 0},
+    "word2vec.equivalence.fused_equals_plain": lambda: {
+        "objective": "negative", "pairs": 5, "lr": 0.5, "seed": 7,
+    },
+    "word2vec.equivalence.reference_equals_fast": lambda: {
+        "objective": "softmax", "counts": np.array([5, 3, 2, 1]), "inputs": torch.tensor([0, 1]),
+        "outputs": torch.tensor([1, 2]), "lr": 0.025, "scale": 0.2, "seed": 7,
+    },
     "techniques.optimizers.sparse_optimizers": lambda: {
         "model": models.BagOfEmbeddingsEncoder(20, 8, sparse=True),
         "lr": 0.1,
@@ -986,6 +994,9 @@ ACCEPTS: dict[str, set[str]] = {
             "demos.spot_run.start_spot_demo.max_restarts",
             "vocab.bpe.bpe_table.min_frequency",
             "vocab.pca.pca_compress.seed",
+            "word2vec.equivalence.fused_equals_plain.seed",
+            "word2vec.equivalence.reference_equals_fast.seed",
+            "core.corpora.zipf_counts.s",
             "vocab.autoencoder.train_autoencoder.seed",
             "vocab.pca.pca_compress.niter",
             "vocab.pca.pca_compress.oversample",

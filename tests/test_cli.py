@@ -2,6 +2,7 @@
 
 import os
 import re
+import shlex
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from chapter20.cli.main import (
     benchmark_arguments,
     benchmark_parser,
     main,
+    settings_lines,
 )
 from chapter20.core.claims import NOT_YET_MEASURED, ClaimsLog
 
@@ -165,3 +167,38 @@ def test_every_benchmark_takes_only_supported_options():
     for name in BENCHMARKS:
         parser, _ = benchmark_parser(name)  # raises TypeError for an unsupported annotation
         assert parser.prog == f"chapter20 bench {name}"
+
+
+def test_bench_word2vec_takes_the_configurations_fields_as_options(capsys):
+    from chapter20.word2vec.trainers import COMPARISON
+
+    assert benchmark_arguments("word2vec", [])[1]["config"] == COMPARISON
+    config = benchmark_arguments("word2vec", ["--dim", "50", "--no-fused"])[1]["config"]
+    assert (config.dim, config.fused, config.workers) == (50, False, COMPARISON.workers)
+    with pytest.raises(SystemExit) as exc:  # the configuration's own check, as a usage error
+        benchmark_arguments("word2vec", ["--negative", "0"])
+    assert exc.value.code == 2 and "negative must be an int >= 1" in capsys.readouterr().err
+
+
+def test_the_printed_settings_are_options_that_rerun_the_benchmark(monkeypatch):
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    fn, kwargs, _ = benchmark_arguments("contrastive", ["--batch", "64"])
+    assert settings_lines(fn, kwargs) == ["settings: --batch 64 --chunk 32"]
+    fn, kwargs, _ = benchmark_arguments("word2vec", ["--seeds", "1,2", "--min-count", "3"])
+    lines = settings_lines(fn, kwargs)
+    assert lines[0].startswith("settings: --corpus wiki+lee --seeds 1,2 --ours 'ours negative,")
+    assert lines[1].startswith("config (Word2VecConfig): --objective negative --dim 100 ")
+    assert "--min-count 3" in lines[1] and "--batch-size none" in lines[1]
+    options = shlex.split(" ".join(line.partition(": ")[2] for line in lines))
+    assert benchmark_arguments("word2vec", options)[1] == kwargs  # every setting, read back
+
+
+def _tiny_benchmark(size: int = 3) -> None:
+    print(f"ran with {size}")
+
+
+def test_bench_prints_its_settings_before_it_runs(capsys, monkeypatch):
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    monkeypatch.setitem(BENCHMARKS, "tiny", ("test_cli", "_tiny_benchmark", "a test's"))
+    assert main(["bench", "tiny", "--scale", "2"]) == 0
+    assert capsys.readouterr().out == "settings: --size 6\nran with 6\n"

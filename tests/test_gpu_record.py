@@ -36,7 +36,7 @@ def _claim_values():
         "C06": lambda: nb03_precision.fp16_matmul_speedup(None, 1024)[0],
         "C07": lambda: nb03_precision.mixed_precision_speedup()[0],
         "C21": lambda: nb08_cost.current_speedup(),
-        "C26": lambda: nb09_word2vec._c26_evidence(None, 1.0)["measured"],
+        "C26": lambda: nb09_word2vec._gpu_speedup_evidence(None, 1.0)["measured"],
     }
 
 

@@ -1,46 +1,16 @@
-"""Tests for chapter20.word2vec.pair_updates (note, topic 1): the few-line reference updates equal
-the fast paths that train (the C loop, the batched step), pair after pair, and their gradients
-are autograd's."""
+"""Tests for chapter20.word2vec.pair_updates (note, topic 1): the few-line reference updates are
+SGD on autograd's gradients (that they equal the fast paths that train:
+tests/test_word2vec_equivalence.py)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from chapter20.labs.nb09_step_cost import reference_equals_fast, zipf_counts
-from chapter20.word2vec.fused import compiler_available
 from chapter20.word2vec.pair_updates import (
     hierarchical_pair_step,
     negative_pair_step,
     softmax_pair_step,
 )
-
-
-def _pairs(n: int, count: int = 40, seed: int = 3):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(0, n, (count,), generator=gen), torch.randint(
-        0, 8, (count,), generator=gen
-    )
-
-
-@pytest.mark.parametrize("objective", ["negative", "hierarchical", "softmax"])
-def test_reference_equals_what_trains(objective):
-    if objective != "softmax" and not compiler_available():
-        pytest.skip("no C compiler: the C loop cannot run")
-    inputs, outputs = _pairs(200)
-    tables, loss = reference_equals_fast(objective, zipf_counts(200), inputs, outputs)
-    # float32 rounding of the same sums in another order, over 40 pairs in a row
-    assert tables < 1e-5 and loss < 1e-5
-
-
-def test_large_rate_is_capped_by_the_fast_path_only():
-    if not compiler_available():
-        pytest.skip("no C compiler: the C loop cannot run")
-    inputs, outputs = _pairs(200)
-    tables, _ = reference_equals_fast(
-        "negative", zipf_counts(200), inputs, outputs, lr=2.0, scale=1.0
-    )
-    assert tables > 1e-3  # the step cap binds: the reference, uncapped, moves further
 
 
 def _autograd_step(loss_fn, w_in, w_out, lr):

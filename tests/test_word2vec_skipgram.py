@@ -161,12 +161,12 @@ def test_window_step_with_shared_noise_equals_pair_steps_with_that_noise():
 def test_a_given_tree_replaces_the_built_one_and_is_checked():
     counts = zipf_counts(30)
     tree = build_huffman_tree(counts[::-1].copy())  # another valid tree over 30 words
-    model = SkipGram("hierarchical", counts, dim=4, tree=tree)
+    model = SkipGram("hierarchical", counts, dim=4, seed=0, tree=tree)
     assert model.tree is tree
     with pytest.raises(ValueError, match="one path per word"):
-        SkipGram("hierarchical", zipf_counts(31), dim=4, tree=tree)
+        SkipGram("hierarchical", zipf_counts(31), dim=4, seed=0, tree=tree)
     with pytest.raises(TypeError, match="HuffmanTree"):
-        SkipGram("hierarchical", counts, dim=4, tree="gensim")
+        SkipGram("hierarchical", counts, dim=4, seed=0, tree="gensim")
     bad = type(tree)(codes=tree.codes * 2, points=tree.points, lengths=tree.lengths)
     with pytest.raises(ValueError, match="codes must be 0 or 1"):
-        SkipGram("hierarchical", counts, dim=4, tree=bad)
+        SkipGram("hierarchical", counts, dim=4, seed=0, tree=bad)

@@ -12,7 +12,7 @@ import pytest
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.skipgram_config import Word2VecConfig, gensim_settings
-from chapter20.word2vec.skipgram_training import train_word2vec
+from chapter20.word2vec.skipgram_training import train_word2vec, untrained_vectors
 from chapter20.word2vec.vectors import evaluate_word_pairs
 
 
@@ -65,6 +65,27 @@ class _Sync:
 
     def __call__(self, model):
         self.calls.append(float(model.input_vectors.abs().sum()))
+
+
+@pytest.mark.parametrize("objective", ["negative", "hierarchical"])
+def test_untrained_vectors_are_where_training_starts_bitwise(lee, objective):
+    config = Word2VecConfig(objective, dim=8, epochs=1, seed=5, progress=False)
+    starts = []
+
+    class FirstCall:  # an EpochSync that keeps the weights it is first called with
+        segments, stream = 1, 0
+
+        def __call__(self, model):
+            if not starts:
+                starts.append(model.input_vectors.clone().numpy())
+
+    trained = train_word2vec(lee, config, sync=FirstCall())
+    start = untrained_vectors(lee, config)
+    assert start.words == trained.words and start.stats is None
+    assert np.array_equal(start.vectors, starts[0])  # bitwise
+    assert not np.array_equal(start.vectors, trained.vectors)
+    other = untrained_vectors(lee, Word2VecConfig(objective, dim=8, seed=6))
+    assert not np.array_equal(start.vectors, other.vectors)
 
 
 def test_sync_is_called_at_the_start_and_after_each_part_of_every_epoch(lee):

@@ -4,9 +4,12 @@
 - ``audit``  every claim C01–C30 with the latest verdict the executed notebooks measured.
 - ``bench``  a named benchmark (``bench`` alone lists them); each prints ratios measured in one run.
   Its sizes are options (``chapter20 bench NAME --help`` lists them); a size left out is its
-  default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1. ``--record`` appends its figures
-  to ``data/gpu_measurements.csv`` (``chapter20.core.gpu_record``): the rows the benchmark
-  returns, if any, and its wall time (``make gpu-check`` uses it).
+  default times ``--scale``, else ``$CHAPTER20_SCALE``, else 1. A benchmark that takes a
+  configuration (``bench word2vec``: a ``Word2VecConfig``) takes its fields as options too.
+  Every benchmark first prints the settings it runs with, as the options that rerun it.
+  ``--record`` appends its figures to ``data/gpu_measurements.csv``
+  (``chapter20.core.gpu_record``): the rows the benchmark returns, if any, and its wall time
+  (``make gpu-check`` uses it).
 - ``train``  the capstone run (``chapter20/scripts/train.py``: plan, cost, training with every
   technique, resume, evaluation); ``chapter20 train --help`` lists its flags.
 
@@ -17,15 +20,19 @@ arguments to its sub-parser, and a function that runs it and returns the exit st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import inspect
 import os
 import platform
+import shlex
 import sys
 import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from chapter20.core.options import add_options, config_fields, from_options
 
 #: Benchmark name → (module, function, what it measures). Section modules own their benchmark;
 #: the import is lazy so that one benchmark's dependencies never slow another.
@@ -303,9 +310,29 @@ def _is_size(param: inspect.Parameter) -> bool:
     return param.annotation is int or (typing.get_origin(param.annotation) is tuple and int in args)
 
 
+def _is_config(param: inspect.Parameter) -> bool:
+    """Whether a benchmark parameter is a configuration (a dataclass type, e.g.
+    ``Word2VecConfig``): its fields become options, none of them scaled."""
+    return isinstance(param.annotation, type) and dataclasses.is_dataclass(param.annotation)
+
+
+def _benchmark_parameters(fn: Callable[..., object]) -> list[inspect.Parameter]:
+    """The parameters of a benchmark function; ``TypeError`` where a configuration's field
+    would take the option of another parameter."""
+    params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    names = [p.name for p in params if not _is_config(p)]
+    for param in filter(_is_config, params):
+        names += [f.name for f, _ in config_fields(param.annotation)]
+    if len(names) != len(set(names)):
+        raise TypeError(f"{fn.__name__}'s parameters and configuration fields share a name")
+    return params
+
+
 def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., object]]:
     """The parser of ``bench NAME``: one option per parameter of the benchmark function
-    (``vocab_sizes`` -> ``--vocab-sizes 20000,100000``), and ``--scale`` when it has sizes.
+    (``vocab_sizes`` -> ``--vocab-sizes 20000,100000``), one per field of a parameter that is a
+    configuration (``config: Word2VecConfig`` -> ``--dim``, ``--negative``, ..., defaults from
+    the parameter's default), and ``--scale`` when it has sizes.
 
     A size option left out takes its default times the scale: ``--scale``, else
     ``$CHAPTER20_SCALE`` (``chapter20.core.device.size_scale``), else 1.
@@ -313,7 +340,7 @@ def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., 
     module, function, what = BENCHMARKS[name]
     fn = getattr(importlib.import_module(module), function)
     parser = argparse.ArgumentParser(prog=f"chapter20 bench {name}", description=what)
-    params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    params = _benchmark_parameters(fn)
     if any(map(_is_size, params)):
         parser.add_argument(
             "--scale",
@@ -327,6 +354,10 @@ def benchmark_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., 
         help="append the figures to data/gpu_measurements.csv (make gpu-check)",
     )
     for param in params:
+        if _is_config(param):
+            group = parser.add_argument_group(f"{param.name}: {param.annotation.__name__}")
+            add_options(group, param.annotation, param.default)
+            continue
         default = param.default
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         parser.add_argument(
@@ -346,12 +377,21 @@ def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., ob
     from chapter20.core.device import SCALE_ENV_VAR, scaled
 
     parser, fn = benchmark_parser(name)
-    kwargs = vars(parser.parse_args(options))
+    namespace = parser.parse_args(options)
+    kwargs = vars(namespace).copy()
     record = kwargs.pop("record")
     scale = kwargs.pop("scale", None)
     if scale is not None:  # the library's own scaled sizes follow the same factor
         os.environ[SCALE_ENV_VAR] = repr(scale)
-    for param in inspect.signature(fn, eval_str=True).parameters.values():
+    for param in _benchmark_parameters(fn):
+        if _is_config(param):
+            for f, _ in config_fields(param.annotation):
+                kwargs.pop(f.name)
+            try:  # the configuration checks its own fields: a refused value is a usage error
+                kwargs[param.name] = from_options(param.annotation, namespace)
+            except (ValueError, TypeError) as exc:
+                parser.error(str(exc))
+            continue
         if kwargs[param.name] is not None:
             continue
         default = param.default
@@ -361,6 +401,37 @@ def benchmark_arguments(name: str, options: list[str]) -> tuple[Callable[..., ob
             )
         kwargs[param.name] = default
     return fn, kwargs, record
+
+
+def _option_text(name: str, value: object) -> str:
+    """``value`` as the option ``--name`` that sets it: a tuple comma-separated, None as
+    ``none``, a bool as ``--name`` / ``--no-name``; quoted for a shell where needed."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else "--no-" + name.replace("_", "-")
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
+    return f"{flag} {shlex.quote('none' if value is None else str(value))}"
+
+
+def settings_lines(fn: Callable[..., object], kwargs: dict) -> list[str]:
+    """What a benchmark ran with, as options that rerun it: one line of its keyword arguments
+    (sizes after scaling), and one line per configuration with every field's value (a switch
+    left unset, None, by leaving its option out)."""
+    plain, configs = [], []
+    for param in _benchmark_parameters(fn):
+        value = kwargs[param.name]
+        if _is_config(param):
+            fields = []
+            for f, hint in config_fields(param.annotation):
+                field_value = getattr(value, f.name)
+                if field_value is None and bool in typing.get_args(hint):
+                    continue  # an unset switch has no option: leaving it out is how to say it
+                fields.append(_option_text(f.name, field_value))
+            configs.append(f"{param.name} ({param.annotation.__name__}): {' '.join(fields)}")
+        else:
+            plain.append(_option_text(param.name, value))
+    return [f"settings: {' '.join(plain) or '(none)'}", *configs]
 
 
 def _record(name: str, figures: list[dict] | None, seconds: float) -> None:
@@ -388,6 +459,7 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
         print("chapter20 bench NAME --help shows a benchmark's size options.")
         return 0 if name is None else 2
     fn, kwargs, record = benchmark_arguments(name, options)
+    print("\n".join(settings_lines(fn, kwargs)))
     start = time.perf_counter()
     figures = fn(**kwargs)
     if record:

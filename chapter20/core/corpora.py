@@ -58,6 +58,7 @@ __all__ = [
     "word_similarity",
     "word_similarity_path",
     "word_vocabulary",
+    "zipf_counts",
     "zipf_ids",
     "zipf_probabilities",
 ]
@@ -377,6 +378,16 @@ def zipf_probabilities(num_embeddings: int, s: float = 1.1) -> np.ndarray:
         raise ValueError(f"s must be a finite number >= 0, got {s}")
     weights = np.arange(1, num_embeddings + 1, dtype=np.float64) ** -s
     return weights / weights.sum()
+
+
+def zipf_counts(num_words: int, s: float = 1.1, total: int = 10**9) -> np.ndarray:
+    """Word counts (int64, each >= 1) of a synthetic vocabulary of ``num_words`` words whose
+    frequencies follow :func:`zipf_probabilities` over ``total`` tokens.
+
+    Shared data for the note, topic 1 (the word2vec objectives' cost as the vocabulary grows,
+    the Huffman tree's depth): word 0 is the most frequent."""
+    num_words, total = check_int("num_words", num_words, 1), check_int("total", total, 1)
+    return np.maximum(1, np.round(zipf_probabilities(num_words, s) * total)).astype(np.int64)
 
 
 def uniform_ids(shape: int | Sequence[int], num_embeddings: int, *, seed: int = 0) -> torch.Tensor:

@@ -1,6 +1,5 @@
 """Notebook 09's figures (note, topic 1): the Huffman tree of a small vocabulary, the cost of a
-pair as the vocabulary grows, and quality against speed on the real corpus. One palette for the
-last two, so that an objective keeps its colour from one figure to the other.
+pair as the vocabulary grows, and the word-similarity quality of each run of the recorded study.
 """
 
 from __future__ import annotations
@@ -12,26 +11,17 @@ import pandas as pd
 
 from chapter20.core.plotting import new_figure
 from chapter20.word2vec.huffman import build_huffman_tree
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
     "plot_huffman_tree",
     "plot_quality",
     "plot_step_time",
-    "plot_quality_vs_speed",
 ]
 
 
-#: Colours by objective as trainer names spell it (``negative``, ``negative-plain``, ...), the plain
-#: path a lighter shade of its objective's; ``hierarchical-gensim_tree`` has none (notebook 09
-#: does not plot it).
-_COLORS = {
-    "negative": "#4C72B0",
-    "negative-plain": "#64B5CD",
-    "negative-shared": "#8172B2",
-    "hierarchical": "#55A868",
-    "hierarchical-plain": "#8CC084",
-    "softmax": "#C44E52",
-}
+#: Colours and names of the objectives in the cost figure.
+_COLORS = {"negative": "#4C72B0", "hierarchical": "#55A868", "softmax": "#C44E52"}
 _LABELS = {
     "negative": "negative sampling",
     "hierarchical": "hierarchical softmax",
@@ -39,9 +29,9 @@ _LABELS = {
 }
 
 
-def plot_step_time(frame: pd.DataFrame, negative: int = 5):
-    """Time per pair vs vocabulary size, log-log (median, the repeats' quartiles shaded), with
-    O(n), O(log n) and O(k) references."""
+def plot_step_time(frame: pd.DataFrame, negative: int = Word2VecConfig.negative):
+    """Time per pair vs vocabulary size, log-log (median, the repeats' min–max range shaded
+    where the frame has it), with O(n), O(log n) and O(k) references (``negative`` = k)."""
     _, ax = new_figure(
         "Cost of one (word, context) pair as the vocabulary grows",
         "vocabulary size n (words)",
@@ -67,32 +57,6 @@ def plot_step_time(frame: pd.DataFrame, negative: int = 5):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.legend(fontsize=8, ncol=2)
-    return ax
-
-
-def plot_quality_vs_speed(summary: pd.DataFrame):
-    """Spearman ρ against raw words per second, one point per trainer and similarity set."""
-    _, ax = new_figure(
-        "Quality against speed on the real corpus",
-        "training speed (raw words per second, log scale)",
-        "Spearman ρ (mean over seeds)",
-    )
-    for trainer, row in summary.iterrows():
-        source, _, objective = trainer.partition(" ")
-        color = _COLORS[objective]
-        marker = "o" if source == "ours" else "s"
-        # named in the legend, not by labels beside the points, which overlap where two
-        # trainers reach the same ρ at the same speed
-        ax.scatter(row.words_per_second, row.wordsim353, color=color, marker=marker, s=60,
-                   label=trainer)  # fmt: skip
-        ax.scatter(
-            row.words_per_second, row.simlex999, color=color, marker=marker, s=60, facecolors="none"
-        )
-    ax.set_xscale("log")
-    ax.scatter([], [], color="grey", marker="o", label="WordSim-353 (filled)")
-    ax.scatter([], [], color="grey", marker="o", facecolors="none", label="SimLex-999 (open)")
-    ax.scatter([], [], color="grey", marker="s", label="gensim (squares)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 

@@ -18,14 +18,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.core.corpora import zipf_ids, zipf_probabilities
+from chapter20.core.corpora import zipf_counts, zipf_ids
 from chapter20.core.device import get_device
 from chapter20.core.findings import compare
 from chapter20.core.measure import time_fn
 from chapter20.core.seed_statistics import range_text
 from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
-from chapter20.word2vec.fused import load_kernels
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
     OBJECTIVES,
@@ -34,22 +33,14 @@ from chapter20.word2vec.objectives import (
     hierarchical_softmax_log_probs,
     negative_sampling_grads,
 )
-from chapter20.word2vec.pair_updates import (
-    hierarchical_pair_step,
-    negative_pair_step,
-    softmax_pair_step,
-)
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
-from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
+from chapter20.word2vec.skipgram import SkipGram
 from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
-    "zipf_counts",
     "huffman_proof",
     "hs_normalisation_proof",
     "gradient_proof",
-    "fused_equals_plain",
-    "reference_equals_fast",
     "step_time_vs_vocab",
     "step_time_table",
     "path_length_vs_vocab",
@@ -60,24 +51,7 @@ __all__ = [
 ]
 
 
-def zipf_counts(n: int, s: float = 1.1, total: int = 10**9) -> np.ndarray:
-    """Word counts of a synthetic vocabulary of ``n`` words that follow a Zipf law (each >= 1)."""
-    return np.maximum(1, np.round(zipf_probabilities(n, s) * total)).astype(np.int64)
-
-
 # --- proofs ---------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """torch on one CPU thread for the block: the proofs step one pair at a time, whose ops are
-    so small that more threads only add their handovers (and on a busy machine, long waits)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def huffman_proof(counts: np.ndarray) -> dict[str, float | bool]:
@@ -166,102 +140,6 @@ def gradient_proof(seed: int = 0) -> dict[str, float]:
     return diffs
 
 
-def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, seed: int = 7):
-    """Largest difference between the fused C kernel (``chapter20.word2vec.fused``) and the
-    plain step (``SkipGram.step``) applied to the same ``pairs`` pairs one after another, from
-    the same random tables (note, topic 1): ``(max |Δ| of the tables, |Δ| of the summed loss
-    relative to it)``, or None without a C compiler. Each pair's update starts from what the
-    previous ones left, so a difference in any single step would grow from pair to pair; at
-    ``lr = 0.5`` the step caps are active. Negative sampling draws its noise words in the
-    kernel's stream and gives the plain step the same ones."""
-    with _one_thread():
-        return _fused_and_plain(objective, pairs, lr, seed)
-
-
-def _fused_and_plain(objective, pairs, lr, seed):
-    twins = []
-    for _ in range(2):
-        model = SkipGram(objective, zipf_counts(60, total=10**6), dim=37, negative=4, seed=seed)
-        gen = torch.Generator().manual_seed(seed)
-        model.input_vectors.copy_(torch.randn(model.input_vectors.shape, generator=gen) * 0.3)
-        model.output_vectors.copy_(torch.randn(model.output_vectors.shape, generator=gen) * 0.3)
-        twins.append(model)
-    fused, plain = twins
-    kernel = fused.fused_kernel()
-    if kernel is None:
-        return None
-    gen = torch.Generator().manual_seed(seed + 1)
-    inputs = torch.randint(0, 60, (pairs,), generator=gen)
-    outputs = torch.randint(0, 6, (pairs,), generator=gen)  # frequent words: repeats in a row
-    noise = None
-    if objective == "negative":  # the kernel draws one seed from its generator, then its stream
-        stream = int(torch.randint(0, 2**63 - 1, (), generator=torch.Generator().manual_seed(1)))
-        noise = load_kernels().draw_noise(
-            fused.sampler.prob, fused.sampler.alias, stream, 4 * pairs
-        )
-        noise = noise.view(pairs, 4)
-    loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
-    plain_loss = step_pair_by_pair(plain, inputs, outputs, lr, noise)
-    tables = max(_max_diff((fused._w_in, fused._w_out), (plain._w_in, plain._w_out)), 0.0)
-    return tables, abs(loss - plain_loss) / abs(plain_loss)
-
-
-def reference_equals_fast(
-    objective: str,
-    counts: np.ndarray,
-    inputs: torch.Tensor,
-    outputs: torch.Tensor,
-    *,
-    lr: float = 0.025,
-    scale: float = 0.2,
-    seed: int = 7,
-):
-    """The few-line updates of ``chapter20.word2vec.pair_updates`` against what training runs
-    (note, topic 1), on the pairs ``(inputs[p], outputs[p])`` one after another, from the same
-    random tables (``scale`` × normal, so that every score and step is far from zero): the
-    fused C loop for negative sampling (the same noise words) and the hierarchical softmax, the
-    plain ``SkipGram.step`` for the full softmax. Returns ``(max |Δ| of the tables, |Δ| of the
-    summed loss relative to it)``, or None where the C loop cannot run. At word2vec's rate
-    (0.025) the fast paths' step cap does not bind, so the two must agree to float32 rounding."""
-    with _one_thread():
-        return _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed)
-
-
-def _reference_and_fast(objective, counts, inputs, outputs, lr, scale, seed):
-    model = SkipGram(objective, counts, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
-    for table in (model.input_vectors, model.output_vectors):
-        table.copy_(torch.randn(table.shape, generator=gen) * scale)
-    w_in, w_out = model.input_vectors.clone(), model.output_vectors.clone()
-    pairs = list(zip(inputs.tolist(), outputs.tolist()))
-    if objective == "softmax":
-        loss = step_pair_by_pair(model, inputs, outputs, lr)
-        reference = sum(softmax_pair_step(w_in, w_out, i, o, lr) for i, o in pairs)
-    else:
-        kernel = model.fused_kernel()
-        if kernel is None:
-            return None
-        if objective == "negative":  # the noise words the kernel draws, in its own stream
-            stream = int(
-                torch.randint(0, 2**63 - 1, (), generator=torch.Generator().manual_seed(1))
-            )
-            k, sampler = model.negative, model.sampler
-            noise = load_kernels().draw_noise(sampler.prob, sampler.alias, stream, k * len(pairs))
-            noise = noise.view(len(pairs), k)
-            steps = [negative_pair_step(w_in, w_out, i, o, noise[p], lr)
-                     for p, (i, o) in enumerate(pairs)]  # fmt: skip
-        else:
-            tree = model.tree
-            points, codes = torch.as_tensor(tree.points).long(), torch.as_tensor(tree.codes)
-            steps = [hierarchical_pair_step(w_in, w_out, i, points[o, : tree.lengths[o]],
-                                            codes[o, : tree.lengths[o]], lr)
-                     for i, o in pairs]  # fmt: skip
-        reference = sum(steps)
-        loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
-    tables = _max_diff((model.input_vectors, model.output_vectors), (w_in, w_out))
-    return tables, abs(loss - reference) / abs(reference)
-
-
 def _max_diff(ours, theirs) -> float:
     return max(float((a - b).abs().max()) for a, b in zip(ours, theirs))
 
@@ -275,8 +153,8 @@ def step_time_vs_vocab(
     *,
     batch: int = 1024,
     softmax_cells: int = 2**22,
-    dim: int = 100,
-    negative: int = 5,
+    dim: int = Word2VecConfig.dim,
+    negative: int = Word2VecConfig.negative,
     s: float = 1.1,
     repeat: int = 9,
     device: torch.device | str | None = None,
@@ -465,25 +343,27 @@ def profile_step(
     steps: int = 200,
     *,
     batch: int = 1024,
-    seed: int = 1,
+    config: Word2VecConfig | None = None,
     fused: bool = True,
     encoded: tuple | None = None,
 ) -> pd.DataFrame:
-    """Where one epoch's time goes, per pair, for negative sampling on one CPU thread (the
-    issue's settings): sampling the pairs (subsampling, windows), drawing the noise words, and
-    the plain step's ops by category (``PROFILE_CATEGORIES``, from ``torch.profiler``'s self
+    """Where one epoch's time goes, per pair, for negative sampling on one CPU thread
+    (``config``'s settings): sampling the pairs (subsampling, windows), drawing the noise words,
+    and the plain step's ops by category (``PROFILE_CATEGORIES``, from ``torch.profiler``'s self
     times over ``steps`` batches of real pairs); "Python and dispatch" is the steps' wall time
     minus their ops' time. With ``fused``, a last row times the compiled fused kernel
     (``chapter20.word2vec.fused``) on the same batches, when it can run. The profiler adds a
     little time per op, so the plain rows are slightly pessimistic. ``encoded``: the corpus
-    already read, ``(vocab, encode_corpus(sentences, vocab))`` with gensim's ``min_count``, so
-    that it is not read twice."""
+    already read, ``(vocab, encode_corpus(sentences, vocab))`` with ``config``'s ``min_count``,
+    so that it is not read twice. ``config``: the settings and seed (None: ``Word2VecConfig()``,
+    the comparisons' settings, gensim's defaults)."""
     from torch.profiler import ProfilerActivity, profile
 
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        settings = Word2VecConfig()  # the comparisons' settings: gensim's defaults
+        settings = Word2VecConfig() if config is None else config
+        seed = settings.seed
         if encoded is None:
             sentences = corpus_sentences(corpus)
             vocab = build_vocab(sentences, min_count=settings.min_count)
@@ -494,7 +374,9 @@ def profile_step(
         start = time.perf_counter()
         inputs, outputs, _ = skipgram_pairs(encoded, settings.window, keep, gen)
         pair_seconds = time.perf_counter() - start
-        model = SkipGram("negative", vocab.counts, dim=settings.dim, seed=seed)
+        model = SkipGram(
+            "negative", vocab.counts, dim=settings.dim, negative=settings.negative, seed=seed
+        )
         steps = min(steps, len(inputs) // batch)
         batches = [(inputs[i * batch : (i + 1) * batch], outputs[i * batch : (i + 1) * batch])
                    for i in range(steps)]  # fmt: skip

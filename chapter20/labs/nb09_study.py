@@ -21,6 +21,8 @@ and bytes from the record and measures speeds live.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import torch
 import torch.distributed as dist
@@ -28,13 +30,11 @@ import torch.distributed as dist
 from chapter20.core.checks import check_int
 from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
 from chapter20.techniques.distributed import run_local_group
-from chapter20.vocab.vocabulary import build_vocab
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.data_parallel import train_word2vec_data_parallel
-from chapter20.word2vec.skipgram import SkipGram
 from chapter20.word2vec.skipgram_config import Word2VecConfig
-from chapter20.word2vec.trainers import score_run, softmax_at_equal_time, train
-from chapter20.word2vec.vectors import WordVectors
+from chapter20.word2vec.skipgram_training import untrained_vectors
+from chapter20.word2vec.trainers import COMPARISON, score_run, softmax_at_equal_time, train
 
 __all__ = [
     "DP_VARIANTS",
@@ -46,7 +46,6 @@ __all__ = [
     "STUDY_TRAINERS",
     "LIVE_TOLERANCE",
     "LIVE_TRAINER",
-    "untrained_vectors",
     "trainer_study",
     "quality_benchmark",
     "study_rows",
@@ -116,11 +115,13 @@ def data_parallel_runs(
 
 #: The committed record (``data/<name>``).
 QUALITY_STUDY = "word2vec_quality.csv"
-#: The untrained model's rows: the input vectors as initialised, before any step.
+#: The untrained model's rows: the input vectors a run of :data:`LIVE_TRAINER` starts from,
+#: before any step (``chapter20.word2vec.skipgram_training.untrained_vectors``).
 UNTRAINED_VECTORS = "untrained"
 #: The control of the comparison with gensim: our negative sampling after one epoch of five.
 EPOCH_CONTROL = "ours negative, 1 epoch (control)"
-#: The trainers of the study, each five epochs with ``Word2VecConfig()``'s settings.
+#: The trainers of the study, each five epochs with the comparisons' settings
+#: (``chapter20.word2vec.trainers.COMPARISON``).
 STUDY_TRAINERS = ("ours negative", "gensim negative", "ours hierarchical", "gensim hierarchical")
 #: The run of the study that the notebook reruns live, one seed of it.
 LIVE_TRAINER = "ours negative"
@@ -131,46 +132,46 @@ LIVE_TRAINER = "ours negative"
 LIVE_TOLERANCE = 0.05
 
 
-def untrained_vectors(corpus: str = "wiki+lee", seed: int = 1) -> WordVectors:
-    """The word vectors of our skip-gram model before its first step (word2vec's
-    initialisation, seeded like a training run's model): what "learned" is measured against."""
-    sentences = corpus_sentences(corpus)
-    config = Word2VecConfig()
-    vocab = build_vocab(sentences, min_count=config.min_count)
-    model = SkipGram("negative", vocab.counts, dim=config.dim, seed=seed)
-    return WordVectors(words=tuple(vocab.words), vectors=model.input_vectors.numpy().copy())
-
-
-def trainer_study(corpus: str = "wiki+lee", seeds: tuple[int, ...] = (1, 2, 3)) -> pd.DataFrame:
-    """Per seed: :data:`STUDY_TRAINERS` (five epochs, two threads each), the untrained
-    vectors, :data:`EPOCH_CONTROL` and the full softmax given the seconds our negative
-    sampling took on the same seed (``softmax_at_equal_time``; its ``epochs`` is the share of
-    one epoch it saw). One row per run, as ``compare_trainers`` writes them."""
+def trainer_study(
+    corpus: str = "wiki+lee",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    config: Word2VecConfig = COMPARISON,
+) -> pd.DataFrame:
+    """Per seed (``config``'s seed replaced): :data:`STUDY_TRAINERS` with ``config``'s settings,
+    the vectors a run of ours starts from (:data:`UNTRAINED_VECTORS`), :data:`EPOCH_CONTROL`
+    and the full softmax given the seconds our negative sampling took on the same seed
+    (``softmax_at_equal_time``; its ``epochs`` is the share of one epoch it saw). One row per
+    run, as ``compare_trainers`` writes them."""
     sentences = corpus_sentences(corpus)
     records = []
     for seed in seeds:
-        untrained = untrained_vectors(corpus, seed)
-        records.append(score_run(UNTRAINED_VECTORS, untrained, seed, 0))
+        run = replace(config, seed=seed)
+        records.append(score_run(UNTRAINED_VECTORS, untrained_vectors(sentences, run), seed, 0))
         seconds = None
         for trainer in STUDY_TRAINERS:
-            wv = train(trainer, sentences, seed=seed)
+            wv = train(trainer, sentences, run)
             records.append(score_run(trainer, wv, seed, wv.stats.epochs))
             seconds = wv.stats.seconds if trainer == "ours negative" else seconds
-        wv = train("ours negative", sentences, seed=seed, epochs=1)
+        wv = train("ours negative", sentences, replace(run, epochs=1))
         records.append(score_run(EPOCH_CONTROL, wv, seed, 1))
-        wv, share = softmax_at_equal_time(corpus, seconds, seed=seed)
+        wv, share = softmax_at_equal_time(corpus, seconds, run)
         records.append(score_run("ours softmax", wv, seed, share))
     return pd.DataFrame(records).fillna({"words_per_second": 0.0, "seconds": 0.0})
 
 
-def quality_benchmark(corpus: str = "wiki+lee", seeds: tuple[int, ...] = (1, 2, 3), out: str = ""):
-    """``chapter20 bench word2vec-quality``: :func:`trainer_study` and the data-parallel runs
-    (:func:`data_parallel_runs`, :data:`DP_VARIANTS`) for ``seeds``; with
+def quality_benchmark(
+    corpus: str = "wiki+lee",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    out: str = "",
+    config: Word2VecConfig = COMPARISON,
+):
+    """``chapter20 bench word2vec-quality``: :func:`trainer_study` (with ``config``) and the
+    data-parallel runs (:func:`data_parallel_runs`, :data:`DP_VARIANTS`) for ``seeds``; with
     ``out`` written as the record notebook 09 reads (``data/word2vec_quality.csv``)."""
     from chapter20.labs.common import study_output, write_study
 
     seeds = tuple(check_int("seed", s, 0) for s in seeds)
-    trainers = trainer_study(corpus, seeds).assign(study="trainers")
+    trainers = trainer_study(corpus, seeds, config).assign(study="trainers")
     ranks = data_parallel_runs(corpus, seeds, DP_VARIANTS).rename(columns={"variant": "trainer"})
     frame = pd.concat([trainers, ranks.assign(study="data_parallel")], ignore_index=True)
     print(frame.drop(columns=["device"]).round(4).to_string(index=False))
@@ -250,13 +251,12 @@ def equal_time_finding(trainers: pd.DataFrame, softmax: str = "ours softmax") ->
 
 def live_check(
     trainers: pd.DataFrame,
-    seed: int = 1,
+    config: Word2VecConfig = COMPARISON,
     *,
-    workers: int = 2,
     sentences: list | None = None,
     gensim_share: int = 5,
 ) -> tuple[dict, str]:
-    """Seed ``seed`` of the study's ``"ours negative"`` (five epochs, the record's settings)
+    """Seed ``config.seed`` of the study's ``"ours negative"`` (the record's settings, ``config``)
     rerun now, and gensim's negative sampling for one epoch on every ``gensim_share``-th
     sentence beside it, for its speed only: ``(rows, line)``, the live rows (``score_run``'s
     fields; gensim's: its speed) and two lines: the rerun's ρ against its row of the record,
@@ -264,9 +264,9 @@ def live_check(
     same seed's :data:`EPOCH_CONTROL` row, which the tolerance must exceed to mean anything.
     ``sentences``: the record's corpus (``corpus_sentences("wiki+lee")``) if already read."""
     sentences = corpus_sentences("wiki+lee") if sentences is None else sentences
-    ours = train(LIVE_TRAINER, sentences, seed=seed, workers=workers)
-    gensim = train("gensim negative", sentences[::gensim_share], seed=seed, workers=workers,
-                   epochs=1)  # fmt: skip
+    seed = config.seed
+    ours = train(LIVE_TRAINER, sentences, config)
+    gensim = train("gensim negative", sentences[::gensim_share], replace(config, epochs=1))
     rows = {"ours": score_run(LIVE_TRAINER, ours, seed, ours.stats.epochs),
             "gensim": {"words_per_second": gensim.stats.words_per_second}}  # fmt: skip
     recorded = trainers[(trainers.trainer == LIVE_TRAINER) & (trainers.seed == seed)].iloc[0]

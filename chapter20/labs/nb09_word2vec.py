@@ -18,6 +18,7 @@ import math
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -28,24 +29,27 @@ from chapter20.core.gpu_record import code_version, current_gpu_figure, read_gpu
 from chapter20.core.seed_statistics import summarize_seeds
 from chapter20.word2vec.corpus import corpus_sentences
 from chapter20.word2vec.fused import load_kernels
-from chapter20.word2vec.trainers import TRAINERS, score_run, softmax_at_equal_time, train
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.trainers import (
+    COMPARISON,
+    TRAINERS,
+    score_run,
+    softmax_at_equal_time,
+    train,
+)
 
 __all__ = [
-    "TRAINERS",
-    "train",
     "compare_trainers",
     "summarize",
     "CHANCE_SDS",
     "MATCH_TOLERANCE",
     "quality_verdicts",
     "speed_findings",
-    "softmax_at_equal_time",
     "softmax_results",
     "scaling_summary",
     "claim_evidence",
     "GPU_SPEEDUP_QUANTITY",
     "GPU_CODE",
-    "trainer_device",
     "gpu_speedup",
     "BENCH_PAIRS",
     "BENCH_TARGETS",
@@ -63,25 +67,23 @@ def compare_trainers(
     corpus: str = "wiki+lee",
     trainers: tuple[str, ...] = TRAINERS,
     seeds: tuple[int, ...] = (1, 2, 3),
+    config: Word2VecConfig = COMPARISON,
     *,
     epochs: dict[str, int] | None = None,
-    workers: int = 2,
-    device: torch.device | str | None = None,
-    **settings,
 ) -> pd.DataFrame:
-    """Train each trainer on ``corpus`` once per seed with the same hyper-parameters
-    (``Word2VecConfig()``, overridden by ``settings``; ``epochs`` per trainer if given) and score
-    it: WordSim-353 and SimLex-999 Spearman ρ (gensim's evaluation), their OOV shares, and
-    raw words per second. ``workers`` CPU threads for every CPU trainer (ours: Hogwild
-    workers); ``device``: where ours train (gensim always runs on the CPU)."""
+    """Train each trainer on ``corpus`` once per seed with the same settings (``config``, its
+    seed replaced; ``epochs`` per trainer if given) and score it: WordSim-353 and SimLex-999
+    Spearman ρ (gensim's evaluation), their OOV shares, and raw words per second.
+    ``config.workers`` CPU threads for every CPU trainer (ours: Hogwild workers);
+    ``config.device``: where ours train (gensim always runs on the CPU)."""
     sentences = corpus_sentences(corpus)
     records = []
     for seed in seeds:
         for trainer in trainers:
-            options = dict(settings)
+            run = replace(config, seed=seed)
             if epochs and trainer in epochs:
-                options["epochs"] = epochs[trainer]
-            wv = train(trainer, sentences, seed=seed, workers=workers, device=device, **options)
+                run = replace(run, epochs=epochs[trainer])
+            wv = train(trainer, sentences, run)
             records.append(score_run(trainer, wv, seed, wv.stats.epochs))
     return pd.DataFrame(records)
 
@@ -158,18 +160,16 @@ def speed_findings(frame: pd.DataFrame) -> list[str]:
 def softmax_results(
     corpus: str = "wiki+lee",
     seconds: float | None = None,
-    *,
-    seed: int = 1,
-    device: torch.device | str | None = None,
+    config: Word2VecConfig = COMPARISON,
 ) -> pd.DataFrame:
-    """One row like :func:`compare_trainers`' for our full softmax: trained on the whole
-    corpus (``seconds=None``), or for ``seconds`` (:func:`softmax_at_equal_time`); then
-    ``epochs`` is the share of one epoch it saw."""
+    """One row like :func:`compare_trainers`' for our full softmax (``config``'s seed and
+    settings): trained on the whole corpus (``seconds=None``), or for ``seconds``
+    (:func:`softmax_at_equal_time`); then ``epochs`` is the share of one epoch it saw."""
     if seconds is None:
-        return compare_trainers(corpus, ("ours softmax",), (seed,), device=device)
-    wv, share = softmax_at_equal_time(corpus, seconds, seed=seed, device=device)
+        return compare_trainers(corpus, ("ours softmax",), (config.seed,), config)
+    wv, share = softmax_at_equal_time(corpus, seconds, config)
     # It saw a random share of the corpus: ``epochs`` is that share, words/s count what it saw.
-    record = score_run("ours softmax", wv, seed, share)
+    record = score_run("ours softmax", wv, config.seed, share)
     return pd.DataFrame([record])
 
 
@@ -244,7 +244,7 @@ def claim_evidence(
     same_data = sm.epochs >= ns.epochs
     better = ns.wordsim353 >= sm.wordsim353 - 0.05 if same_data else ns.wordsim353 > sm.wordsim353
     seen = "the same data" if same_data else f"the same time ({sm.epochs:.1%} of one epoch)"
-    c24 = {
+    softmax_cost = {
         "measured": min(ratio5, ratio10),
         "unit": "× less time per pair",
         "conditions": {
@@ -259,7 +259,7 @@ def claim_evidence(
     first, last = paths.iloc[0], paths.iloc[-1]
     growth = scaling_summary(steps).set_index("objective").growth
     sizes = f"n = {steps.vocab.min():,} to {steps.vocab.max():,}"
-    c25 = {
+    path_length = {
         "measured": float(paths.per_log2_n.max()),
         "unit": "× log₂ n",
         "conditions": {"not growing with n": bool(last.per_log2_n <= first.per_log2_n)},
@@ -271,13 +271,13 @@ def claim_evidence(
     }
     if cpu_ratio is None:
         cpu_ratio = ns.words_per_second / gns.words_per_second
-    c26 = _c26_evidence(gpu, cpu_ratio)
-    return {"C24": c24, "C25": c25, "C26": c26}
+    return {"C24": softmax_cost, "C25": path_length, "C26": _gpu_speedup_evidence(gpu, cpu_ratio)}
 
 
-def _c26_evidence(gpu: dict | None, cpu_ratio: float) -> dict:
-    """C26's keyword arguments: measured on CUDA now, else the GPU record's newest row of the
-    current code (:data:`GPU_CODE`), else no value (the verdict reads "needs a GPU")."""
+def _gpu_speedup_evidence(gpu: dict | None, cpu_ratio: float) -> dict:
+    """C26's keyword arguments, the GPU's speed-up over gensim on every core: measured on CUDA
+    now, else the GPU record's newest row of the current code (:data:`GPU_CODE`), else no value
+    (the verdict reads "needs a GPU")."""
     if gpu is not None:
         return {
             "measured": gpu["speedup"],
@@ -337,24 +337,21 @@ def gpu_record_rows() -> pd.DataFrame:
     return rows[columns].reset_index(drop=True)
 
 
-def trainer_device() -> torch.device:
-    """Where the notebook trains our models: CUDA when present, else the CPU (our trainer's
-    scatter updates are not tested on Apple's MPS)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def gpu_speedup(
-    corpus: str = "wiki+lee", epochs: int = 1, seed: int = 1
+    corpus: str = "wiki+lee", config: Word2VecConfig | None = None
 ) -> dict[str, float] | None:
     """Words per second of our negative-sampling trainer on CUDA against gensim on every CPU
-    core of this machine (claim C26), same corpus and settings; None without CUDA."""
+    core of this machine (claim C26), same corpus and settings (``config``'s; None:
+    ``Word2VecConfig(epochs=1)``); None without CUDA."""
     if not torch.cuda.is_available():
         return None
+    config = Word2VecConfig(epochs=1) if config is None else config
     sentences = corpus_sentences(corpus)
     workers = os.cpu_count() or 1
-    train("ours negative", sentences, seed=seed, device="cuda", epochs=1)  # warm-up
-    gpu = train("ours negative", sentences, seed=seed, device="cuda", epochs=epochs)
-    cpu = train("gensim negative", sentences, seed=seed, workers=workers, epochs=epochs)
+    on_gpu = replace(config, device="cuda")
+    train("ours negative", sentences, replace(on_gpu, epochs=1))  # warm-up
+    gpu = train("ours negative", sentences, on_gpu)
+    cpu = train("gensim negative", sentences, replace(config, workers=workers))
     return {
         "gpu_words_per_second": gpu.stats.words_per_second,
         "cpu_words_per_second": cpu.stats.words_per_second,
@@ -402,13 +399,14 @@ def benchmark(
     corpus: str = "wiki+lee",
     seeds: tuple[int, ...] = (1, 2, 3, 4, 5),
     ours: tuple[str, ...] = tuple(name for name, _ in BENCH_PAIRS),
+    config: Word2VecConfig = COMPARISON,
 ) -> list[dict]:
-    """``python -m chapter20 bench word2vec``: ours vs gensim on the same corpus and settings
-    (skip-gram, window 5, min_count 5, dim 100, negative 5, sample 1e-3, 5 epochs, 2 threads:
-    gensim's 2 workers, our 2 Hogwild workers), in rounds: each round trains every trainer once
-    (seed = the round's), interleaved, so that other load on the machine hits all alike.
-    ``ours``: which of our trainers (:data:`BENCH_PAIRS`) run, each beside gensim's with the
-    same objective.
+    """``python -m chapter20 bench word2vec``: ours vs gensim on the same corpus with the same
+    settings (``config``, its seed replaced by each round's; default :data:`COMPARISON`:
+    gensim's defaults on 2 threads, gensim's 2 workers and our 2 Hogwild workers), in rounds:
+    each round trains every trainer once (seed = the round's), interleaved, so that other load
+    on the machine hits all alike. ``ours``: which of our trainers (:data:`BENCH_PAIRS`) run,
+    each beside gensim's with the same objective.
 
     Prints words/s (median and range over the rounds) with the load average, ρ on WordSim-353
     and SimLex-999 (mean over the rounds), and for each of ours the ratio of its words/s to
@@ -421,12 +419,11 @@ def benchmark(
     if not pairs or len(pairs) != len(set(ours)):
         raise ValueError(f"ours must name trainers of {[o for o, _ in BENCH_PAIRS]}, got {ours}")
     sentences = corpus_sentences(corpus)
-    threads = 2
+    threads = config.workers
     print(
         f"corpus {corpus}: {len(sentences):,} sentences, {sum(map(len, sentences)):,} tokens; "
-        "skip-gram, window 5, min_count 5, dim 100, negative 5, sample 1e-3, 5 epochs, "
-        f"{threads} threads (ours: {threads} Hogwild workers), {len(seeds)} rounds (seeds "
-        f"{list(seeds)})"
+        f"skip-gram, {threads} threads (ours: {threads} Hogwild workers), {len(seeds)} rounds "
+        f"(seeds {list(seeds)})"
     )
     print(
         "words/s = raw corpus words (every token x epochs, gensim's raw_words) / training "
@@ -437,7 +434,7 @@ def benchmark(
     records = []
     for seed in seeds:
         for name in names:
-            wv = train(name, sentences, seed=seed, workers=threads)
+            wv = train(name, sentences, replace(config, seed=seed))
             row = score_run(name, wv, seed, wv.stats.epochs)
             records.append({**row, "load": os.getloadavg()[0], "fused": wv.stats.fused})
     frame = pd.DataFrame(records)
@@ -467,32 +464,38 @@ def benchmark(
             f"(target <= {RHO_TOLERANCE}: {rho})"
         )
         notes = (
-            f"{corpus}, 2 CPU threads each, median of {len(seeds)} interleaved rounds (range "
-            f"{ratios.min():.2f}-{ratios.max():.2f}); |Δρ| {gap:.3f}"
+            f"{corpus}, {threads} CPU threads each, median of {len(seeds)} interleaved rounds "
+            f"(range {ratios.min():.2f}-{ratios.max():.2f}); |Δρ| {gap:.3f}"
         )
         rows.append({"quantity": f"words/s {name} / {gensim}", "value": round(ratio, 3),
                      "unit": "x", "notes": notes})  # fmt: skip
     return rows
 
 
-def gpu_benchmark(corpus: str = "wiki+lee", seeds: tuple[int, ...] = (1, 2, 3)) -> list[dict]:
+def gpu_benchmark(
+    corpus: str = "wiki+lee",
+    seeds: tuple[int, ...] = (1, 2, 3),
+    config: Word2VecConfig = COMPARISON,
+) -> list[dict]:
     """``python -m chapter20 bench word2vec-gpu`` (claim C26; the issue's GPU goal: >= 10x at
     |Δρ| <= 0.02): our negative sampling and hierarchical softmax on CUDA against gensim with
-    a worker per CPU core of the host, same corpus and settings, per seed. Without CUDA it
-    says so and returns no rows."""
+    a worker per CPU core of the host, same corpus and settings (``config``'s, its seed
+    replaced by each of ``seeds``), per seed. Without CUDA it says so and returns no rows."""
     if not torch.cuda.is_available():
         print("no CUDA GPU here: bench word2vec-gpu needs one")
         return []
     sentences = corpus_sentences(corpus)
     workers = os.cpu_count() or 1
     name = torch.cuda.get_device_name()
-    train("ours negative", sentences, device="cuda", epochs=1)  # warm-up (CUDA context, caches)
+    on_gpu = replace(config, device="cuda")
+    train("ours negative", sentences, replace(on_gpu, epochs=1))  # warm-up (CUDA context, caches)
     rows = []
     for objective in ("negative", "hierarchical"):
         runs = {"gpu": [], "cpu": []}
         for seed in seeds:
-            runs["gpu"].append(train(f"ours {objective}", sentences, seed=seed, device="cuda"))
-            runs["cpu"].append(train(f"gensim {objective}", sentences, seed=seed, workers=workers))
+            gpu, cpu = replace(on_gpu, seed=seed), replace(config, seed=seed, workers=workers)
+            runs["gpu"].append(train(f"ours {objective}", sentences, gpu))
+            runs["cpu"].append(train(f"gensim {objective}", sentences, cpu))
         speed = {k: statistics.median(r.stats.words_per_second for r in v) for k, v in runs.items()}
         rho = {
             k: [statistics.mean(r.evaluate_word_pairs(s).spearman for r in v)

@@ -223,11 +223,12 @@ def count_words(texts: Iterable[Sequence[str]], name: str = "texts") -> Counter[
 
 
 def build_vocab(
-    texts: Iterable[Sequence[str]], *, min_count: int = 5, max_size: int | None = None
+    texts: Iterable[Sequence[str]], *, min_count: int, max_size: int | None = None
 ) -> Vocabulary:
     """The words of ``texts`` seen at least ``min_count`` times, at most ``max_size`` of them.
 
-    Note, topic 3 (pruning rare tokens). Words are ranked by count, ties by first appearance,
+    Note, topic 3 (pruning rare tokens); word2vec's pruning is ``Word2VecConfig.min_count``,
+    which its trainers pass. Words are ranked by count, ties by first appearance,
     so the result is deterministic; ``counts`` are exact. ``texts`` is an iterable of token
     sequences (sentences or documents). Raises ``ValueError`` for ``min_count < 1``,
     ``max_size < 1``, an empty corpus, or a ``min_count`` that removes every word (the error

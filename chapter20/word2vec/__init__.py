@@ -28,13 +28,16 @@ The modules, bottom up:
   compare them with autograd);
 - ``pair_updates``: the update of one pair, for each objective, in a few lines: the reference
   the fast paths are proven equal to;
+- ``skipgram_config``: :class:`Word2VecConfig`, every setting of a training run, and
+  :func:`gensim_settings`, the same settings as gensim's arguments;
 - ``skipgram``: :class:`SkipGram`, the model's two tables and its vectorised SGD steps;
 - ``fused`` (+ ``kernels.c``): the same step, fused into one C loop per pair;
 - ``vectors``: :class:`WordVectors` and :func:`evaluate_word_pairs` (WordSim-353 / SimLex-999,
   gensim's way);
-- ``skipgram_config``: :class:`Word2VecConfig`, every setting of a training run, and
-  :func:`gensim_settings`, the same settings as gensim's arguments;
-- ``skipgram_training``: :func:`train_word2vec`, the training loop and its Hogwild workers;
+- ``skipgram_training``: :func:`train_word2vec`, the training loop and its Hogwild workers, and
+  :func:`untrained_vectors`, the vectors a run starts from;
+- ``equivalence``: the fast paths (the C loop, the batched step) against the plain step and the
+  few-line references, pair after pair;
 - ``data_parallel``: :func:`train_word2vec_data_parallel`, ranks of a process group that each
   train a copy on their share of the corpus and combine the copies every part of an epoch;
 - ``gensim_reference``: gensim's trainer and tree, with the same configuration, as the
@@ -57,6 +60,10 @@ from chapter20.word2vec.data_parallel import (
     DataParallelRun,
     RankSync,
     train_word2vec_data_parallel,
+)
+from chapter20.word2vec.equivalence import (
+    fused_equals_plain,
+    reference_equals_fast,
 )
 from chapter20.word2vec.fused import (
     MAX_EXP,
@@ -95,6 +102,7 @@ from chapter20.word2vec.sampling import (
 from chapter20.word2vec.skipgram import (
     SkipGram,
     Workspace,
+    step_pair_by_pair,
 )
 from chapter20.word2vec.skipgram_config import (
     Word2VecConfig,
@@ -104,9 +112,12 @@ from chapter20.word2vec.skipgram_training import (
     FUSED_CHUNK,
     EpochSync,
     default_batch_size,
+    run_seeds,
     train_word2vec,
+    untrained_vectors,
 )
 from chapter20.word2vec.trainers import (
+    COMPARISON,
     TRAINERS,
     score_run,
     softmax_at_equal_time,
@@ -121,6 +132,7 @@ from chapter20.word2vec.vectors import (
 
 __all__ = [
     "COMBINE",
+    "COMPARISON",
     "CORPORA",
     "DataParallelRun",
     "EpochSync",
@@ -147,6 +159,7 @@ __all__ = [
     "encode_corpus",
     "evaluate_word_pairs",
     "full_softmax_grads",
+    "fused_equals_plain",
     "gensim_huffman_tree",
     "gensim_settings",
     "gensim_word2vec",
@@ -158,12 +171,16 @@ __all__ = [
     "negative_pair_step",
     "negative_sampling_grads",
     "noise_distribution",
+    "reference_equals_fast",
+    "run_seeds",
     "score_run",
     "skipgram_pairs",
     "skipgram_windows",
     "softmax_at_equal_time",
     "softmax_pair_step",
+    "step_pair_by_pair",
     "train",
     "train_word2vec",
     "train_word2vec_data_parallel",
+    "untrained_vectors",
 ]

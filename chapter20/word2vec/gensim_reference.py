@@ -58,7 +58,7 @@ def gensim_word2vec(sentences, config: Word2VecConfig | None = None) -> WordVect
     return WordVectors(tuple(model.wv.index_to_key), model.wv.vectors.copy(), stats)
 
 
-def gensim_huffman_tree(sentences, min_count: int = 5) -> HuffmanTree:
+def gensim_huffman_tree(sentences, min_count: int = Word2VecConfig.min_count) -> HuffmanTree:
     """gensim's Huffman tree for ``sentences``, laid out for our vocabulary's word order
     (``build_vocab(sentences, min_count=min_count)``; note, topic 1). Both trees are optimal;
     they differ where words have equal counts, which each breaks its own way, and that changes

@@ -26,6 +26,7 @@ from chapter20.word2vec.objectives import (
     _softmax_terms,
 )
 from chapter20.word2vec.sampling import NoiseSampler, noise_distribution
+from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
     "step_pair_by_pair",
@@ -96,7 +97,10 @@ class SkipGram:
       rate gets the plain sum.
 
     ``tree``: the hierarchical softmax's Huffman tree, instead of :func:`build_huffman_tree`
-    of ``counts`` (e.g. gensim's, to compare with gensim on the same tree).
+    of ``counts`` (e.g. gensim's, to compare with gensim on the same tree). ``seed``: the
+    initial weights' and the noise generator's (``train_word2vec`` derives it from its
+    configuration's seed, ``run_seeds``); ``dim`` and ``negative`` default to
+    ``Word2VecConfig``'s.
     """
 
     def __init__(
@@ -104,10 +108,10 @@ class SkipGram:
         objective: str,
         counts: Sequence[int] | np.ndarray,
         *,
-        dim: int = 100,
-        negative: int = 5,
+        dim: int = Word2VecConfig.dim,
+        negative: int = Word2VecConfig.negative,
         device: torch.device | str = "cpu",
-        seed: int = 1,
+        seed: int,
         tree: HuffmanTree | None = None,
     ):
         self.objective = _check_objective(objective)

@@ -42,6 +42,7 @@ __all__ = [
     "default_batch_size",
     "run_seeds",
     "train_word2vec",
+    "untrained_vectors",
 ]
 
 
@@ -157,14 +158,42 @@ def train_word2vec(
     device = _training_device(config.device, config.workers)
     corpus, keep = _encoded_corpus(sentences, vocab, config.sample, device)
     seeds = run_seeds(config.seed, 0 if sync is None else sync.stream)
-    model = SkipGram(
-        config.objective, vocab.counts, dim=config.dim, negative=config.negative,
-        device=device, seed=seeds[0], tree=tree,
-    )  # fmt: skip
+    model = _model(config, vocab, seeds[0], device, tree)
     with _torch_threads(config.torch_threads):
         stats = _train(model, corpus, keep, config, seeds, sync)
     vectors = model.input_vectors.cpu().numpy().copy()
     return WordVectors(words=tuple(vocab.words), vectors=vectors, stats=stats)
+
+
+def untrained_vectors(
+    sentences: Iterable[Sequence[str]],
+    config: Word2VecConfig | None = None,
+    *,
+    vocab: Vocabulary | None = None,
+) -> WordVectors:
+    """The word vectors that ``train_word2vec(sentences, config, vocab=vocab)`` starts from,
+    before its first step (note, topic 1): the same vocabulary, the same initial weights (its
+    seed's, :func:`run_seeds`), bitwise. What "learned" is measured against: the same model
+    under the same evaluation, untrained."""
+    config = _check_config(config)
+    sentences = _check_sentences(sentences)
+    vocab = _vocabulary(sentences, vocab, config.min_count)
+    model = _model(config, vocab, run_seeds(config.seed, 0)[0], torch.device("cpu"), None)
+    return WordVectors(words=tuple(vocab.words), vectors=model.input_vectors.numpy().copy())
+
+
+def _model(
+    config: Word2VecConfig,
+    vocab: Vocabulary,
+    seed: int,
+    device: torch.device,
+    tree: HuffmanTree | None,
+) -> SkipGram:
+    """The skip-gram model a run of ``config`` trains, from its initial weights (``seed``)."""
+    return SkipGram(
+        config.objective, vocab.counts, dim=config.dim, negative=config.negative,
+        device=device, seed=seed, tree=tree,
+    )  # fmt: skip
 
 
 def _check_config(config: Word2VecConfig | None) -> Word2VecConfig:

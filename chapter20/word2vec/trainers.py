@@ -1,13 +1,15 @@
 """Named skip-gram trainers, ours and gensim's, and how a run is scored (note, topic 1).
 
 :func:`train` trains one of :data:`TRAINERS` (``"ours negative"``, ``"gensim hierarchical"``,
-...) with ``Word2VecConfig``'s settings; :func:`score_run` turns the vectors into a row of a
-comparison (ρ on WordSim-353 and SimLex-999, speed); :func:`softmax_at_equal_time` trains the
-full softmax for a given time, the share of an epoch it affords. Notebook 09's comparisons and
-its committed study are built from these three.
+...) with a ``Word2VecConfig`` (the comparisons': :data:`COMPARISON`); :func:`score_run` turns
+the vectors into a row of a comparison (ρ on WordSim-353 and SimLex-999, speed);
+:func:`softmax_at_equal_time` trains the full softmax for a given time, the share of an epoch
+it affords. Notebook 09's comparisons and its committed study are built from these three.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -20,10 +22,15 @@ from chapter20.word2vec.gensim_reference import gensim_huffman_tree, gensim_word
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
 from chapter20.word2vec.skipgram import SkipGram
 from chapter20.word2vec.skipgram_config import Word2VecConfig
-from chapter20.word2vec.skipgram_training import default_batch_size, train_word2vec
+from chapter20.word2vec.skipgram_training import (
+    _check_config,
+    default_batch_size,
+    train_word2vec,
+)
 from chapter20.word2vec.vectors import WordVectors
 
 __all__ = [
+    "COMPARISON",
     "TRAINERS",
     "score_run",
     "softmax_at_equal_time",
@@ -48,34 +55,42 @@ TRAINERS = (
 )
 
 
-def train(
-    trainer: str, sentences, *, seed: int = 1, workers: int = 2, device=None, **settings
-) -> WordVectors:
+#: The comparisons' settings (notebook 09, ``bench word2vec``): ``Word2VecConfig``'s, which are
+#: gensim's defaults, on two CPU threads (gensim's 2 workers, our 2 Hogwild workers).
+COMPARISON = Word2VecConfig(workers=2)
+
+
+def train(trainer: str, sentences, config: Word2VecConfig | None = None) -> WordVectors:
     """Train one of :data:`TRAINERS` (``"ours negative"``, ``"gensim hierarchical"``, ...)
-    with ``Word2VecConfig``'s defaults, overridden by ``settings`` (its fields)."""
+    with ``config``'s settings (None: ``Word2VecConfig()``); the name sets the objective, and
+    for ours the path and the noise draws (:data:`TRAINERS`). Ours train without a progress
+    bar, and the full softmax with one worker."""
+    config = Word2VecConfig() if config is None else _check_config(config)
     source, _, objective = trainer.partition(" ")
     objective, _, variant = objective.partition("-")
-    tree = None
+    tree, settings = None, {}
     if source == "ours" and variant == "shared":
         settings["share_negatives"] = True
     elif source == "ours" and variant == "plain":
         settings["fused"] = False
     elif source == "ours" and variant == "gensim_tree" and objective == "hierarchical":
-        tree = gensim_huffman_tree(sentences, Word2VecConfig(**settings).min_count)
+        tree = gensim_huffman_tree(sentences, config.min_count)
     elif variant:
         raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
     if source == "gensim":
-        config = Word2VecConfig(objective, seed=seed, workers=workers, **settings)
-        return gensim_word2vec(sentences, config)
+        return gensim_word2vec(sentences, replace(config, objective=objective))
     if source != "ours":
         raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
-    # The full softmax is matrix multiplies: one worker, torch's own threads, is fastest.
-    on_cpu = device is None or torch.device(device).type == "cpu"
-    cpu_workers = workers if on_cpu and objective != "softmax" else 1
-    config = Word2VecConfig(
-        objective, seed=seed, workers=cpu_workers, device=device, progress=False, **settings
-    )
-    return train_word2vec(sentences, config, tree=tree)
+    return train_word2vec(sentences, _ours(config, objective, **settings), tree=tree)
+
+
+def _ours(config: Word2VecConfig, objective: str, **settings) -> Word2VecConfig:
+    """``config`` for our ``objective``, without a progress bar: the full softmax is matrix
+    multiplies, fastest on one worker with torch's own threads; the others keep ``workers``
+    on a CPU (Hogwild workers run there only)."""
+    on_cpu = config.device is None or torch.device(config.device).type == "cpu"
+    workers = config.workers if on_cpu and objective != "softmax" else 1
+    return replace(config, objective=objective, workers=workers, progress=False, **settings)
 
 
 def score_run(trainer: str, wv: WordVectors, seed: int, epochs: float) -> dict:
@@ -101,20 +116,17 @@ def score_run(trainer: str, wv: WordVectors, seed: int, epochs: float) -> dict:
 
 
 def softmax_at_equal_time(
-    corpus: str,
-    seconds: float,
-    *,
-    seed: int = 1,
-    device: torch.device | str | None = None,
-    **settings,
+    corpus: str, seconds: float, config: Word2VecConfig | None = None
 ) -> tuple[WordVectors, float]:
-    """The full softmax given ``seconds`` of training on ``corpus`` (claim C24): its cost per
+    """The full softmax given ``seconds`` of training on ``corpus`` (claim C24), with
+    ``config``'s settings (None: ``Word2VecConfig()``) for one epoch, one worker: its cost per
     pair is timed on the corpus's vocabulary, and it trains one epoch on the random share of
     the sentences it can afford in that time (the whole corpus's vocabulary, so the scores
     stay comparable). Returns the vectors and the share of one epoch it saw."""
-    settings = {**settings, "epochs": 1}
-    config = Word2VecConfig("softmax", seed=seed, device=device, progress=False, **settings)
-    device = torch.device("cpu") if device is None else get_device(str(device))
+    config = Word2VecConfig() if config is None else _check_config(config)
+    config = _ours(replace(config, epochs=1), "softmax")
+    seed = config.seed
+    device = torch.device("cpu") if config.device is None else get_device(config.device)
     sentences = corpus_sentences(corpus)
     vocab = build_vocab(sentences, min_count=config.min_count)
     batch = default_batch_size("softmax", device)
