@@ -157,6 +157,16 @@ def low_rank_matrix():
 
 
 @pytest.fixture(scope="module")
+def bag_of_words():
+    """The sentences of the first three Wikipedia articles as bag-of-words rows over 300 words
+    (20% held out), and their PCA to 20 dimensions: ``(data, compressed)``."""
+    from chapter20.vocab.bag_of_words import bag_of_words_data, compress_bag_of_words
+
+    data = bag_of_words_data(300, limit_articles=3, test_fraction=0.2)
+    return data, compress_bag_of_words(data, 20)
+
+
+@pytest.fixture(scope="module")
 def lee():
     """The Lee corpus's 300 documents as token lists (``word2vec.corpus.corpus_sentences``), for
     the word2vec tests."""

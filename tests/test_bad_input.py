@@ -161,6 +161,15 @@ def _run_config(**extra):
     return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
 
 
+@functools.cache
+def _bag_of_words():
+    """Two Wikipedia articles as bag-of-words rows over 50 words and their PCA to 5 dimensions."""
+    from chapter20.vocab.bag_of_words import bag_of_words_data, compress_bag_of_words
+
+    data = bag_of_words_data(50, limit_articles=2, test_fraction=0.2)
+    return data, compress_bag_of_words(data, 5)
+
+
 def _count_encode(texts):
     return torch.arange(3.0 * len(texts)).reshape(len(texts), 3) % 5 + 1
 
@@ -685,6 +694,26 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "vocab.bpe.learn_merges": lambda: {
         "word_counts": {"Ġcat": 2, "Ġsat": 3}, "vocab_size": 300, "min_frequency": 1,
     },
+    "vocab.bag_of_words.adam_optimizer": lambda: {"model": _linear(), "lr": 0.01},
+    "vocab.bag_of_words.bag_of_words_data": lambda: {
+        "vocab_size": 50, "test_fraction": 0.2, "seed": 0, "limit_articles": 2,
+    },
+    "vocab.bag_of_words.compress_bag_of_words": lambda: {
+        "data": _bag_of_words()[0], "k": 5, "seed": 0, "niter": 2,
+    },
+    "vocab.bag_of_words.projection_model": lambda: {
+        "kind": "embedding_bag", "data": _bag_of_words()[0], "compressed": None, "out_dim": 4,
+        "seed": 0, "device": "cpu",
+    },
+    "vocab.bag_of_words.projection_accuracy": lambda: {
+        "data": _bag_of_words()[0], "compressed": _bag_of_words()[1],
+        "variants": ("pca_precomputed",), "out_dim": 4, "epochs": 1, "batch_size": 64,
+        "lr": 1e-3, "seed": 0, "device": "cpu",
+    },
+    "vocab.word_vectors.pca_quality_curve": lambda: {
+        "words": [f"w{i}" for i in range(10)], "vectors": np.eye(10, 4), "ks": (2,),
+        "score_fn": lambda words, vectors: 0.5, "seed": 0,
+    },
     "vocab.autoencoder.train_autoencoder": lambda: {
         "x": torch.rand(16, 6), "k": 2, "epochs": 1, "batch_size": 8, "lr": 1e-3, "seed": 0,
     },
@@ -994,6 +1023,12 @@ ACCEPTS: dict[str, set[str]] = {
             "demos.spot_run.start_spot_demo.max_restarts",
             "vocab.bpe.bpe_table.min_frequency",
             "vocab.pca.pca_compress.seed",
+            "vocab.bag_of_words.bag_of_words_data.seed",
+            "vocab.bag_of_words.compress_bag_of_words.seed",
+            "vocab.bag_of_words.compress_bag_of_words.niter",
+            "vocab.bag_of_words.projection_model.seed",
+            "vocab.bag_of_words.projection_accuracy.seed",
+            "vocab.word_vectors.pca_quality_curve.seed",
             "word2vec.equivalence.fused_equals_plain.seed",
             "word2vec.equivalence.reference_equals_fast.seed",
             "core.corpora.zipf_counts.s",

@@ -33,12 +33,12 @@ LONG_FUNCTIONS: dict[str, str] = {}
 #: updates its rows by hand, without either call, and is listed there too).
 OWN_LOOPS: dict[str, str] = {
     "vocab.autoencoder": "a reconstruction loss on a sparse matrix: nothing of the step applies",
+    "vocab.bag_of_words": "a classifier whose input layer is what is compared",
     "labs.nb00_overview": "times forward, backward and optimizer.step() one by one",
     "demos.recommender": "a two-tower recommender: a user and an item table, not pairs",
     "demos.elastic_run": "the elastic run: state independent of the world size",
     "labs.nb04_activation_checkpointing": "each policy's memory alone, without the optimizer",
     "labs.nb06_distributed": "the plain DDP module the step's DDP is proven against",
-    "labs.nb10_vocab": "a classifier whose input layer is what is compared",
 }
 
 

@@ -1,5 +1,6 @@
-"""Tests of chapter20.vocab.sparse_input (note, topic 3; C28); the variants are proved and timed
-through notebook 10's lab in tests/test_vocab_lab.py."""
+"""Tests of chapter20.vocab.sparse_input (note, topic 3; C28); the variants are trained in
+tests/test_bag_of_words.py, and proved and timed through notebook 10's lab in
+tests/test_vocab_lab.py."""
 
 import pytest
 

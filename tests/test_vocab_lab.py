@@ -1,65 +1,22 @@
 """Tests of notebook 10's experiments (note, topic 3; C28–C30): chapter20.labs.nb10_vocab (the
-sparse input: data, proofs, bytes and time, accuracy) and chapter20.labs.nb10_word_vectors (PCA
-of word vectors, subword vectors, figures)."""
+sparse input: proofs, bytes and time, the autoencoder against PCA) and
+chapter20.labs.nb10_word_vectors (subword vectors over seeds, figures). The pipeline they run is
+tested in tests/test_bag_of_words.py and tests/test_word_vectors.py."""
 
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 
-from chapter20.core import corpora as data
 from chapter20.labs import nb10_records as records_lab
 from chapter20.labs import nb10_vocab as vocab_lab
 from chapter20.labs import nb10_word_vectors as vectors_lab
 from chapter20.vocab.bpe import bpe_table
 from chapter20.vocab.vocabulary import pruning_table
+from chapter20.vocab.word_vectors import pca_quality_curve
 from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 matplotlib.use("Agg")  # figures are only drawn, never shown
-
-
-def test_pca_quality_curve_with_a_synthetic_score(low_rank_matrix):
-    words = [f"w{i}" for i in range(200)]
-    vectors = low_rank_matrix(n=200, d=20, rank=4, noise=0.05).astype(np.float32)
-    seen = []
-
-    def score(ws, vs):
-        # A deterministic stand-in for a word-similarity ρ: cosine of row 0 with row 1.
-        assert list(ws) == words
-        seen.append(vs)
-        return float(vs[0] @ vs[1] / (np.linalg.norm(vs[0]) * np.linalg.norm(vs[1])))
-
-    frame = vectors_lab.pca_quality_curve(words, vectors, [8, 2, 4, 20], score)
-    assert [v.shape[1] for v in seen] == [20] * 5  # reconstructed: back in 20 dims
-    assert list(frame["k"]) == [20, 2, 4, 8, 20]
-    assert list(frame["compressed"]) == [False, True, True, True, True]
-    variance = frame.loc[frame["compressed"], "explained_variance"].to_numpy()
-    assert all(np.diff(variance) > 0) and variance[-1] == pytest.approx(1.0, abs=1e-5)
-    assert variance[1] > 0.99  # four signal components
-    # k = d reconstructs the vectors: same vectors (float32 rounding), same score.
-    np.testing.assert_allclose(seen[-1], vectors, atol=1e-4)
-    assert frame["score"].iloc[-1] == pytest.approx(frame["score"].iloc[0], abs=1e-5)
-    assert list(frame["matrix_bytes"]) == [200 * k * 4 for k in (20, 2, 4, 8, 20)]
-    assert list(frame["projection_bytes"]) == [0] + [(k * 20 + 20) * 4 for k in (2, 4, 8, 20)]
-
-    seen.clear()
-    vectors_lab.pca_quality_curve(words, vectors, [3, 5], score, space="projected")
-    assert [v.shape[1] for v in seen] == [20, 3, 5]
-    assert abs(seen[1].mean(axis=0)).max() < 1e-4  # projected codes are centred
-    with pytest.raises(ValueError, match="ks must be <="):
-        vectors_lab.pca_quality_curve(words, vectors, [21], score)
-    with pytest.raises(ValueError, match="space"):
-        vectors_lab.pca_quality_curve(words, vectors, [2], score, space="other")
-
-
-def test_compose_word_vectors_averages_subwords(bpe_small):
-    pieces = bpe_small.word_tokens("police")
-    subwords = sorted(set(pieces))
-    vectors = np.arange(len(subwords) * 3, dtype=np.float32).reshape(-1, 3)
-    kept, out = vectors_lab.compose_word_vectors(bpe_small, ["police", "zzzq"], subwords, vectors)
-    assert kept == ["police"]
-    expected = np.mean([vectors[subwords.index(p)] for p in pieces], axis=0)
-    np.testing.assert_allclose(out[0], expected, rtol=1e-6)
 
 
 def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
@@ -109,30 +66,14 @@ def test_subword_quality_scores_words_and_subwords_on_the_same_pairs(lee_split):
         vectors_lab.subword_quality(train, sentences, (300,), jobs=0, **options)
 
 
-@pytest.fixture(scope="module")
-def bow():
-    with pytest.warns(UserWarning, match="distinct words"):
-        small = vocab_lab.bag_of_words_data(100_000, limit_articles=3, test_fraction=0.2)
-    data_ = vocab_lab.bag_of_words_data(300, limit_articles=3, test_fraction=0.2)
-    assert len(small.vocab) > 300
-    return data_, vocab_lab.compress_bag_of_words(data_, 20)
-
-
-def test_bag_of_words_data(bow):
-    data_, _ = bow
-    assert data_.input_dim == 300 and data_.n_classes == 3
-    assert data_.train.shape[0] == len(data_.train_labels)
-    assert data_.train.shape[0] + data_.test.shape[0] == sum(len(a) for a in data.wiki_sentences(3))
-
-
-def test_projection_equivalence(bow):
-    frame = vocab_lab.projection_equivalence(*bow)
+def test_projection_equivalence(bag_of_words):
+    frame = vocab_lab.projection_equivalence(*bag_of_words)
     assert len(frame) == 4
     assert (frame["max_abs_diff"] < frame["tolerance"]).all()
 
 
-def test_sparse_projection_benchmark_bytes(bow):
-    data_, compressed = bow
+def test_sparse_projection_benchmark_bytes(bag_of_words):
+    data_, compressed = bag_of_words
     frame = vocab_lab.sparse_projection_benchmark(
         data_, compressed, out_dim=8, batch_size=16, warmup=0, repeat=1, device="cpu"
     ).set_index("variant")
@@ -149,26 +90,16 @@ def test_sparse_projection_benchmark_bytes(bow):
     assert (frame["step_ms"] > 0).all()
 
 
-def test_projection_accuracy_online_equals_precomputed(bow):
-    frame = vocab_lab.projection_accuracy(
-        *bow, variants=("pca_online", "pca_precomputed"), epochs=1, batch_size=128, device="cpu"
-    )
-    online, pre = frame.itertuples()
-    assert online.test_accuracy == pre.test_accuracy
-    assert online.train_loss == pytest.approx(pre.train_loss, rel=1e-4)
-    assert 0 < online.chance_accuracy < 1
-
-
-def test_figures_have_labelled_axes(lee_split, bow, low_rank_matrix):
+def test_figures_have_labelled_axes(lee_split, bag_of_words, low_rank_matrix):
     import matplotlib.pyplot as plt
 
     train, heldout = lee_split
-    data_, compressed = bow
+    data_, compressed = bag_of_words
     figures = [
         vectors_lab.plot_pruning(pruning_table(train, heldout, (1, 5))),
         vectors_lab.plot_bpe(bpe_table(train[:50], heldout[:10], (300, 500))),
         vectors_lab.plot_pca_quality(
-            vectors_lab.pca_quality_curve(
+            pca_quality_curve(
                 [f"w{i}" for i in range(30)], low_rank_matrix(30, 8), [2, 4], lambda w, v: 0.5
             )
         ),
@@ -185,10 +116,12 @@ def test_figures_have_labelled_axes(lee_split, bow, low_rank_matrix):
         plt.close(fig)
 
 
-def test_pca_step_speedup_evidence_reads_the_fastest_raw_variant_and_the_training_state(bow):
+def test_pca_step_speedup_evidence_reads_the_fastest_raw_variant_and_the_training_state(
+    bag_of_words,
+):
     from chapter20.core.claims import check
 
-    data_, compressed = bow
+    data_, compressed = bag_of_words
     bench = vocab_lab.sparse_projection_benchmark(
         data_, compressed, out_dim=8, batch_size=16, warmup=0, repeat=3, device="cpu"
     )
@@ -225,7 +158,7 @@ def test_subword_quality_gap_evidence_judges_the_worse_size_and_needs_its_contro
     evidence = vectors_lab.subword_quality_gap_evidence(summary, bpe_sizes)
     assert evidence["measured"] == pytest.approx(-0.06)  # the worse size; not the control
     assert all(evidence["conditions"].values())  # whether the control learned does not count
-    assert evidence["control_detected"] == (control_delta < -vectors_lab.C30_MARGIN)
+    assert evidence["control_detected"] == (control_delta < -vectors_lab.SUBWORD_MARGIN)
     assert check("C30", **evidence).verdict == verdict
 
 
@@ -257,8 +190,8 @@ def test_bpe_merge_proof_agrees_with_tokenizers(bpe_small, lee_split):
     assert proof["pieces"] > 100 and proof["pieces_spelt_equal"] == proof["pieces"]
 
 
-def test_autoencoder_vs_pca_reports_both_codes(bow):
-    data_, compressed = bow
+def test_autoencoder_vs_pca_reports_both_codes(bag_of_words):
+    data_, compressed = bag_of_words
     table = vocab_lab.autoencoder_vs_pca(data_, compressed, epochs=2, device="cpu")
     assert list(table.index) == ["PCA", "autoencoder, 2 epochs"] and (table.k == 20).all()
     assert ((table.heldout_error > 0) & (table.heldout_error < 1.5)).all()

@@ -1,14 +1,14 @@
 """The sparse-input experiment of notebook 10, run and measured (the note on efficient embedding
 training, topic 3; claim C28), and ``bench vocab``.
 
-The note's PCA example: Wikipedia sentences as sparse bag-of-words rows over a 10,000-word
-vocabulary, fed to a learned layer directly (``nn.Linear`` on the densified rows, or
-``nn.EmbeddingBag`` on the sparse ones) or through a fixed PCA projection to 300 dimensions
-(the variants of ``chapter20.vocab.sparse_input``): :func:`bag_of_words_data`,
-:func:`compress_bag_of_words`, :func:`projection_equivalence` (the proofs),
-:func:`sparse_projection_benchmark` (bytes and step time), :func:`projection_accuracy` (does the
-compressed input keep the signal?), the autoencoder against PCA (:func:`autoencoder_study`, its
-record ``data/autoencoder_vs_pca.csv`` and :func:`pca_row_check`) and ``benchmark()``.
+The note's PCA example, whose data and classifier are ``chapter20.vocab.bag_of_words``:
+Wikipedia sentences as sparse bag-of-words rows over a 10,000-word vocabulary, fed to a learned
+layer directly (``nn.Linear`` on the densified rows, or ``nn.EmbeddingBag`` on the sparse ones)
+or through a fixed PCA projection to 300 dimensions (the variants of
+``chapter20.vocab.sparse_input``): :func:`projection_equivalence` (the proofs),
+:func:`sparse_projection_benchmark` (bytes and step time), the autoencoder against PCA
+(:func:`autoencoder_study`, its record ``data/autoencoder_vs_pca.csv`` and
+:func:`pca_row_check`) and ``benchmark()``.
 
 The figures are ``chapter20.labs.nb10_records``'; the word-vector experiments of the same
 notebook, ``chapter20.labs.nb10_word_vectors``; the package side, ``chapter20.vocab``.
@@ -16,10 +16,7 @@ notebook, ``chapter20.labs.nb10_word_vectors``; the package side, ``chapter20.vo
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,9 +24,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from chapter20.core.checks import check_int, check_real
-from chapter20.core.corpora import wiki_sentences
-from chapter20.core.device import get_device, set_seed, synchronize
+from chapter20.core.checks import check_int
+from chapter20.core.device import get_device
 from chapter20.core.measure import (
     Timing,
     format_bytes,
@@ -40,13 +36,20 @@ from chapter20.core.measure import (
 from chapter20.labs.common import study_output, write_study
 from chapter20.techniques.optimizers import sparse_optimizers
 from chapter20.vocab.autoencoder import train_autoencoder
-from chapter20.vocab.pca import PCAResult, pca_compress
+from chapter20.vocab.bag_of_words import (
+    BagOfWordsData,
+    CompressedInput,
+    adam_optimizer,
+    bag_of_words_data,
+    check_variants,
+    classifier_step,
+    compress_bag_of_words,
+    projection_accuracy,
+    projection_model,
+)
 from chapter20.vocab.sparse_input import VARIANTS, BagOfWordsBatches, ProjectionModel
-from chapter20.vocab.vocabulary import Vocabulary, build_vocab
 
 __all__ = [
-    "BagOfWordsData",
-    "CompressedInput",
     "AUTOENCODER_FILE",
     "AUTOENCODER_SEEDS",
     "autoencoder_benchmark",
@@ -54,10 +57,7 @@ __all__ = [
     "autoencoder_vs_pca",
     "pca_row_check",
     "pca_step_speedup_evidence",
-    "bag_of_words_data",
     "benchmark",
-    "compress_bag_of_words",
-    "projection_accuracy",
     "projection_equivalence",
     "sparse_projection_benchmark",
 ]
@@ -71,151 +71,17 @@ _INPUTS = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Data: sentences as bag-of-words rows
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BagOfWordsData:
-    """Wikipedia sentences as sparse bag-of-words rows, labelled with their article (C28).
-
-    ``train``/``test``: sparse COO float32 ``[sentences, len(vocab)]`` count matrices;
-    ``train_labels``/``test_labels``: the article index of each sentence (int64); the
-    vocabulary holds the most frequent words of the training sentences only.
-    """
-
-    vocab: Vocabulary
-    train: torch.Tensor
-    test: torch.Tensor
-    train_labels: torch.Tensor
-    test_labels: torch.Tensor
-    n_classes: int
-
-    @property
-    def input_dim(self) -> int:
-        """Width of a bag-of-words row (the vocabulary size)."""
-        return len(self.vocab)
-
-    def describe(self) -> str:
-        """One deterministic line about the data set."""
-        nnz = self.train._nnz() / self.train.shape[0]
-        return (
-            f"{self.train.shape[0]:,} training and {self.test.shape[0]:,} test sentences from "
-            f"{self.n_classes} articles; {self.input_dim:,}-word vocabulary; "
-            f"{nnz:.1f} non-zeros per row ({nnz / self.input_dim:.2%} dense)"
-        )
-
-
-def bag_of_words_data(
-    vocab_size: int = 10_000,
-    *,
-    test_fraction: float = 0.1,
-    seed: int = 0,
-    limit_articles: int | None = None,
-    binary: bool = False,
-) -> BagOfWordsData:
-    """The note's sparse input (topic 3, C28): every sentence of the Wikipedia sample as a
-    bag-of-words row over the ``vocab_size`` most frequent training words (word counts, or 0/1
-    with ``binary``), labelled by its article. Sentences are split at random (seeded) into
-    train and test; the vocabulary sees the training side only. Warns when the training
-    sentences have fewer than ``vocab_size`` distinct words."""
-    vocab_size = check_int("vocab_size", vocab_size, 1)
-    fraction = check_real("test_fraction", test_fraction, finite=True)
-    if not 0 < fraction < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    articles = wiki_sentences(limit_articles)
-    sentences = [s for article in articles for s in article]
-    labels = np.array([i for i, article in enumerate(articles) for _ in article], dtype=np.int64)
-    order = np.random.default_rng(check_int("seed", seed, 0)).permutation(len(sentences))
-    n_test = round(fraction * len(sentences))
-    if not 1 <= n_test < len(sentences):
-        raise ValueError(f"test_fraction={test_fraction} leaves no sentence on one side")
-    test_idx, train_idx = np.sort(order[:n_test]), np.sort(order[n_test:])
-    train_sentences = [sentences[i] for i in train_idx]
-    vocab = build_vocab(train_sentences, min_count=1, max_size=vocab_size)
-    if len(vocab) < vocab_size:
-        warnings.warn(
-            f"vocab_size={vocab_size} but the training sentences have only {len(vocab)} "
-            "distinct words",
-            stacklevel=2,
-        )
-    return BagOfWordsData(
-        vocab=vocab,
-        train=vocab.bag_of_words(train_sentences, binary=binary),
-        test=vocab.bag_of_words([sentences[i] for i in test_idx], binary=binary),
-        train_labels=torch.from_numpy(labels[train_idx]),
-        test_labels=torch.from_numpy(labels[test_idx]),
-        n_classes=len(articles),
-    )
-
-
-@dataclass(frozen=True)
-class CompressedInput:
-    """A PCA projection fitted on the training rows and the rows it produces (C28).
-
-    ``fit_seconds`` is the one-off cost of the fit (one run, wall clock); ``train_z`` and
-    ``test_z`` are the dense k-dim rows (``pca.transform`` of the sparse matrices).
-    """
-
-    pca: PCAResult
-    fit_seconds: float
-    train_z: torch.Tensor
-    test_z: torch.Tensor
-
-    def describe(self) -> str:
-        """One line: k, explained variance and how it was computed (deterministic)."""
-        kept = float(self.pca.explained_variance_ratio.sum())
-        return (
-            f"PCA {self.pca.input_dim:,} → {self.pca.k} dims ({self.pca.method}): "
-            f"{kept:.1%} of the variance kept"
-        )
-
-
-def compress_bag_of_words(
-    data: BagOfWordsData, k: int = 300, *, seed: int = 0, niter: int = 2
-) -> CompressedInput:
-    """Fit :func:`chapter20.vocab.pca.pca_compress` on ``data.train`` (sparse, never
-    densified) and project both splits to ``k`` dimensions; the fit is timed once (C28)."""
-    start = time.perf_counter()
-    pca = pca_compress(data.train, k, seed=seed, niter=niter)
-    synchronize(pca.components.device)
-    seconds = time.perf_counter() - start
-    return CompressedInput(pca, seconds, pca.transform(data.train), pca.transform(data.test))
-
-
-# --------------------------------------------------------------------------------------------
-# The model and optimizers of one variant
-# --------------------------------------------------------------------------------------------
-
-
-def _model(kind, data: BagOfWordsData, compressed, out_dim, seed, device) -> ProjectionModel:
-    set_seed(seed)
-    pca = compressed.pca if compressed is not None else None
-    model = ProjectionModel(kind, data.input_dim, out_dim, data.n_classes, pca=pca)
-    return model.to(device)
-
-
 def _optimizer(model: ProjectionModel, lr: float) -> torch.optim.Optimizer:
     """Adam for every parameter; for a sparse-gradient EmbeddingBag, SparseAdam for its table
     and AdamW without weight decay (Adam's update) for the rest
     (``chapter20.techniques.optimizers.sparse_optimizers``)."""
     if model.kind == "embedding_bag_sparse":
         return sparse_optimizers(model, lr)
-    return torch.optim.Adam(model.parameters(), lr=lr)
-
-
-def _check_variants(variants: Sequence[str], compressed) -> list[str]:
-    variants = list(variants)
-    if not variants or any(v not in VARIANTS for v in variants):
-        raise ValueError(f"variants must be a non-empty subset of {VARIANTS}, got {variants}")
-    if compressed is None and any(v.startswith("pca") for v in variants):
-        raise ValueError("the pca variants need compressed=compress_bag_of_words(data, k)")
-    return variants
+    return adam_optimizer(model, lr)
 
 
 # --------------------------------------------------------------------------------------------
-# Proofs, bytes and time, accuracy
+# Proofs, bytes and time, PCA against an autoencoder
 # --------------------------------------------------------------------------------------------
 
 
@@ -243,8 +109,8 @@ def projection_equivalence(
     pca = compressed.pca.to(cpu)
     batches = BagOfWordsBatches(data.train, compressed.train_z.to(cpu), cpu)
     sel = np.arange(min(rows, data.train.shape[0]))
-    bag = _model("embedding_bag", data, None, out_dim, seed, cpu)
-    linear = _model("dense_linear", data, None, out_dim, seed, cpu)
+    bag = projection_model("embedding_bag", data, None, out_dim, seed, cpu)
+    linear = projection_model("dense_linear", data, None, out_dim, seed, cpu)
     with torch.no_grad():
         linear.layer.weight.copy_(bag.layer.weight.T)
         linear.head.load_state_dict(bag.head.state_dict())
@@ -309,7 +175,7 @@ def sparse_projection_benchmark(
     ``fit_s`` (the PCA fit, a one-off cost; NaN without PCA).
     The fixed projection of ``pca_precomputed`` counts too: it is needed to embed new rows.
     """
-    variants = _check_variants(variants, compressed)
+    variants = check_variants(variants, compressed)
     batch_size = check_int("batch_size", batch_size, 1)
     dev = torch.device(device) if device is not None else get_device()
     z = compressed.train_z if compressed is not None else None
@@ -320,16 +186,14 @@ def sparse_projection_benchmark(
     labels = [data.train_labels[torch.from_numpy(s)].to(dev) for s in selections]
     steps, models, optimizers = {}, {}, {}
     for kind in variants:
-        model = _model(kind, data, compressed, out_dim, seed, dev)
+        model = projection_model(kind, data, compressed, out_dim, seed, dev)
         optimizer = _optimizer(model, lr)
         inputs = [batches.make(kind, s) for s in selections]
         counter = iter(range(10**9))
 
         def step(model=model, optimizer=optimizer, inputs=inputs, counter=counter):
             i = next(counter) % n_batches
-            model.zero_grad(set_to_none=True)
-            F.cross_entropy(model(*inputs[i]), labels[i]).backward()
-            optimizer.step()
+            classifier_step(model, optimizer, inputs[i], labels[i])
 
         step()
         models[kind], optimizers[kind], steps[kind] = model, optimizer, step
@@ -359,7 +223,7 @@ def _benchmark_record(
 ) -> dict[str, Any]:
     """One row of :func:`sparse_projection_benchmark`: the bytes of variant ``kind`` (``sizes``:
     its gradient and optimizer bytes, measured after a step) and its step time (median, and
-    the repeats' quartiles)."""
+    the repeats' fastest and slowest)."""
     k = compressed.pca.k if compressed is not None else 0
     if kind == "pca_online":
         fixed = tensor_bytes(list(model.buffers()))
@@ -387,70 +251,6 @@ def _benchmark_record(
         "step_ms_max": timing.max * 1e3,
         "fit_s": compressed.fit_seconds if kind.startswith("pca") else float("nan"),
     }
-
-
-def projection_accuracy(
-    data: BagOfWordsData,
-    compressed: CompressedInput | None = None,
-    *,
-    variants: Sequence[str] = ("embedding_bag", "pca_precomputed"),
-    out_dim: int = 128,
-    epochs: int = 3,
-    batch_size: int = 256,
-    lr: float = 3e-3,
-    seed: int = 0,
-    device: torch.device | str | None = None,
-) -> pd.DataFrame:
-    """Does the compressed input keep the signal? Train each variant to predict a sentence's
-    article from its bag of words and report held-out accuracy (C28).
-
-    Same seed, same batches and same optimizer (Adam) for every variant. Columns:
-    ``variant``, ``train_loss`` (mean over the last epoch), ``test_accuracy``, and
-    ``chance_accuracy`` (the most frequent test article's share).
-    """
-    variants = _check_variants(variants, compressed)
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_int("batch_size", batch_size, 1)
-    dev = torch.device(device) if device is not None else get_device()
-    z_train = compressed.train_z if compressed is not None else None
-    z_test = compressed.test_z if compressed is not None else None
-    train = BagOfWordsBatches(data.train, z_train, dev)
-    test = BagOfWordsBatches(data.test, z_test, dev)
-    rng = np.random.default_rng(check_int("seed", seed, 0))
-    orders = [rng.permutation(train.n) for _ in range(epochs)]
-    test_labels = data.test_labels.to(dev)
-    chance = float(torch.bincount(data.test_labels).max()) / len(data.test_labels)
-    records = []
-    for kind in variants:
-        model = _model(kind, data, compressed, out_dim, seed, dev)
-        optimizer = _optimizer(model, lr)
-        for order in orders:
-            losses = []
-            for start in range(0, train.n, batch_size):
-                sel = order[start : start + batch_size]
-                model.zero_grad(set_to_none=True)
-                loss = F.cross_entropy(
-                    model(*train.make(kind, sel)),
-                    data.train_labels[torch.from_numpy(sel)].to(dev),
-                )
-                loss.backward()
-                optimizer.step()
-                losses.append(float(loss.detach()))
-        correct = 0
-        with torch.no_grad():
-            for start in range(0, test.n, 4096):
-                sel = np.arange(start, min(start + 4096, test.n))
-                pred = model(*test.make(kind, sel)).argmax(dim=1)
-                correct += int((pred == test_labels[start : start + len(sel)]).sum())
-        records.append(
-            {
-                "variant": kind,
-                "train_loss": float(np.mean(losses)),
-                "test_accuracy": correct / test.n,
-                "chance_accuracy": chance,
-            }
-        )
-    return pd.DataFrame(records)
 
 
 def autoencoder_vs_pca(
@@ -527,7 +327,7 @@ def pca_step_speedup_evidence(
 
 
 # --------------------------------------------------------------------------------------------
-# Figures
+# The committed record of the autoencoder against PCA
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,21 +1,21 @@
 """Word vectors in notebook 10, run and measured (the note on efficient embedding training,
 topic 3; claims C28–C30): what the vocabulary levers do to the vectors a model learns.
 
-- PCA of word vectors against a word-similarity score (C28 applied to embeddings):
-  :func:`pca_quality_curve`, which takes any ``(words, vectors)`` and a scoring function;
-- subword vectors composed into word vectors (C30's quality side): :func:`compose_word_vectors`,
-  trained and scored over seeds by :func:`subword_quality` and :func:`subword_summary`;
-- the figures of pruning (C29), of BPE sizes (C30) and of the PCA quality curve.
+- subword vectors composed into word vectors (C30's quality side,
+  ``chapter20.vocab.word_vectors.compose_word_vectors``), trained and scored over seeds by
+  :func:`subword_quality` and :func:`subword_summary`, against the same models untrained;
+- the figures of pruning (C29), of BPE sizes (C30) and of the PCA quality curve of word vectors
+  (``chapter20.vocab.word_vectors.pca_quality_curve``, C28 applied to embeddings).
 
 The sparse-input experiment of the same notebook and ``bench vocab`` are
-``chapter20.labs.nb10_vocab``; the package side (pruning, BPE, ``pca_compress``) is
-``chapter20.vocab``.
+``chapter20.labs.nb10_vocab``; the package side (pruning, BPE, ``pca_compress``, word vectors)
+is ``chapter20.vocab``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,18 +30,15 @@ from chapter20.core.findings import compare
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
 from chapter20.vocab.bpe import BPETokenizer, apply_merges, learn_merges
-from chapter20.vocab.pca import pca_compress
-from chapter20.vocab.vocabulary import build_vocab
+from chapter20.vocab.word_vectors import compose_word_vectors
 from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
-    "C30_MARGIN",
+    "SUBWORD_MARGIN",
     "SubwordRuns",
     "pruned_matrix_ratio_evidence",
     "subword_quality_gap_evidence",
     "bpe_merge_proof",
-    "compose_word_vectors",
-    "pca_quality_curve",
     "plot_bpe",
     "plot_pca_quality",
     "plot_pruning",
@@ -94,130 +91,6 @@ def bpe_merge_proof(
 
 
 # --------------------------------------------------------------------------------------------
-# PCA of word vectors vs a quality score; subword vectors composed into word vectors
-# --------------------------------------------------------------------------------------------
-
-
-def _as_numpy(vectors: Any) -> np.ndarray:
-    if isinstance(vectors, torch.Tensor):
-        vectors = vectors.detach().cpu().numpy()
-    vectors = np.asarray(vectors)
-    if vectors.ndim != 2:
-        raise ValueError(f"vectors must be 2-D [words, dim], got shape {vectors.shape}")
-    return vectors
-
-
-def _score(result: Any) -> float:
-    """A score function's result as a float (a number, or an object with ``.spearman``)."""
-    value = getattr(result, "spearman", result)
-    return float(value)
-
-
-def pca_quality_curve(
-    words: Sequence[str],
-    vectors: Any,
-    ks: Sequence[int],
-    score_fn: Callable[[Sequence[str], np.ndarray], Any],
-    *,
-    space: str = "reconstructed",
-    exact: bool | None = None,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Word vectors compressed by PCA to each k, scored by ``score_fn`` (note, topic 3; C28).
-
-    ``words[i]`` has vector ``vectors[i]`` (any ``[n, d]`` array: word2vec's, gensim's,
-    synthetic); ``score_fn(words, vectors) -> ρ`` scores a set of vectors (e.g.
-    ``lambda w, v: word2vec.evaluate_word_pairs(w, v).spearman``; an object with ``.spearman``
-    is accepted too). PCA is fitted once at ``max(ks)``; with the exact method (the default
-    for fewer than 2,000 dims) every smaller k is its prefix.
-
-    ``space="reconstructed"`` (default) scores the k-dim codes mapped back to d dims, mean
-    added: the best rank-k approximation of the vectors, equal to them at k = d (so the curve
-    ends at the original score). ``"projected"`` scores the k-dim codes themselves: they are
-    centred, and removing the mean changes cosines even at k = d — for weakly trained vectors
-    that share a large common direction it can change ρ a lot, in either direction.
-
-    Returns one row for the original vectors (``compressed=False``, ``k = d``) and one per k:
-    ``k``, ``compressed``, ``explained_variance`` (cumulative share of the total variance),
-    ``score``, ``matrix_bytes`` (the n × k codes in float32) and ``projection_bytes`` (the
-    k × d components and the mean, needed to map codes back; 0 for the original).
-    """
-    if space not in ("projected", "reconstructed"):
-        raise ValueError(f"space must be 'projected' or 'reconstructed', got {space!r}")
-    if not callable(score_fn):
-        raise TypeError(f"score_fn must be callable, got {type(score_fn).__name__}")
-    words = list(words)
-    array = _as_numpy(vectors)
-    n, d = array.shape
-    if len(words) != n:
-        raise ValueError(f"words ({len(words)}) and vectors ({n} rows) differ in length")
-    if isinstance(ks, (str, int)) or not len(ks):
-        raise ValueError("ks must be a non-empty sequence of ints")
-    ks = sorted({check_int("ks[i]", k, 1) for k in ks})
-    if ks[-1] > min(n, d):
-        raise ValueError(f"ks must be <= min(n_words, dim) = {min(n, d)}, got {ks[-1]}")
-    pca = pca_compress(array, ks[-1], exact=exact, seed=seed)
-    records = [
-        {
-            "k": d,
-            "compressed": False,
-            "explained_variance": 1.0,
-            "score": _score(score_fn(words, array.astype(np.float32))),
-            "matrix_bytes": n * d * 4,
-            "projection_bytes": 0,
-        }
-    ]
-    for k in ks:
-        part = pca.truncated(k)
-        z = part.transform(array)
-        if space == "reconstructed":
-            z = part.inverse_transform(z)
-        records.append(
-            {
-                "k": k,
-                "compressed": True,
-                "explained_variance": float(part.explained_variance_ratio.sum()),
-                "score": _score(score_fn(words, z.cpu().numpy().astype(np.float32))),
-                "matrix_bytes": n * k * 4,
-                "projection_bytes": (k * d + d) * 4,
-            }
-        )
-    return pd.DataFrame(records)
-
-
-def compose_word_vectors(
-    bpe: BPETokenizer,
-    words: Sequence[str],
-    subwords: Sequence[str],
-    subword_vectors: Any,
-) -> tuple[list[str], np.ndarray]:
-    """Word vectors as the mean of their BPE subwords' vectors (note, topic 3; C30's quality
-    side): ``subwords[i]`` (a subword string as ``bpe.tokens`` spells it) has vector
-    ``subword_vectors[i]``, e.g. from word2vec trained on ``bpe.tokenize_corpus(texts)``.
-
-    Words are spelled as inside a text (``bpe.word_tokens``: after a space, the spelling of
-    almost every occurrence). Returns the words whose every subword has a vector, and their
-    vectors (float32). With a subword model trained on the same corpus that is nearly every
-    word, including words never seen whole; a word can still miss out when one of its pieces
-    is an intermediate merge that the final encoding of the corpus never emits.
-    """
-    array = _as_numpy(subword_vectors)
-    subwords = list(subwords)
-    if len(subwords) != len(array):
-        raise ValueError(f"subwords ({len(subwords)}) and vectors ({len(array)}) differ")
-    index = {s: i for i, s in reversed(list(enumerate(subwords)))}
-    kept, rows = [], []
-    for word in words:
-        pieces = bpe.word_tokens(word)
-        if pieces and all(p in index for p in pieces):
-            kept.append(word)
-            rows.append(array[[index[p] for p in pieces]].astype(np.float64).mean(axis=0))
-    if not kept:
-        return [], np.zeros((0, array.shape[1]), dtype=np.float32)
-    return kept, np.stack(rows).astype(np.float32)
-
-
-# --------------------------------------------------------------------------------------------
 # Subword vectors against word vectors, seed after seed (C30)
 # --------------------------------------------------------------------------------------------
 
@@ -260,7 +133,7 @@ def subword_quality(
     whose threads fight over the same rows (the small BPE tables most of all); each run is
     deterministic for its seed whatever ``jobs`` is, with ``workers=1`` in ``config``."""
     from chapter20.vocab.bpe import train_bpe
-    from chapter20.word2vec.skipgram_training import train_word2vec
+    from chapter20.word2vec.skipgram_training import train_word2vec, untrained_vectors
     from chapter20.word2vec.vectors import evaluate_word_pairs
 
     if not len(seeds):
@@ -279,7 +152,7 @@ def subword_quality(
         {name: (bpes[size].tokenize_corpus(sentences), 1) for name, size in names.items()}
     )
     untrained = {
-        (seed, name): _untrained(text, replace(config, min_count=count, seed=seed))
+        (seed, name): untrained_vectors(text, replace(config, min_count=count, seed=seed))
         for seed in seeds
         for name, (text, count) in corpora.items()
     }
@@ -316,19 +189,6 @@ def subword_quality(
 
 #: A model's name + this: the same model before its first step, what "learned" is measured against.
 UNTRAINED = ", untrained"
-
-
-def _untrained(sentences: Sequence[Sequence[str]], config: Word2VecConfig):
-    """The word vectors ``train_word2vec(sentences, config)`` starts from (its vocabulary, its
-    seed's initial weights), before any step."""
-    from chapter20.word2vec.skipgram import SkipGram
-    from chapter20.word2vec.skipgram_training import run_seeds
-    from chapter20.word2vec.vectors import WordVectors
-
-    vocab = build_vocab(sentences, min_count=config.min_count)
-    model = SkipGram(config.objective, vocab.counts, dim=config.dim, negative=config.negative,
-                     seed=run_seeds(config.seed, 0)[0])  # fmt: skip
-    return WordVectors(words=tuple(vocab.words), vectors=model.input_vectors.numpy().copy())
 
 
 def subword_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -386,14 +246,16 @@ def subword_study(
     *,
     device: Any = None,
     epochs: int | None = None,
+    config: Word2VecConfig = SUBWORD_CONFIG,
 ) -> SubwordRuns:
-    """:func:`subword_quality` with notebook 10's settings on every sentence of the Wikipedia
-    sample, two trainings at once on a CPU (one per core), one at a time on an accelerator."""
+    """:func:`subword_quality` with notebook 10's settings (``config``, on ``device``, for
+    ``epochs`` if given) on every sentence of the Wikipedia sample, two trainings at once on a
+    CPU (one per core), one at a time on an accelerator."""
     from chapter20.core.device import get_device
     from chapter20.word2vec.corpus import corpus_sentences
 
     device = get_device() if device is None else torch.device(device)
-    config = replace(SUBWORD_CONFIG, device=str(device))
+    config = replace(config, device=str(device))
     if epochs is not None:
         config = replace(config, epochs=check_int("epochs", epochs, 1))
     return subword_quality(
@@ -409,16 +271,17 @@ CHECK_SEED, CHECK_EPOCHS = 1, 5
 CHECK_MODEL = f"words, {CHECK_EPOCHS} epochs (live check)"
 
 
-def _check_row(device=None) -> tuple[dict, Any]:
+def _check_row(device=None, config: Word2VecConfig = SUBWORD_CONFIG) -> tuple[dict, Any]:
     """Seed :data:`CHECK_SEED`'s word model trained :data:`CHECK_EPOCHS` epochs, else with the
-    study's settings, and its row in the study's columns; returns ``(row, vectors)``."""
+    study's settings (``config``), and its row in the study's columns; returns
+    ``(row, vectors)``."""
     from chapter20.core.device import get_device
     from chapter20.word2vec.corpus import corpus_sentences
     from chapter20.word2vec.skipgram_training import train_word2vec
     from chapter20.word2vec.vectors import evaluate_word_pairs
 
     device = get_device() if device is None else torch.device(device)
-    config = replace(SUBWORD_CONFIG, seed=CHECK_SEED, epochs=CHECK_EPOCHS, device=str(device))
+    config = replace(config, seed=CHECK_SEED, epochs=CHECK_EPOCHS, device=str(device))
     vectors = train_word2vec(corpus_sentences("wiki"), config)
     score = evaluate_word_pairs(vectors.words, vectors.vectors)
     row = {
@@ -430,17 +293,18 @@ def _check_row(device=None) -> tuple[dict, Any]:
     return row, vectors
 
 
-def subword_benchmark(out: str = ""):
-    """``chapter20 bench subwords``: :func:`subword_study` over :data:`SUBWORD_SEEDS` (about two
-    minutes on two CPU cores) and its :func:`subword_summary`, printed, and the live check's
-    row (:data:`CHECK_MODEL`); with ``out`` written as ``data/subword_quality.csv`` reads."""
+def subword_benchmark(out: str = "", config: Word2VecConfig = SUBWORD_CONFIG):
+    """``chapter20 bench subwords``: :func:`subword_study` over :data:`SUBWORD_SEEDS` with
+    ``config`` (about two minutes on two CPU cores) and its :func:`subword_summary`, printed,
+    and the live check's row (:data:`CHECK_MODEL`); with ``out`` written as
+    ``data/subword_quality.csv`` reads."""
     from chapter20.core.corpora import train_test_split_articles, wiki_articles
     from chapter20.labs.common import study_output, write_study
 
     train, _ = train_test_split_articles(wiki_articles(), 0.1, seed=0)
-    frame = subword_study(train).frame
+    frame = subword_study(train, config=config).frame
     print(subword_summary(frame).round(3).to_string())
-    frame = pd.concat([frame, pd.DataFrame([_check_row()[0]])], ignore_index=True)
+    frame = pd.concat([frame, pd.DataFrame([_check_row(config=config)[0]])], ignore_index=True)
     print(frame.round(3).to_string(index=False))
     if study_output(out):
         print("written:", write_study(frame, study_output(out), "chapter20 bench subwords"))
@@ -463,9 +327,9 @@ def word_model_check(record: pd.DataFrame, *, device=None):
     return vectors, float(rows["rho_same_pairs"].iloc[0]), float(row["rho_same_pairs"])
 
 
-#: C30's margin (``data/claims.csv``): composed subword vectors keep the quality when their mean
-#: ρ is at most this far below the word vectors'; the control is detected when it falls further.
-C30_MARGIN = 0.05
+#: How far below the word vectors' mean ρ composed subword vectors may fall and still keep the
+#: quality (C30's criterion, ``data/claims.csv``); the control is detected when it falls further.
+SUBWORD_MARGIN = 0.05
 
 
 def pruned_matrix_ratio_evidence(prune: pd.DataFrame) -> dict:
@@ -486,7 +350,7 @@ def subword_quality_gap_evidence(summary: pd.DataFrame, bpe_sizes: pd.DataFrame)
     conditions that every model but the control learned (``learned``: above the same model
     untrained, beyond the seed spread) and that the smallest size has fewer rows than the word
     vocabulary, no held-out ``[UNK]`` and no pair left out; ``control_detected`` when the
-    control's mean Δρ falls more than :data:`C30_MARGIN` below."""
+    control's mean Δρ falls more than :data:`SUBWORD_MARGIN` below."""
     control = summary[summary.index.str.endswith("(control)")]
     sizes = summary.drop(index=["words", *control.index])
     smallest, worst = sizes.loc[sizes["rows"].idxmin()], sizes.loc[sizes["delta_mean"].idxmin()]
@@ -513,7 +377,7 @@ def subword_quality_gap_evidence(summary: pd.DataFrame, bpe_sizes: pd.DataFrame)
             ),
             "fewer rows, no [UNK], no pair left out": bool(no_gaps),
         },
-        "control_detected": bool(len(control) and (control.delta_mean < -C30_MARGIN).all()),
+        "control_detected": bool(len(control) and (control.delta_mean < -SUBWORD_MARGIN).all()),
     }
 
 

@@ -8,6 +8,10 @@ carries.
 - ``autoencoder``: a small autoencoder, the alternative to PCA for a sparse input;
 - ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
   a fixed PCA projection (C28);
+- ``bag_of_words``: the note's PCA example as a pipeline: sentences as bag-of-words rows, their
+  PCA compression, and a classifier of their article trained on each variant (C28);
+- ``word_vectors``: word vectors composed from BPE subwords' (C30), and compressed by PCA and
+  scored at each size (C28);
 - ``tokenizers``: word and subword tokenisers that travel with an encoder (§20.6).
 
 Everything public is importable from ``chapter20.vocab``; inside the package, import from the
@@ -17,6 +21,17 @@ submodule.
 from chapter20.vocab.autoencoder import (
     AutoencoderResult,
     train_autoencoder,
+)
+from chapter20.vocab.bag_of_words import (
+    BagOfWordsData,
+    CompressedInput,
+    adam_optimizer,
+    bag_of_words_data,
+    check_variants,
+    classifier_step,
+    compress_bag_of_words,
+    projection_accuracy,
+    projection_model,
 )
 from chapter20.vocab.bpe import (
     BPE_UNK,
@@ -53,12 +68,18 @@ from chapter20.vocab.vocabulary import (
     element_bytes,
     pruning_table,
 )
+from chapter20.vocab.word_vectors import (
+    compose_word_vectors,
+    pca_quality_curve,
+)
 
 __all__ = [
     "AutoencoderResult",
     "BPETokenizer",
     "BPE_UNK",
     "BagOfWordsBatches",
+    "BagOfWordsData",
+    "CompressedInput",
     "PCAResult",
     "ProjectionModel",
     "SubwordTokenizer",
@@ -67,17 +88,26 @@ __all__ = [
     "VARIANTS",
     "Vocabulary",
     "WordTokenizer",
+    "adam_optimizer",
     "apply_merges",
+    "bag_of_words_data",
     "bpe_table",
     "break_even_out_dim",
     "build_tokenizer",
     "build_vocab",
+    "check_variants",
+    "classifier_step",
+    "compose_word_vectors",
+    "compress_bag_of_words",
     "count_words",
     "element_bytes",
     "learn_merges",
     "normalize_text",
     "pad_batch",
     "pca_compress",
+    "pca_quality_curve",
+    "projection_accuracy",
+    "projection_model",
     "pruning_table",
     "tokenizer_from_spec",
     "train_autoencoder",

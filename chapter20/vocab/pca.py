@@ -10,6 +10,9 @@ reconstruction error.
 
 from __future__ import annotations
 
+import contextlib
+import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 
 from chapter20.core.checks import check_int
+from chapter20.core.device import set_seed
 
 __all__ = [
     "PCAResult",
@@ -27,6 +31,21 @@ EXACT_MAX_SIDE = 2_000
 """``pca_compress`` uses an exact SVD by default when min(n, d) is at most this ..."""
 EXACT_MAX_ELEMENTS = 2**25
 """... and the dense centred matrix has at most this many elements (128 MiB in float32)."""
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, devices: Sequence[int] | None = None) -> Iterator[None]:
+    """A block seeded by ``chapter20.core.device.set_seed(seed)`` that gives back every generator
+    it seeds (torch's on the CPU and on ``devices``, None: every CUDA device; Python's; NumPy's):
+    deterministic for ``seed``, and the caller's streams go on as if the block had not run."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=devices):
+        try:
+            set_seed(seed)
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 def _as_matrix(x: Any, name: str) -> tuple[torch.Tensor, bool]:
@@ -278,7 +297,7 @@ def pca_compress(
             f"k must be <= min(n_samples, n_features) = {min(n, d)} for x of shape ({n}, {d}), "
             f"got k={k}"
         )
-    seed = check_int("seed", seed, 0)
+    seed = check_int("seed", seed, 0, maximum=2**32 - 1)  # what set_seed takes
     niter = check_int("niter", niter, 0)
     oversample = check_int("oversample", oversample, 0)
     if exact is None:
@@ -299,14 +318,13 @@ def pca_compress(
         s, vh = s.to(x.dtype), vh.to(x.dtype)
         method = "randomized SVD (sparse)"
     else:
-        # pca_lowrank draws from the global RNG: fork it so that the caller's stream is kept.
+        # pca_lowrank draws from the global RNG: seeded in a block that gives it back.
         devices = []
         if x.device.type == "cuda":
             devices = [
                 x.device.index if x.device.index is not None else torch.cuda.current_device()
             ]
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
+        with _seeded(seed, devices):
             _, s, v = torch.pca_lowrank(x, q=q, center=True, niter=niter)
         vh = v.T
         method = "torch.pca_lowrank"
