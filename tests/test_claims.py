@@ -1,5 +1,5 @@
-"""Tests for chapter20.core.claims and data/claims.csv: the 30 claims, verdicts, logs and the
-audit."""
+"""Tests for chapter20.core.claims, chapter20.core.claim_criteria and data/claims.csv: the 30
+claims, verdicts, logs and the audit."""
 
 import dataclasses
 import json
@@ -9,19 +9,17 @@ import re
 import numpy as np
 import pytest
 
-from chapter20.core import claims
+from chapter20.core import claim_criteria, claims
+from chapter20.core.claim_criteria import BASES, LARGER, SMALLER
 from chapter20.core.claims import (
-    BASES,
     CONSISTENT,
     DOES_NOT_HOLD,
     HOLDS,
     INCONCLUSIVE,
-    LARGER,
     NEEDS_GPU,
     NOT_MEASURABLE,
     NOT_TRAINED,
     NOT_YET_MEASURED,
-    SMALLER,
     VERDICTS,
     ClaimsLog,
     audit,
@@ -115,11 +113,11 @@ def test_basis_of_the_rejudged_claims():
 
 
 def test_parse_basis():
-    assert claims._parse_basis("") == ("measured", "")
-    assert claims._parse_basis("model: alpha-beta") == ("model", "alpha-beta")
+    assert claim_criteria._parse_basis("") == ("measured", "")
+    assert claim_criteria._parse_basis("model: alpha-beta") == ("model", "alpha-beta")
     for bad in ("model", "missing:", "guess", "model alpha"):
         with pytest.raises(ValueError, match="basis"):
-            claims._parse_basis(bad)
+            claim_criteria._parse_basis(bad)
 
 
 def test_expected_text():
@@ -188,10 +186,10 @@ def test_a_definition_is_shown_not_judged(monkeypatch):
     monkeypatch.setitem(module.load_claims(), "C11", adam)
     row = check("C11", 3.0)
     assert row.verdict == module.DEFINITION and "a definition: how Adam is built" in row.note
-    kind, detail = module._parse_basis("definition: how Adam is built")
+    kind, detail = claim_criteria._parse_basis("definition: how Adam is built")
     assert (kind, detail) == ("definition", "how Adam is built")
     with pytest.raises(ValueError, match="definition"):
-        module._parse_basis("definition")
+        claim_criteria._parse_basis("definition")
 
 
 def test_check_range_ends_are_inclusive():
