@@ -258,21 +258,19 @@ def autoencoder_vs_pca(
     compressed: CompressedInput,
     *,
     epochs: int = 1,
-    batch_size: int = 256,
-    lr: float = 1e-3,
     seed: int = 0,
     device: torch.device | str | None = None,
 ) -> pd.DataFrame:
     """PCA against a small autoencoder at the same size (note, topic 3): the autoencoder of
     ``chapter20.vocab.autoencoder`` trained for ``epochs`` on the training rows to
-    ``compressed.pca.k`` dimensions, beside the fitted PCA. One row each: ``k``, the bytes
+    ``compressed.pca.k`` dimensions (seeded by ``seed``; its batch and rate are
+    ``train_autoencoder``'s), beside the fitted PCA. One row each: ``k``, the bytes
     needed to encode a new row (``encoder_bytes``), the relative reconstruction error of the
     held-out rows (``heldout_error``: 0 = nothing lost, 1 = no better than the mean),
     ``fit_s`` (the randomized SVD, or the training epochs) and the held-out accuracy of the
     same article classifier as :func:`projection_accuracy` (1 epoch, the same seed and batches)
     reading each code as a ``pca_precomputed`` row."""
-    ae = train_autoencoder(data.train, compressed.pca.k, epochs=epochs, batch_size=batch_size,
-                           lr=lr, seed=seed)  # fmt: skip
+    ae = train_autoencoder(data.train, compressed.pca.k, epochs=epochs, seed=seed)
     codes = CompressedInput(compressed.pca, ae.fit_seconds, ae.transform(data.train),
                             ae.transform(data.test))  # fmt: skip
     records = []
