@@ -280,7 +280,7 @@ def _fake_memory():
 def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weights_as_zero():
     from chapter20.core.corpora import PairData
     from chapter20.core.models import TransformerEncoder
-    from chapter20.training.pair_training import heldout_run
+    from chapter20.training.pair_training import PairRunConfig, heldout_run
 
     ids = torch.randint(1, 30, (4, 16, 6), generator=torch.Generator().manual_seed(0))
     data = PairData(*ids, vocab_size=30)
@@ -297,9 +297,10 @@ def test_heldout_run_builds_the_given_encoder_and_optimizer_and_scores_nan_weigh
         )
         return optimizer
 
-    run = heldout_run(data, TrainConfig(), steps=2, batch=4, dim=8, encoder=encoder)
+    run_config = PairRunConfig(steps=2, batch=4, vocab=30, dim=8)
+    run = heldout_run(run_config, data, encoder=encoder)
     assert isinstance(built["model"], TransformerEncoder) and 0 <= run.recall[10] <= 1
-    nan = heldout_run(data, TrainConfig(), steps=2, batch=4, dim=8, optimizer=broken)
+    nan = heldout_run(run_config, data, optimizer=broken)
     assert nan.recall == {1: 0.0, 10: 0.0}  # not "every anchor ties with its positive"
     assert nan.mrr == 0.0 and 1 / 16 <= run.mrr <= 1  # the worst possible rank is 16
 

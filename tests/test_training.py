@@ -12,6 +12,7 @@ Tolerances, and why:
 import copy
 import math
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -512,13 +513,14 @@ def test_ranks_running_different_numbers_of_chunks_fail_together_with_a_clear_er
 
 def test_a_cosine_schedule_without_total_steps_ends_at_the_runs_last_step():
     """§20.4.1 ``--schedule cosine`` needs no ``--total-steps``: a run's configuration fills it
-    with its ``steps`` (``TrainConfig.for_steps``); a Trainer given none refuses to guess."""
+    with its ``steps`` (``TrainConfig.for_run``); a Trainer given none refuses to guess."""
     cosine = TrainConfig(schedule="cosine", warmup_steps=2)
     assert cosine.total_steps is None
-    assert cosine.for_steps(30).total_steps == 30
-    assert TrainConfig(schedule="cosine", total_steps=50).for_steps(30).total_steps == 50
-    assert TrainConfig().for_steps(30) == TrainConfig()
+    assert cosine.for_run(30, 8).total_steps == 30
+    assert TrainConfig(schedule="cosine", total_steps=50).for_run(30, 8).total_steps == 50
+    assert TrainConfig().for_run(30, 8) == replace(TrainConfig(), global_batch=8)
+    assert cosine.for_run(0, 8).total_steps is None  # an untrained run has no last step
     with pytest.raises(ValueError, match="needs total_steps"):
         Trainer(BagOfEmbeddingsEncoder(20, 4), cosine)
     with pytest.raises(ValueError, match="steps"):
-        cosine.for_steps(0)
+        cosine.for_run(-1, 8)

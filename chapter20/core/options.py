@@ -21,7 +21,15 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["option", "add_options", "from_options", "config_fields", "parse_config"]
+__all__ = [
+    "option",
+    "preset_option",
+    "add_options",
+    "from_options",
+    "config_argv",
+    "config_fields",
+    "parse_config",
+]
 
 #: Metadata keys of :func:`option`.
 _HELP, _CHOICES, _CLI = "help", "choices", "cli"
@@ -44,6 +52,26 @@ def option(
             default_factory=default_factory, metadata=metadata, kw_only=kw_only
         )
     return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
+
+
+def preset_option(
+    base: type, name: str, default: Any = dataclasses.MISSING, *, default_factory: Any = None
+) -> Any:
+    """The field ``name`` of the dataclass ``base`` with a preset's own default: its help text and
+    choices are the base's (written once); ``default_factory`` for a configuration-valued
+    default. Without a default the field becomes a required keyword argument (and a required
+    option on the command line)."""
+    found = {f.name: f for f in dataclasses.fields(base)} if dataclasses.is_dataclass(base) else {}
+    if name not in found:
+        raise ValueError(
+            f"name must be a field of {getattr(base, '__name__', base)!r}, got {name!r}"
+        )
+    metadata = found[name].metadata
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=metadata, kw_only=True)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def config_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
@@ -81,12 +109,28 @@ def _is_config(kind: Any) -> bool:
     return isinstance(kind, type) and dataclasses.is_dataclass(kind)
 
 
-def add_options(parser: argparse.ArgumentParser | Any, cls: type, defaults: Any = None) -> None:
+def add_options(
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    defaults: Any = None,
+    *,
+    exclude: Sequence[str] = (),
+) -> None:
     """Add one option per command-line field of the dataclass ``cls`` to ``parser`` (a parser
     or an argument group). ``defaults`` (an instance of ``cls``) gives the defaults; without it
     the fields' own defaults are used, and a field without one becomes a required option. A
-    field whose type is a dataclass adds a group with that dataclass's fields."""
+    field whose type is a dataclass adds a group with that dataclass's fields. Fields named in
+    ``exclude`` (at any depth) get no option: :func:`from_options` leaves them at their
+    default."""
+    _add_fields(parser, parser, cls, defaults, exclude)
+
+
+def _add_fields(root, target, cls: type, defaults: Any, exclude: Sequence[str]) -> None:
+    """:func:`add_options` into ``target``; nested configurations get groups of ``root`` (argparse
+    does not nest groups)."""
     for f, hint in config_fields(cls):
+        if f.name in exclude:
+            continue
         kind, optional = _base_type(hint)
         if defaults is not None:
             default = getattr(defaults, f.name)
@@ -99,9 +143,9 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, defaults: Any 
         help_text = f.metadata.get(_HELP, "")
         if _is_config(kind):
             title = help_text or kind.__name__
-            group = getattr(parser, "add_argument_group", None)
-            target = group(title) if group is not None else parser
-            add_options(target, kind, None if default is dataclasses.MISSING else default)
+            group = getattr(root, "add_argument_group", None)
+            nested = None if default is dataclasses.MISSING else default
+            _add_fields(root, group(title) if group is not None else target, kind, nested, exclude)
             continue
         kwargs: dict[str, Any] = {"dest": f.name, "help": help_text}
         if default is dataclasses.MISSING:
@@ -118,7 +162,7 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, defaults: Any 
             if f.metadata.get(_CHOICES):
                 kwargs["choices"] = f.metadata[_CHOICES] + ((None,) if optional else ())
                 kwargs["metavar"] = "{" + ",".join(map(str, f.metadata[_CHOICES])) + "}"
-        parser.add_argument(_flag(f.name), **kwargs)
+        target.add_argument(_flag(f.name), **kwargs)
 
 
 def from_options(cls: type, namespace: argparse.Namespace, **fixed: Any) -> Any:
@@ -127,13 +171,46 @@ def from_options(cls: type, namespace: argparse.Namespace, **fixed: Any) -> Any:
     are not on the command line (or overrides them). The dataclass checks every value."""
     values = dict(fixed)
     for f, hint in config_fields(cls):
-        if f.name in values:
+        if (
+            f.name in values
+            or not hasattr(namespace, f.name)
+            and not _is_config(_base_type(hint)[0])
+        ):
             continue
         kind, _ = _base_type(hint)
         values[f.name] = (
             from_options(kind, namespace) if _is_config(kind) else getattr(namespace, f.name)
         )
     return cls(**values)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def config_argv(config: Any, defaults: Any = None) -> list[str]:
+    """The command-line options that :func:`parse_config` turns back into ``config`` (a dataclass
+    instance whose options :func:`add_options` derived, with ``defaults`` as the parser's
+    defaults, if given): one option per field whose value is not the parser's default, nested
+    configurations included. A float is written as its ``repr``, which reads back exactly."""
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TypeError(f"config must be a dataclass instance, got {config!r}")
+    argv: list[str] = []
+    for f, hint in config_fields(type(config)):
+        value = getattr(config, f.name)
+        default = getattr(defaults, f.name) if defaults is not None else _field_default(f)
+        kind, _ = _base_type(hint)
+        if _is_config(kind):
+            argv += config_argv(value, None if default is dataclasses.MISSING else default)
+        elif kind is bool:
+            if value != default:
+                argv.append(_flag(f.name) if value else "--no-" + f.name.replace("_", "-"))
+        elif value != default or default is dataclasses.MISSING:
+            text = "none" if value is None else repr(value) if isinstance(value, float) else value
+            argv += [_flag(f.name), str(text)]
+    return argv
 
 
 def parse_config(

@@ -22,6 +22,7 @@ from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.techniques.accumulation import accumulate_reference, example_weights
 from chapter20.techniques.contrastive import (
+    DEFAULT_TEMPERATURE,
     distributed_info_nce,
     gather_with_grad,
     grad_cache_backward,
@@ -47,8 +48,6 @@ __all__ = [
     "plot_memory_vs_batch",
     "benchmark",
 ]
-
-TEMPERATURE = 0.05
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,7 +114,7 @@ def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> 
 
 def _pair_loss(model: nn.Module, batch) -> torch.Tensor:
     anchors, positives = batch
-    return info_nce(model(anchors), model(positives), TEMPERATURE, reduction="none")
+    return info_nce(model(anchors), model(positives), DEFAULT_TEMPERATURE, reduction="none")
 
 
 def naive_info_nce_accumulation_gap(
@@ -126,7 +125,7 @@ def naive_info_nce_accumulation_gap(
     set_seed(seed)
     model = BagOfEmbeddingsEncoder(vocab, 32)
     anchors, positives = torch.randint(1, vocab, (2, batch, 12))
-    full = _frozen_trainer(model, config={"temperature": TEMPERATURE}).step((anchors, positives))
+    full = _frozen_trainer(model).step((anchors, positives))
     full_grads = _grads(model)
     chunks = list(zip(anchors.split(micro), positives.split(micro)))
     naive = _frozen_trainer(model, loss=_pair_loss).step(chunks)
@@ -148,7 +147,7 @@ def grad_cache_proof(
     with the RNG replayed (float32 rounding) and without (wrong masks: a real difference)."""
     set_seed(seed)
     model = TransformerEncoder(300, d_model=32, n_heads=4, n_layers=2, max_len=16, dropout=dropout)
-    log_temperature = nn.Parameter(torch.tensor(TEMPERATURE).log())
+    log_temperature = nn.Parameter(torch.tensor(DEFAULT_TEMPERATURE).log())
     model.train()
     anchors, positives = torch.randint(1, 300, (2, batch, 16))
 
@@ -183,7 +182,7 @@ def info_nce_proof(batch: int = 16, dim: int = 8, seed: int = 0) -> float:
     results = []
     for loss_fn in (info_nce, info_nce_reference):
         q, k = inputs.clone().requires_grad_().unbind(0)
-        loss = loss_fn(q, k, TEMPERATURE)
+        loss = loss_fn(q, k, DEFAULT_TEMPERATURE)
         results.append([loss.detach(), *torch.autograd.grad(loss, (q, k))])
     return max(float((a - b).abs().max()) for a, b in zip(*results))
 
@@ -197,7 +196,7 @@ def grad_cache_reference_proof(batch: int = 22, chunk_size: int = 5, seed: int =
     towers = tuple(torch.randint(1, 300, (2, batch, 16)))
 
     def loss_fn(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return info_nce(q, k, TEMPERATURE)
+        return info_nce(q, k, DEFAULT_TEMPERATURE)
 
     grads = []
     for backward in (
@@ -235,7 +234,7 @@ def distributed_proof_on_rank(
         loss = distributed_info_nce(
             encoder(queries[mine]),
             encoder(keys[mine]),
-            TEMPERATURE,
+            DEFAULT_TEMPERATURE,
             symmetric=symmetric,
             hard_negatives=encoder(local_negatives) if hard else None,
             group=group,
@@ -251,7 +250,7 @@ def distributed_proof_on_rank(
         expected_loss = info_nce(
             encoder(queries),
             encoder(keys),
-            TEMPERATURE,
+            DEFAULT_TEMPERATURE,
             symmetric=symmetric,
             hard_negatives=encoder(negatives) if hard else None,
         )

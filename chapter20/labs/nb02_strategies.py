@@ -20,9 +20,9 @@ from chapter20.core.checks import check_int
 from chapter20.core.corpora import PairData
 from chapter20.core.plotting import new_figure
 from chapter20.labs.common import UNTRAINED
-from chapter20.techniques.contrastive import info_nce
+from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, info_nce
 from chapter20.training.config import TrainConfig
-from chapter20.training.pair_training import heldout_run
+from chapter20.training.pair_training import PairRunConfig, heldout_run
 
 __all__ = [
     "TrainingRun",
@@ -39,12 +39,10 @@ __all__ = [
     "plot_recalls",
 ]
 
-TEMPERATURE = 0.05
-
 
 def _accumulated_info_nce(model: torch.nn.Module, batch) -> torch.Tensor:
     """One InfoNCE loss per pair of a micro-batch, against that micro-batch's keys only."""
-    return info_nce(model(batch[0]), model(batch[1]), TEMPERATURE, reduction="none")
+    return info_nce(model(batch[0]), model(batch[1]), DEFAULT_TEMPERATURE, reduction="none")
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +84,7 @@ def train_pairs(
     steps: int = 150,
     lr: float = 3e-3,
     dim: int = 128,
-    temperature: float = TEMPERATURE,
+    temperature: float = DEFAULT_TEMPERATURE,
     seed: int = 0,
 ) -> TrainingRun:
     """Train the bag-of-embeddings encoder on ``data`` with one of ``STRATEGIES`` or the
@@ -110,7 +108,11 @@ def train_pairs(
         config = replace(config, chunk_size=micro)
     step_size = micro if method == "small batch" else batch
     steps = 0 if method == UNTRAINED else steps  # the same encoder before its first step
-    run = heldout_run(data, config, steps=steps, batch=step_size, seed=seed, dim=dim, loss=loss)
+    run = heldout_run(
+        PairRunConfig(steps=steps, batch=step_size, seed=seed, vocab=data.vocab_size, dim=dim,
+                      training=config),
+        data, loss=loss,
+    )  # fmt: skip
     negatives = (micro if method in ("small batch", "naive accumulation") else batch) - 1
     if method == UNTRAINED:
         negatives = 0

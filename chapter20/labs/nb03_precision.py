@@ -30,7 +30,7 @@ from chapter20.core.models import TransformerEncoder
 from chapter20.core.seed_statistics import beyond_noise
 from chapter20.cost.estimates import H200_MEASUREMENT, THROUGHPUT_CODE, ThroughputRecord
 from chapter20.labs.common import UNTRAINED, compare_times, run_or_record, timing_columns
-from chapter20.techniques.contrastive import info_nce
+from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
     matmul_speedup,
@@ -38,7 +38,7 @@ from chapter20.techniques.precision import (
     store_weights_in,
 )
 from chapter20.training.config import TrainConfig
-from chapter20.training.pair_training import heldout_run
+from chapter20.training.pair_training import PairRunConfig, heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
@@ -79,8 +79,6 @@ __all__ = [
     "benchmark",
 ]
 
-TEMPERATURE = 0.05
-
 
 def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
     """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
@@ -113,7 +111,7 @@ def encoder(vocab: int = 4_000, d_model: int = 128, layers: int = 2, seed: int =
 def pair_loss(model: nn.Module, batch) -> torch.Tensor:
     """InfoNCE of the encoded anchors against the encoded positives (computed in fp32)."""
     anchors, positives = batch
-    return info_nce(model(anchors), model(positives), TEMPERATURE)
+    return info_nce(model(anchors), model(positives), DEFAULT_TEMPERATURE)
 
 
 def _random_pairs(batch: int, seq_len: int, vocab: int, seed: int) -> tuple[torch.Tensor, ...]:
@@ -127,7 +125,7 @@ def _random_pairs(batch: int, seq_len: int, vocab: int, seed: int) -> tuple[torc
 
 def _adam_trainer(model: nn.Module, precision: str, lr: float, **options) -> Trainer:
     """The composed trainer with Adam's update (AdamW without decay) in ``precision``."""
-    config = TrainConfig(precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE)
+    config = TrainConfig(precision=precision, lr=lr, weight_decay=0.0)
     return Trainer(model, replace(config, **options))
 
 
@@ -149,7 +147,7 @@ def overflow_steps(precision: str, factors=(1.0, 1e6, float("inf"), 1.0)) -> pd.
 
     def scaled_loss(model: nn.Module, batch) -> torch.Tensor:
         anchors, positives = batch
-        losses = info_nce(model(anchors), model(positives), TEMPERATURE, reduction="none")
+        losses = info_nce(model(anchors), model(positives), DEFAULT_TEMPERATURE, reduction="none")
         return factor["value"] * losses
 
     trainer = Trainer(
@@ -423,12 +421,11 @@ def quality_runs(
         losses = {}
         for arm in arms:
             precision = arm if arm in ("fp32", "bf16", "fp16") else "fp32"
-            config = TrainConfig(
-                precision=precision, lr=lr, weight_decay=0.0, temperature=TEMPERATURE
-            )
+            config = TrainConfig(precision=precision, lr=lr, weight_decay=0.0)
             run = heldout_run(
-                data, config, steps=0 if arm == UNTRAINED else steps, batch=batch, seed=seed,
-                dim=d_model, encoder=build, optimizer=_fp8_weights(lr) if arm == CONTROL else None,
+                PairRunConfig(steps=0 if arm == UNTRAINED else steps, batch=batch, seed=seed,
+                              vocab=data.vocab_size, dim=d_model, training=config),
+                data, encoder=build, optimizer=_fp8_weights(lr) if arm == CONTROL else None,
             )  # fmt: skip
             losses[arm] = run.losses
             records.append(

@@ -41,7 +41,7 @@ from chapter20.techniques.optimizers import (
 )
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import plan
-from chapter20.training.pair_training import heldout_run
+from chapter20.training.pair_training import PairRunConfig, heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
@@ -165,8 +165,11 @@ def convergence(
             build = _coarse_state(lr, config.weight_decay) if control else None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # as _quiet_optimizer
-                run = heldout_run(data, config, steps=0 if kind == UNTRAINED else steps,
-                                  batch=batch, seed=seed, optimizer=build)  # fmt: skip
+                run = heldout_run(
+                    PairRunConfig(steps=0 if kind == UNTRAINED else steps, batch=batch,
+                                  seed=seed, vocab=data.vocab_size, training=config),
+                    data, optimizer=build,
+                )  # fmt: skip
             records.append(
                 {
                     "optimizer": kind,

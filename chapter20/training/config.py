@@ -11,26 +11,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from chapter20.core.checks import check_int, check_optional_positive, check_positive
+from chapter20.core.checks import (
+    check_int,
+    check_optional_int,
+    check_optional_positive,
+    check_positive,
+)
 from chapter20.core.options import option
 from chapter20.techniques.activation_checkpointing import POLICIES
+from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE
+from chapter20.techniques.ddp_hooks import COMPRESSIONS
+from chapter20.techniques.distributed import scale_lr
 from chapter20.techniques.optimizers import OPTIMIZER_KINDS
 from chapter20.techniques.precision import PRECISIONS
 
-__all__ = ["SCHEDULES", "TrainConfig"]
+__all__ = ["SCHEDULES", "ZERO1_KINDS", "TrainConfig"]
 
 #: Learning-rate schedules after the warm-up.
 SCHEDULES = ("constant", "cosine")
+#: The optimizer kinds whose state ``zero1`` shards (PyTorch's own optimizers).
+ZERO1_KINDS = ("adamw", "adamw_fused", "sgd_nesterov")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Every switch of the composed training step (§20.6); each field is checked on creation.
 
-    - optimizer and schedule (§20.3.2, §20.4.1): ``optimizer``, ``lr``, ``weight_decay`` (None:
-      the kind's default), ``warmup_steps``, ``schedule`` ("cosine" decays to 0 at
-      ``total_steps``; None: the run's last step, see :meth:`for_steps`), ``clip_norm`` (None:
-      no clipping), ``state_32bit_tables``;
+    - optimizer and schedule (§20.3.2, §20.4.1): ``optimizer``, ``lr`` (the rate at
+      ``base_batch``, scaled linearly to the run's global batch: :attr:`peak_lr`; None: not
+      scaled), ``weight_decay`` (None: the kind's default), ``warmup_steps``, ``schedule``
+      ("cosine" decays to 0 at ``total_steps``; None: the run's last step, see :meth:`for_run`),
+      ``clip_norm`` (None: no clipping), ``state_32bit_tables``, ``zero1`` (the optimizer state
+      sharded over the ranks, ZeRO stage 1);
     - precision (§20.2.2): ``precision`` ("auto": bf16 where the device runs it fast, else
       fp32), ``init_scale`` (the fp16 loss scale to start from);
     - a bigger batch than fits (§20.2.1): ``micro_batches`` (exact accumulation, for a loss
@@ -44,11 +56,21 @@ class TrainConfig:
       resumable loop's: ``chapter20.training.loop.LoopConfig``.)
     - a table too large for one device (§20.1): ``sharded_table`` splits the rows of the
       encoder's ``nn.Embedding`` tables over the ranks (row-wise sharding beside data
-      parallelism: each rank looks up its own ids).
+      parallelism: each rank looks up its own ids);
+    - data parallelism (§20.4): ``gradient_compression``, the precision the gradient all-reduce
+      sends (a DDP communication hook that also counts the bytes).
+
+    ``total_steps`` and ``global_batch`` describe the run the step belongs to: a run's
+    configuration (``chapter20.training.run_config.RunConfig``) fills them in (:meth:`for_run`).
     """
 
     optimizer: str = option("adamw", "optimizer kind (§20.3.2)", choices=OPTIMIZER_KINDS)
-    lr: float = option(1e-3, "peak learning rate")
+    lr: float = option(1e-3, "peak learning rate (at --base-batch, if given)")
+    base_batch: int | None = option(
+        None,
+        "the global batch at which --lr is the rate: other batches scale it linearly, with the "
+        "warm-up (§20.4.1; none: the rate at any batch)",
+    )
     weight_decay: float | None = option(None, "weight decay (none: the optimizer kind's)")
     warmup_steps: int = option(0, "linear warm-up steps")
     schedule: str = option("constant", "rate after the warm-up", choices=SCHEDULES)
@@ -63,7 +85,7 @@ class TrainConfig:
     chunk_size: int | None = option(
         None, "gradient caching: rows per chunk, for the contrastive loss (§20.2.1)"
     )
-    temperature: float = option(0.05, "InfoNCE temperature (the start, if learned)")
+    temperature: float = option(DEFAULT_TEMPERATURE, "InfoNCE temperature (the start, if learned)")
     learn_temperature: bool = option(False, "learn the temperature (a parameter under DDP)")
     symmetric: bool = option(False, "InfoNCE in both directions")
     cross_rank_negatives: bool = option(True, "negatives from every rank's keys (§20.1)")
@@ -76,6 +98,13 @@ class TrainConfig:
     sharded_table: bool = option(
         False,
         "split the embedding table's rows over the ranks, each rank looking up its own ids (§20.1)",
+    )
+    zero1: bool = option(False, "shard the optimizer state over the ranks (ZeRO stage 1, §20.3.2)")
+    gradient_compression: str = option(
+        "none", "what the gradient all-reduce sends under DDP (§20.4)", choices=COMPRESSIONS
+    )
+    global_batch: int | None = option(
+        None, "the run's global batch, over all ranks (set by for_run)", cli=False
     )
 
     def __post_init__(self) -> None:
@@ -95,9 +124,24 @@ class TrainConfig:
         if k is not None:
             check_int("activation_checkpointing_k", k, 1)
         for name in ("state_32bit_tables", "learn_temperature", "symmetric",
-                     "cross_rank_negatives", "sharded_table"):  # fmt: skip
+                     "cross_rank_negatives", "sharded_table", "zero1"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.gradient_compression not in COMPRESSIONS:
+            raise ValueError(
+                f"gradient_compression must be one of {', '.join(COMPRESSIONS)}, "
+                f"got {self.gradient_compression!r}"
+            )
+        if self.zero1 and self.sharded_table:
+            raise ValueError(
+                "zero1 and sharded_table: each rank already holds only its table rows and their "
+                "optimizer state; ZeRO would treat the rows as replicas"
+            )
+        if self.zero1 and self.optimizer not in ZERO1_KINDS:
+            raise ValueError(
+                f"zero1 shards the state of {', '.join(ZERO1_KINDS)}, got optimizer "
+                f"{self.optimizer!r} (an 8-bit state is already a quarter of AdamW's)"
+            )
 
     def _check_optimizer(self) -> None:
         if self.optimizer not in OPTIMIZER_KINDS:
@@ -107,6 +151,8 @@ class TrainConfig:
         check_positive("lr", self.lr)
         if self.weight_decay is not None:
             check_positive("weight_decay", self.weight_decay, zero=True)
+        for name in ("base_batch", "global_batch"):
+            check_optional_int(name, getattr(self, name), 1)
         check_int("warmup_steps", self.warmup_steps, 0)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
@@ -114,15 +160,29 @@ class TrainConfig:
             check_int("total_steps", self.total_steps, 1)
         check_optional_positive("clip_norm", self.clip_norm)
 
-    def for_steps(self, steps: int) -> TrainConfig:
-        """This step for a run of ``steps`` optimizer steps (§20.4.1): a cosine schedule without
-        ``total_steps`` reaches 0 at the run's last step; otherwise the same configuration. A run
-        configuration (``SpotConfig``, ``DemoConfig``, ``RunConfig``) calls it with its ``steps``,
-        so ``--total-steps`` is needed only for a schedule that ends elsewhere."""
-        steps = check_int("steps", steps, 1)
-        if self.schedule == "cosine" and self.total_steps is None:
-            return replace(self, total_steps=steps)
-        return self
+    def for_run(self, steps: int, batch: int) -> TrainConfig:
+        """This step in a run of ``steps`` optimizer steps of ``batch`` examples over all ranks
+        (§20.4.1): ``global_batch`` is the run's batch, and a cosine schedule without
+        ``total_steps`` reaches 0 at the run's last step (``steps=0``, an untrained model, leaves
+        it unset). A run's configuration calls it, so ``--total-steps`` is needed only for a
+        schedule that ends elsewhere."""
+        steps, batch = check_int("steps", steps, 0), check_int("batch", batch, 1)
+        ends = self.schedule == "cosine" and self.total_steps is None and steps > 0
+        return replace(self, global_batch=batch, total_steps=steps if ends else self.total_steps)
+
+    @property
+    def peak_lr(self) -> float:
+        """The rate after the warm-up (§20.4.1): ``lr``, scaled linearly from ``base_batch`` to the
+        run's ``global_batch`` when ``base_batch`` is given (``lr × global_batch / base_batch``;
+        ValueError if the run's batch is not known: see :meth:`for_run`)."""
+        if self.base_batch is None:
+            return self.lr
+        if self.global_batch is None:
+            raise ValueError(
+                "base_batch scales the rate to the run's global batch, which this step does not "
+                "know: build it from a run's configuration (TrainConfig.for_run)"
+            )
+        return scale_lr(self.lr, self.base_batch, self.global_batch)
 
     def _check_precision_and_batch(self) -> None:
         if self.precision != "auto" and self.precision not in PRECISIONS:

@@ -148,8 +148,7 @@ def resumable_loop(
     loop: LoopConfig,
     *,
     steps: int,
-    directory: str | os.PathLike,
-    step: Callable[[Any], StepResult] | None = None,
+    directory: str | os.PathLike | None,
     after_step: Callable[[int, StepResult], None] | None = None,
     extra_state: Callable[[], dict[str, Any]] | None = None,
     on_restore: Callable[[dict[str, Any]], None] | None = None,
@@ -158,38 +157,39 @@ def resumable_loop(
     surviving preemption as ``loop`` says (§20.5.2); every rank calls it.
 
     Each iteration takes ``next_batch()`` (which must draw from ``sampler``, whose position the
-    checkpoints save), runs ``step(batch)`` (default ``trainer.step``) and then ``after_step(step,
-    result)`` (progress, periodic evaluation: it must not draw from the RNG the training uses).
+    checkpoints save), runs ``trainer.step(batch)`` and then ``after_step(step, result)``
+    (progress, periodic evaluation: it must not draw from the RNG the training uses).
     Checkpoints go through :class:`~chapter20.training.checkpoints.CheckpointManager` on
     ``loop``'s schedule and at the last step, holding ``trainer.capture_state(sampler,
     **extra_state())``; ``on_restore(extra)`` sees those entries of the checkpoint it resumes
     from, before the first step (e.g. the evaluations made before a kill). Chaos kills, the
     progress log and preemption notices (SIGTERM, SIGINT, the notice file: save, then exit with
     :data:`~chapter20.training.preemption.EXIT_PREEMPTED`) are those of the module docstring.
+    ``directory=None`` keeps nothing: no checkpoint is read or written, no progress is logged,
+    and a signal ends the run as it would any program (chaos kills and a notice file, which
+    need a checkpoint to resume from, are refused).
     """
     if not isinstance(loop, LoopConfig):
         raise TypeError(f"loop must be a LoopConfig, got {type(loop).__name__}")
-    steps, directory = check_int("steps", steps, 1), Path(directory)
-    manager = CheckpointManager(directory, loop.keep_last, group=trainer.group)
-    schedule = CheckpointSchedule(loop.checkpoint_every, loop.checkpoint_seconds)
-    state = manager.load_latest()
+    steps = check_int("steps", steps, 1)
+    if directory is None and (loop.chaos_kills or loop.notice_file is not None):
+        raise ValueError("chaos_kills and notice_file need a directory to save and resume from")
+    keeper = None if directory is None else _Keeper(Path(directory), loop, trainer)
+    state = keeper.manager.load_latest() if keeper else None
     start = trainer.restore_state(state, sampler) if state is not None else 0
     restored = dict(state["extra"]) if state is not None else {}
     if on_restore is not None and state is not None:
         on_restore(restored)
-    launch = len(_read_json(directory / CHAOS_FILE, {"kills": []})["kills"])
-    chaos = trainer.rank == 0 and loop.chaos_kills
-    kill_at = _planned_kill(loop, steps, start, directory) if chaos else None
-    log = open(directory / PROGRESS_FILE, "a") if trainer.rank == 0 else contextlib.nullcontext()
-    run_step = step or trainer.step
+    launch = keeper.launch if keeper else 0
+    kill_at = keeper.planned_kill(steps, start) if keeper else None
     done, save_seconds = start, []
     with (
         deterministic_mode(enabled=loop.deterministic),
-        log as progress,
-        PreemptionHandler(notice_file=loop.notice_file) as preemption,
+        keeper.progress_log() if keeper else contextlib.nullcontext() as progress,
+        PreemptionHandler(notice_file=loop.notice_file) if keeper else _NoNotice() as preemption,
     ):
         while done < steps:
-            result = run_step(next_batch())
+            result = trainer.step(next_batch())
             done += 1
             time.sleep(loop.step_delay)
             if after_step is not None:
@@ -199,18 +199,56 @@ def resumable_loop(
                 progress.write(json.dumps(record) + "\n")
                 progress.flush()
             if done == kill_at:
-                _kill_self(directory, done)
+                _kill_self(keeper.directory, done)
             if loop.stop_after is not None and done - start >= loop.stop_after:
                 return LoopResult(start, done, True, save_seconds, restored, launch)
             stop = preemption.should_stop(trainer.group)
-            if stop or schedule.due(done, trainer.group) or done == steps:
+            if keeper and (stop or keeper.schedule.due(done, trainer.group) or done == steps):
                 extra = extra_state() if extra_state is not None else {}
-                manager.save(trainer.capture_state(sampler, **extra))
-                schedule.saved()
-                save_seconds.append(manager.last_save_seconds)
+                save_seconds.append(keeper.save(trainer.capture_state(sampler, **extra)))
             if stop:
                 sys.exit(EXIT_PREEMPTED)
     return LoopResult(start, done, False, save_seconds, restored, launch)
+
+
+class _Keeper:
+    """What a loop with a directory keeps there: checkpoints on a schedule, rank 0's progress
+    log, and the chaos kills recorded so far."""
+
+    def __init__(self, directory: Path, loop: LoopConfig, trainer: Trainer):
+        self.directory, self.loop, self.rank = directory, loop, trainer.rank
+        self.manager = CheckpointManager(directory, loop.keep_last, group=trainer.group)
+        self.schedule = CheckpointSchedule(loop.checkpoint_every, loop.checkpoint_seconds)
+        self.launch = len(_read_json(directory / CHAOS_FILE, {"kills": []})["kills"])
+
+    def planned_kill(self, steps: int, start: int) -> int | None:
+        if self.rank != 0 or not self.loop.chaos_kills:
+            return None
+        return _planned_kill(self.loop, steps, start, self.directory)
+
+    def progress_log(self):
+        if self.rank != 0:
+            return contextlib.nullcontext()
+        return open(self.directory / PROGRESS_FILE, "a")
+
+    def save(self, state: dict[str, Any]) -> float:
+        """Save ``state``; the seconds the save took."""
+        self.manager.save(state)
+        self.schedule.saved()
+        return self.manager.last_save_seconds
+
+
+class _NoNotice:
+    """The preemption handler of a loop that keeps nothing: never asks to stop."""
+
+    def __enter__(self) -> _NoNotice:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def should_stop(self, group=None) -> bool:
+        return False
 
 
 def read_progress(directory: str | os.PathLike) -> list[dict]:

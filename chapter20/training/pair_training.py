@@ -1,54 +1,74 @@
-"""§20.2 and §20.6 contrastive training on (anchor, positive) pairs through the composed step,
-and its held-out score: the quality run that §20.2.1 (batch strategies), §20.2.2 (precisions)
-and §20.3.2 (optimizers) change one option of.
+"""§20.2 and §20.6 the short contrastive run on (anchor, positive) pairs, and its held-out score:
+the quality run that §20.2.1 (batch strategies), §20.2.2 (precisions) and §20.3.2 (optimizers)
+change one option of.
 
-- :func:`train_on_pairs`: ``steps`` steps of a :class:`~chapter20.training.trainer.Trainer` on
-  seeded batches of pairs (the one loop the labs and tests share);
-- :func:`heldout_run` / :class:`HeldoutRun`: the bag-of-embeddings encoder (or a given one)
-  trained through it from a seed, scored by held-out recall@1, @10 and MRR in float32.
+:class:`PairRunConfig` is the preset of the one run specification
+(``chapter20.training.run_config.RunConfig``) for the shared contrastive model: the
+bag-of-embeddings encoder on next-sentence pairs of the Wikipedia sample. The DDP demo and the
+spot demo (``chapter20.demos``) are presets of it too. :func:`heldout_run` trains it through the
+one run driver (``chapter20.training.driver``) on seeded batches of pairs (:func:`pair_batches`),
+then scores held-out recall@1, @10 and MRR in float32 (:class:`HeldoutRun`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from chapter20.core.checks import check_int
-from chapter20.core.corpora import PairData, shuffled_batches
-from chapter20.core.device import set_seed
+from chapter20.core.corpora import PairData, pair_data, shuffled_batches
 from chapter20.core.models import BagOfEmbeddingsEncoder
+from chapter20.core.options import option, preset_option
 from chapter20.techniques.contrastive import recall_at_k, retrieval_scores
-from chapter20.training.config import TrainConfig
-from chapter20.training.trainer import StepResult, Trainer
+from chapter20.training.driver import Batches, run_training
+from chapter20.training.loop import LoopConfig
+from chapter20.training.run_config import RunConfig
+from chapter20.training.trainer import Trainer
 
-__all__ = ["HeldoutRun", "heldout_run", "train_on_pairs"]
+__all__ = ["HeldoutRun", "PairRunConfig", "heldout_run", "pair_batches"]
 
 
-def train_on_pairs(
-    trainer: Trainer,
-    anchors: torch.Tensor,
-    positives: torch.Tensor,
-    *,
-    steps: int,
-    batch: int,
-    seed: int = 0,
-    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> list[StepResult]:
-    """``steps`` contrastive steps of ``trainer`` on batches of (``anchors``, ``positives``)
-    drawn by a seeded epoch sampler (``chapter20.core.corpora.shuffled_batches``); ``transform`` is
-    applied to each batch of anchors (e.g. token dropout). Returns every step's result."""
-    steps = check_int("steps", steps, 1)
+@dataclass(frozen=True)
+class PairRunConfig(RunConfig):
+    """A run of the shared contrastive model (§20.2, §20.6): a ``vocab``-row, ``dim``-wide
+    bag-of-embeddings encoder on next-sentence pairs of the Wikipedia sample
+    (``chapter20.core.corpora.pair_data`` with that vocabulary), InfoNCE against in-batch (and,
+    under DDP, every rank's) negatives. No progress bar and no deterministic mode by default:
+    a short run in a notebook, at the machine's own thread count."""
+
+    progress: bool = preset_option(RunConfig, "progress", False)
+    loop: LoopConfig = preset_option(
+        RunConfig, "loop", default_factory=lambda: LoopConfig(deterministic=False)
+    )
+    vocab: int = option(10_000, "rows of the embedding table (the pairs' vocabulary)")
+    dim: int = option(128, "embedding width")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("vocab", self.vocab, 3)
+        check_int("dim", self.dim, 1)
+
+    def encoder(self) -> BagOfEmbeddingsEncoder:
+        """The untrained encoder of this run (seed it first: the driver does)."""
+        return BagOfEmbeddingsEncoder(self.vocab, self.dim)
+
+
+def pair_batches(
+    trainer: Trainer, anchors: torch.Tensor, positives: torch.Tensor, *, batch: int, seed: int
+) -> Batches:
+    """Batches of ``batch`` (``anchors``, ``positives``) rows on ``trainer``'s device, drawn by a
+    seeded epoch sampler (``chapter20.core.corpora.shuffled_batches``: each epoch a fresh
+    permutation from one generator seeded with ``seed``). One process; not resumable."""
     seed = check_int("seed", seed, 0)
-    batches = shuffled_batches(len(anchors), batch, torch.Generator().manual_seed(seed))
-    results = []
-    for _ in range(steps):
-        ids = next(batches)
-        chosen = anchors[ids] if transform is None else transform(anchors[ids])
-        results.append(trainer.step((chosen.to(trainer.device), positives[ids].to(trainer.device))))
-    return results
+    indices = shuffled_batches(len(anchors), batch, torch.Generator().manual_seed(seed))
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        ids = next(indices)
+        return anchors[ids].to(trainer.device), positives[ids].to(trainer.device)
+
+    return Batches(next_batch)
 
 
 @dataclass(frozen=True)
@@ -72,59 +92,52 @@ class HeldoutRun:
 
 
 def heldout_run(
-    data: PairData,
-    config: TrainConfig,
+    config: PairRunConfig,
+    data: PairData | None = None,
     *,
-    steps: int,
-    batch: int,
-    seed: int = 0,
-    dim: int = 128,
     loss: Callable | None = None,
     encoder: Callable[[int, int], torch.nn.Module] | None = None,
     optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
 ) -> HeldoutRun:
-    """Train the bag-of-embeddings encoder (``dim`` wide, seeded with ``seed``; or
-    ``encoder(vocab_size, dim)``, built right after the seed) on ``data``'s
-    training pairs for ``steps`` steps of ``batch`` pairs through the composed trainer with
-    ``config`` (and a per-example ``loss`` where the config accumulates; ``steps=0``: the
-    untrained encoder, the level that training must rise above), then score recall@1
-    and @10 on the held-out pairs (chance: k / number of held-out pairs). The quality runs of
-    §20.2.1 (batch strategies), §20.2.2 (precisions) and §20.3.2 (optimizers) are this run with
-    one option changed. ``optimizer(model)``, if given, builds the optimizer instead of the
-    config's (a deliberately harmful variant, for a positive control).
+    """Train the run's encoder (or ``encoder(vocab, dim)``) on the training pairs of ``data``
+    (default: ``pair_data`` of the run's vocabulary) as ``config`` says — its ``steps`` of
+    ``batch`` pairs through the composed step, seeded by its ``seed``, one process; ``steps=0``:
+    the untrained encoder, the level that training must rise above — with a per-example ``loss``
+    where the step accumulates, then score recall@1 and @10 on the held-out pairs (chance:
+    k / number of held-out pairs). ``optimizer(model)``, if given, builds the optimizer instead
+    of the step's (a deliberately harmful variant, for a positive control).
 
     Recall is scored in float32 whatever precision trained the weights (weights kept in 16 bits
     are cast to float32 first): the question is what training did to the model; a model whose
     weights are not finite scores 0. (Scored under 16-bit autocast, the coarser similarities tie
     more often, and a tie with the true positive counts as a hit.)"""
-    steps, batch = check_int("steps", steps, 0), check_int("batch", batch, 1)
-    for name, given in (("loss", loss), ("encoder", encoder), ("optimizer", optimizer)):
-        if given is not None and not callable(given):
-            raise TypeError(f"{name} must be callable or None, got {type(given).__name__}")
-    set_seed(check_int("seed", seed, 0))
-    build = BagOfEmbeddingsEncoder if encoder is None else encoder
-    model = build(data.vocab_size, check_int("dim", dim, 1))
-    given = optimizer(model) if optimizer is not None else None
-    trainer = Trainer(model, config, loss=loss, optimizer=given)
-    start = time.perf_counter()
-    results = (
-        train_on_pairs(
-            trainer, data.train_anchors, data.train_positives, steps=steps, batch=batch, seed=seed
-        )
-        if steps
-        else []
+    if not isinstance(config, PairRunConfig):
+        raise TypeError(f"config must be a PairRunConfig, got {type(config).__name__}")
+    data = pair_data(vocab_size=config.vocab) if data is None else data
+    if not isinstance(data, PairData) or data.vocab_size != config.vocab:
+        raise ValueError(f"data must be PairData of the run's vocabulary ({config.vocab} rows)")
+    if encoder is not None and not callable(encoder):
+        raise TypeError(f"encoder must be callable or None, got {type(encoder).__name__}")
+    finished = run_training(
+        config,
+        config.encoder if encoder is None else lambda: encoder(config.vocab, config.dim),
+        lambda trainer: pair_batches(
+            trainer, data.train_anchors, data.train_positives, batch=config.batch, seed=config.seed
+        ),  # fmt: skip
+        loss=loss,
+        optimizer=optimizer,
     )
-    seconds = time.perf_counter() - start
+    model = finished.trainer.encoder
     model.float()  # weights trained in 16 bits (no fp32 master copy) are scored in float32 too
     # A NaN similarity beats no candidate, so recall_at_k would count every anchor of a model
     # whose weights are not finite as a hit: such a model retrieves nothing.
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     recall = recall_at_k(model, data.test_anchors, data.test_positives) if finite else None
     return HeldoutRun(
-        [r.loss for r in results],
+        list(finished.losses),
         recall or {1: 0.0, 10: 0.0},
-        trainer.skipped_steps,
-        seconds,
+        finished.trainer.skipped_steps,
+        finished.summary["train_seconds_this_launch"],
         {k: v.detach().clone() for k, v in model.state_dict().items()},
         _heldout_mrr(model, data) if finite else 0.0,
     )

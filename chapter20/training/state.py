@@ -119,7 +119,7 @@ def capture_state(
         "step": step,
         "world_size": world,
         "model": model.state_dict() if sharded is None else None,
-        "optimizer": optimizer.state_dict() if sharded is None else None,
+        "optimizer": _optimizer_state(optimizer, group) if sharded is None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None else None,
         "sampler": sampler.state_dict() if sampler is not None else None,
@@ -129,6 +129,17 @@ def capture_state(
     if sharded is not None:
         state["sharded"] = sharded
     return state
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer, group) -> dict[str, Any] | None:
+    """The optimizer's whole state. An optimizer whose state is sharded over the ranks (ZeRO
+    stage 1, ``ZeroRedundancyOptimizer``) gathers it on rank 0 first (a collective), which
+    writes the checkpoint; the other ranks hold None (every rank loads rank 0's file, and
+    each keeps its own share)."""
+    if not hasattr(optimizer, "consolidate_state_dict"):
+        return optimizer.state_dict()
+    optimizer.consolidate_state_dict(to=0)
+    return optimizer.state_dict() if group_rank_and_size(group)[0] == 0 else None
 
 
 def restore_state(

@@ -23,10 +23,16 @@ returns one :class:`StepResult` — for every combination of:
 - **any optimizer** of ``chapter20.techniques.optimizers`` (§20.3.2), 8-bit state with 32-bit
   state for embedding tables, a linear warm-up and an optional cosine decay, gradient clipping;
 - **data parallelism with a sharded table** (§20.1, §20.4): the module is wrapped in DDP when
-  the group has more than one rank; the rows of a ``ShardedEmbedding`` (``per_rank`` inputs)
-  are kept out of DDP, and their gradient, which arrives summed over the ranks, is divided by
-  the world size, so W ranks make exactly the single-process update. The gradient norm that
-  clipping and the skip test use counts every rank's rows.
+  the group has more than one rank, its gradient all-reduce sent in the configured precision by
+  a communication hook that counts the bytes (:attr:`Trainer.communication`); the rows of a
+  ``ShardedEmbedding`` (``per_rank`` inputs) are kept out of DDP, and their gradient, which
+  arrives summed over the ranks, is divided by the world size, so W ranks make exactly the
+  single-process update. The gradient norm that clipping and the skip test use counts every
+  rank's rows;
+- **the learning rate of the run's batch** (§20.4.1): ``lr`` at ``base_batch``, scaled linearly
+  to the run's global batch (``TrainConfig.peak_lr``), reached after the warm-up;
+- **ZeRO stage 1** (§20.3.2): the optimizer's state sharded over the ranks
+  (``ZeroRedundancyOptimizer`` around the configured kind, the same update).
 
 The trainer owns what it does to the model: ``TrainConfig.sharded_table`` replaces the encoder's
 ``nn.Embedding`` tables by sharded ones (``ShardedEmbedding``) and
@@ -35,15 +41,15 @@ The trainer owns what it does to the model: ``TrainConfig.sharded_table`` replac
 tables gathered), e.g. for an encoder file.
 :meth:`Trainer.capture_state` / :meth:`Trainer.restore_state` hand the whole training state to
 ``chapter20.training.checkpoints.CheckpointManager`` (§20.5.2), and :func:`step_peak_memory`
-measures one step. The loops around the step are elsewhere: ``chapter20.training.loop`` (the
-resumable loop) and ``chapter20.training.pair_training`` (the labs' loop on pairs and its
-held-out score).
+measures one step. The one loop around the step is ``chapter20.training.loop`` (the resumable
+loop), which ``chapter20.training.driver`` runs for every application.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,14 +61,14 @@ from torch import nn
 
 from chapter20.core.checks import check_positive
 from chapter20.core.measure import peak_memory
-from chapter20.core.models import TransformerEncoder, WeightedBagEncoder
 from chapter20.techniques.accumulation import num_examples, split_batch
-from chapter20.techniques.activation_checkpointing import CheckpointedSegment, apply_checkpointing
+from chapter20.techniques.activation_checkpointing import apply_checkpointing, undo_checkpointing
 from chapter20.techniques.contrastive import (
     distributed_info_nce,
     grad_cache_backward,
     info_nce,
 )
+from chapter20.techniques.ddp_hooks import CompressionStats, compress_gradients
 from chapter20.techniques.distributed import group_rank_and_size, warmup_schedule
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import PRECISIONS, autocast, resolve_precision
@@ -183,6 +189,8 @@ class Trainer:
         self.sharded = [
             p for m in encoder.modules() if isinstance(m, ShardedEmbedding) for p in m.parameters()
         ]
+        #: The bytes the gradient all-reduce sent (DDP's communication hook); None with one rank.
+        self.communication: CompressionStats | None = None
         self.model = self._wrap(self.module)
         self.optimizer = optimizer if optimizer is not None else self._make_optimizer()
         self.scheduler = scheduler if scheduler is not None else self._make_scheduler()
@@ -201,9 +209,11 @@ class Trainer:
             module, ignored
         )
         device_ids = [self.device] if self.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(
+        wrapped = nn.parallel.DistributedDataParallel(
             module, device_ids=device_ids, process_group=self.group
         )
+        self.communication = compress_gradients(wrapped, self.config.gradient_compression)
+        return wrapped
 
     def _check_given(self, optimizer, scheduler) -> None:
         """An optimizer or schedule passed in must drive what this trainer trains."""
@@ -223,13 +233,16 @@ class Trainer:
         if config.learn_temperature:  # never decayed: it is a scale, not a weight
             groups.append({"params": [self.module.log_temperature], "weight_decay": 0.0})
         tables = self.tables if config.state_32bit_tables and "8bit" in config.optimizer else []
-        return make_optimizer(
+        optimizer = make_optimizer(
             groups,
             config.optimizer,
-            config.lr,
+            config.peak_lr,
             weight_decay=config.weight_decay,
             state_32bit=tables,
         )
+        if config.zero1 and self.world_size > 1:
+            return _zero1(optimizer, self.group)
+        return optimizer
 
     def _make_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
         total = self.config.total_steps if self.config.schedule == "cosine" else None
@@ -276,7 +289,7 @@ class Trainer:
                 replaced[id(module.group)] = module.group
         plain = copy.deepcopy(self.encoder, replaced)
         if self.config.activation_checkpointing != "none":
-            _undo_checkpointing(plain)
+            undo_checkpointing(plain)
         return plain
 
     @property
@@ -540,18 +553,18 @@ def _shard_tables(encoder: nn.Module, group: dist.ProcessGroup | None) -> list[s
     return names
 
 
-def _undo_checkpointing(model: nn.Module) -> None:
-    """Undo ``apply_checkpointing`` on ``model`` in place: the bag pools without recomputing,
-    a Transformer's checkpointed segments become its plain layers again."""
-    for module in model.modules():
-        if isinstance(module, WeightedBagEncoder):
-            module.checkpoint_pooling = False
-        elif isinstance(module, TransformerEncoder):
-            module.layers = nn.ModuleList(
-                layer
-                for unit in module.layers
-                for layer in (unit.layers if isinstance(unit, CheckpointedSegment) else [unit])
-            )
+def _zero1(optimizer: torch.optim.Optimizer, group) -> torch.optim.Optimizer:
+    """ZeRO stage 1 of ``optimizer`` (§20.3.2): PyTorch's ``ZeroRedundancyOptimizer`` running the
+    same class with the same settings and parameter groups, each rank keeping and stepping the
+    state of its share of the parameters and broadcasting them, so the update is the same."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer  # seconds to import: only here
+
+    accepted = inspect.signature(type(optimizer)).parameters  # defaults also hold derived keys
+    settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+    groups = [dict(group) for group in optimizer.param_groups]
+    return ZeroRedundancyOptimizer(
+        groups, optimizer_class=type(optimizer), process_group=group, **settings
+    )
 
 
 def _is_table(module: nn.Module) -> bool:

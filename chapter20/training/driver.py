@@ -1,0 +1,265 @@
+"""§20.6 The one run driver: a :class:`~chapter20.training.run_config.RunConfig` executed by the
+one resumable loop.
+
+Every application that trains an encoder — the labs' short runs on pairs, the DDP demo, the spot
+demo, the capstone and its recipe studies — is a preset of ``RunConfig`` plus the factories and
+hooks it hands :func:`run_training`:
+
+- ``model()`` builds the model, right after ``set_seed(config.seed)`` (inside
+  ``deterministic_mode`` when the loop is deterministic, so a start that computes something,
+  such as an SVD, is the same in every launch);
+- ``batches(trainer)`` gives this rank's data as :class:`Batches`: the next batch, and the
+  sampler whose position a checkpoint saves;
+- ``announce(trainer)`` runs once before training (a memory plan, a line on what will run);
+- ``evaluate(trainer, progress)`` scores the model before training, every ``eval_every`` steps
+  and after the last step (None on a rank that does not score); the records are saved in the
+  checkpoints, so a resumed run keeps the evaluations made before a kill;
+- ``summarize(finished)`` adds what only the application measures to the summary before it is
+  written (once, by rank 0, to ``summary.json`` in the output directory).
+
+The driver builds the :class:`~chapter20.training.trainer.Trainer` (every technique of the step
+is a field of ``config.training``), shows a progress bar on rank 0, trains through
+:func:`~chapter20.training.loop.resumable_loop`, and returns a :class:`FinishedRun` — or the
+:class:`~chapter20.training.loop.StoppedLaunch` of a launch that ``loop.stop_after`` ended.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from chapter20.core.checks import check_optional_int
+from chapter20.core.device import deterministic_mode, set_seed
+from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.training.loop import StoppedLaunch, resumable_loop
+from chapter20.training.run_config import RunConfig
+from chapter20.training.state import parameter_fingerprint
+from chapter20.training.trainer import StepResult, Trainer
+
+__all__ = ["Batches", "FinishedRun", "RunProgress", "run_training"]
+
+
+@dataclass(frozen=True)
+class Batches:
+    """A run's data on this rank (§20.6): ``next_batch()`` returns this rank's part of the next
+    global batch, on the trainer's device; ``sampler`` is what a checkpoint saves of the data
+    position (``state_dict`` / ``load_state_dict``), None for an order that cannot be resumed —
+    which only a run that keeps no checkpoints may use."""
+
+    next_batch: Callable[[], Any]
+    sampler: Any = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.next_batch):
+            raise TypeError(f"next_batch must be callable, got {type(self.next_batch).__name__}")
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where a run is when it is evaluated: after ``step`` steps (0: before the first), the
+    ``losses`` of this launch's steps so far, and the seconds this launch has spent training."""
+
+    step: int
+    losses: tuple[float, ...]
+    train_seconds: float
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A launch that reached ``config.steps`` (§20.6), as :func:`run_training` returns it.
+
+    ``summary`` is the JSON-ready record of the run, the same on every rank: the parameter
+    ``fingerprint`` (equal to an uninterrupted run's with the same configuration and process
+    count), the ``steps`` reached, the step it ``resumed_from`` (0: from scratch), the rate, the
+    training seconds and throughput of this launch, the checkpoint saves' seconds, the untrained
+    ``start`` and the ``evaluations`` (with the ``final`` one), the configuration, and what the
+    application's ``summarize`` added. Rank 0 wrote it to ``summary_file`` (None elsewhere, or
+    without an output directory). ``trainer`` and this launch's step ``losses`` are for the
+    caller in this process."""
+
+    summary: dict[str, Any]
+    summary_file: str | None
+    trainer: Trainer = field(repr=False, compare=False)
+    losses: tuple[float, ...] = ()
+
+    @property
+    def fingerprint(self) -> str:
+        """The parameter fingerprint of the trained model (``parameter_fingerprint``)."""
+        return self.summary["fingerprint"]
+
+
+def _check_hooks(model, batches, hooks: dict[str, Any]) -> None:
+    for name, given in (("model", model), ("batches", batches)):
+        if not callable(given):
+            raise TypeError(f"{name} must be callable, got {type(given).__name__}")
+    for name, given in hooks.items():
+        if given is not None and not callable(given):
+            raise TypeError(f"{name} must be callable or None, got {type(given).__name__}")
+
+
+def run_training(
+    config: RunConfig,
+    model: Callable[[], nn.Module],
+    batches: Callable[[Trainer], Batches],
+    *,
+    device: torch.device | str | None = None,
+    loss: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+    optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
+    announce: Callable[[Trainer], None] | None = None,
+    evaluate: Callable[[Trainer, RunProgress], dict | None] | None = None,
+    eval_every: int | None = None,
+    evaluate_start: bool = True,
+    summarize: Callable[[FinishedRun], None] | None = None,
+) -> FinishedRun | StoppedLaunch:
+    """Run ``config`` from the newest checkpoint in its output directory to ``config.steps``
+    (§20.6); every rank of the current process group calls it. See the module docstring for the
+    factories and hooks. ``loss`` (one loss per example) replaces InfoNCE, ``optimizer(model)``
+    the configured optimizer (a deliberately harmful variant, for a positive control).
+    ``config.steps == 0`` trains nothing: the summary is the untrained model's.
+
+    ValueError before any collective if ``config.batch`` does not split evenly over the ranks,
+    or if the run keeps checkpoints and its data cannot be resumed."""
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    hooks = {"loss": loss, "optimizer": optimizer, "announce": announce, "evaluate": evaluate,
+             "summarize": summarize}  # fmt: skip
+    _check_hooks(model, batches, hooks)
+    eval_every = check_optional_int("eval_every", eval_every, 1)
+    rank, world = group_rank_and_size()
+    if config.batch % world:
+        raise ValueError(
+            f"batch ({config.batch}) must be a multiple of the world size {world}, so that every "
+            "rank holds the same number of examples"
+        )
+    with deterministic_mode(enabled=config.loop.deterministic):
+        set_seed(config.seed)
+        module = model().to(torch.device(device or "cpu"))
+    given = optimizer(module) if optimizer is not None else None
+    trainer = Trainer(module, config.train_config(), loss=loss, optimizer=given)
+    data = batches(trainer)
+    if not isinstance(data, Batches):
+        raise TypeError(f"batches must return Batches, got {type(data).__name__}")
+    if config.checkpoint_dir is not None and data.sampler is None:
+        raise ValueError("a run that keeps checkpoints needs a data order that can be resumed")
+    if announce is not None:
+        announce(trainer)
+    tracker = _Tracker(config, trainer, evaluate, eval_every)
+    if evaluate is not None and evaluate_start:
+        tracker.start = evaluate(trainer, RunProgress(0, (), 0.0))
+    began = tracker.last = time.perf_counter()
+    resumed_from, save_seconds = 0, []
+    if config.steps:
+        try:
+            run = resumable_loop(
+                trainer, data.sampler, data.next_batch, config.loop, steps=config.steps,
+                directory=config.checkpoint_dir, after_step=tracker, extra_state=tracker.state,
+                on_restore=tracker.restore,
+            )  # fmt: skip
+        finally:
+            tracker.close()
+        if run.stopped:
+            return StoppedLaunch.from_loop(run, config.checkpoint_dir)
+        resumed_from, save_seconds = run.resumed_from, run.save_seconds
+    summary = _summary(config, trainer, tracker, resumed_from, save_seconds)
+    summary["wall_seconds_this_launch"] = time.perf_counter() - began
+    finished = FinishedRun(summary, None, trainer, tuple(tracker.losses))
+    if summarize is not None:
+        summarize(finished)
+    if rank != 0 or config.summary_file is None:
+        return finished
+    path = Path(config.summary_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1, default=str))
+    return FinishedRun(summary, str(path), trainer, finished.losses)
+
+
+class _Tracker:
+    """The loop's ``after_step``: rank 0's progress bar (tqdm: loss, pairs/s), the training
+    seconds of this launch (evaluations and the bar excluded), the step losses, and the periodic
+    evaluations, which the checkpoints carry."""
+
+    def __init__(self, config: RunConfig, trainer: Trainer, evaluate, eval_every: int | None):
+        self.config, self.trainer = config, trainer
+        self.evaluate, self.eval_every = evaluate, eval_every
+        self.start: dict | None = None
+        self.evaluations: list[dict] = []
+        self.losses: list[float] = []
+        self.bar = None
+        self.last = time.perf_counter()
+        self.train_seconds = 0.0
+
+    def restore(self, extra: dict) -> None:
+        self.evaluations = json.loads(extra.get("evaluations", "[]"))
+
+    def state(self) -> dict:
+        return {"evaluations": json.dumps(self.evaluations)}
+
+    def __call__(self, step: int, result: StepResult) -> None:
+        now = time.perf_counter()
+        self.train_seconds += now - self.last
+        self.losses.append(result.loss)
+        if self.trainer.rank == 0 and self.config.progress:
+            self._show(step, result)
+        due = self.eval_every is not None and step % self.eval_every == 0
+        if self.evaluate is not None and (due or step == self.config.steps):
+            progress = RunProgress(step, tuple(self.losses), self.train_seconds)
+            record = self.evaluate(self.trainer, progress)
+            if record is not None:
+                self.evaluations.append({"step": step, **record})
+                if self.bar is not None:
+                    self.bar.write(_evaluation_line(self.evaluations[-1]))
+        self.last = time.perf_counter()
+
+    def _show(self, step: int, result: StepResult) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.config.steps, initial=step - 1, desc="train", file=sys.stderr,
+                dynamic_ncols=True,
+            )  # fmt: skip
+        rate = self.config.batch * len(self.losses) / max(self.train_seconds, 1e-9)
+        self.bar.set_postfix(loss=f"{result.loss:.3f}", pairs_s=f"{rate:,.0f}", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _evaluation_line(record: dict) -> str:
+    """One evaluation under the progress bar: the step and every figure of the record."""
+    figures = ", ".join(
+        f"{name} {value:.3f}" for name, value in record.items()
+        if name != "step" and isinstance(value, float)
+    )  # fmt: skip
+    return f"step {record['step']}: {figures}"
+
+
+def _summary(config: RunConfig, trainer: Trainer, tracker: _Tracker, resumed_from: int,
+             save_seconds: list[float]) -> dict[str, Any]:  # fmt: skip
+    """The JSON-ready record of a finished launch, the same on every rank (but the seconds)."""
+    seconds, steps_here = tracker.train_seconds, len(tracker.losses)
+    return {
+        "fingerprint": parameter_fingerprint(trainer.module),
+        "resumed_from": resumed_from,
+        "steps": trainer.steps,
+        "world_size": trainer.world_size,
+        "precision": trainer.precision,
+        "lr": trainer.config.peak_lr,
+        "train_seconds_this_launch": seconds,
+        "pairs_per_second": config.batch * steps_here / max(seconds, 1e-9) if steps_here else None,
+        "checkpoint_seconds": save_seconds,
+        "start": tracker.start,
+        "evaluations": tracker.evaluations,
+        "final": tracker.evaluations[-1] if tracker.evaluations else None,
+        "config": asdict(config),
+    }
