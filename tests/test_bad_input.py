@@ -69,6 +69,12 @@ def _pair_data():
     return PairData(*ids, vocab_size=20)
 
 
+def _spot_config():
+    from chapter20.demos.spot_run import SpotConfig
+
+    return SpotConfig(steps=4, batch=8, vocab=100, dim=8)
+
+
 def _sgd():
     return torch.optim.SGD(_linear().parameters(), lr=0.1)
 
@@ -156,9 +162,9 @@ def _capstone_setup():
 
 
 def _run_config(**extra):
-    from chapter20.capstone.run_config import RunConfig
+    from chapter20.capstone.capstone_config import CapstoneConfig
 
-    return RunConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
+    return CapstoneConfig(output_dir=_tmp(), dim=8, batch=8, **extra)
 
 
 @functools.cache
@@ -362,13 +368,23 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "core.seed_statistics.median_and_range": lambda: {"values": (1.0, 2.0)},
     "core.seed_statistics.timing_spread_ms": lambda: {"seconds": (0.001, 0.002)},
     "core.seed_statistics.range_text": lambda: {"lows": (1.0,), "highs": (2.0,), "decimals": 1},
-    "training.pair_training.train_on_pairs": lambda: {
+    "training.pair_training.pair_batches": lambda: {
         "trainer": _pair_trainer(), "anchors": _pair_data().train_anchors,
-        "positives": _pair_data().train_positives, "steps": 1, "batch": 2, "seed": 0,
+        "positives": _pair_data().train_positives, "batch": 2, "seed": 0,
     },
-    "training.pair_training.heldout_run": lambda: {
-        "data": _pair_data(), "config": TrainConfig(), "steps": 1, "batch": 2, "seed": 0,
-        "dim": 4,
+    "training.pair_training.PairRunConfig": lambda: {
+        "steps": 1, "batch": 2, "seed": 0, "vocab": 20, "dim": 4,
+    },
+    "training.run_config.RunConfig": lambda: {"steps": 1, "batch": 2, "seed": 0},
+    "training.driver.run_training": lambda: {
+        "config": __import__("chapter20.training.pair_training", fromlist=["x"]).PairRunConfig(
+            steps=1, batch=2, vocab=20, dim=4
+        ),
+        "model": lambda: models.BagOfEmbeddingsEncoder(20, 4),
+        "batches": lambda trainer: __import__(
+            "chapter20.training.pair_training", fromlist=["x"]
+        ).pair_batches(trainer, *_pair_data()[:2], batch=2, seed=0),
+        "eval_every": 1,
     },
     "techniques.allreduce_timing.allreduce_times_on_rank": lambda: {"sizes": (16,), "repeat": 1},
     "techniques.allreduce_timing.wire_bytes_per_call": lambda: {
@@ -617,7 +633,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "mtbf_seconds": 3600.0,
     },
     "demos.spot_run.SpotConfig": lambda: {
-        "checkpoint_dir": _tmp(),
+        "output_dir": _tmp(),
         "steps": 10,
         "batch": 8,
         "vocab": 100,
@@ -642,20 +658,18 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "demos.ddp_run.DemoConfig": lambda: {
         "steps": 4,
         "batch": 8,
-        "base_batch": 8,
         "vocab": 100,
         "dim": 8,
         "seed": 0,
     },
     "demos.resume_stress.run_uninterrupted": lambda: {
-        "args": [],
+        "run": _spot_config(),
         "directory": _tmp(),
         "timeout": 60.0,
     },
     "demos.resume_stress.run_killed": lambda: {
-        "args": [],
+        "run": _spot_config(),
         "directory": _tmp(),
-        "steps": 10,
         "kills": 1,
         "rng": random.Random(0),
         "startup_seconds": 2.0,
@@ -664,9 +678,8 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "demos.resume_stress.StressConfig": lambda: {
         "repetitions": 1,
-        "steps": 10,
         "kills": 1,
-        "seed": 0,
+        "kill_seed": 0,
         "startup_share": 0.2,
         "timeout": 60.0,
     },
@@ -817,13 +830,15 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "min_span": 4, "max_span": 8, "word_dropout": 0.1, "length_power": 0.5, "seed": 0,
     },
     "capstone.recipe.train_encoder": lambda: {
-        "setup": _capstone_setup(), "steps": 1, "batch": 2, "lr": 1e-3, "temperature": 0.2,
+        "setup": _capstone_setup(),
+        "run": __import__("chapter20.training.run_config", fromlist=["x"]).RunConfig(
+            steps=1, batch=2, progress=False
+        ),
         "eval_every": 1, "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]),
     },
-    "capstone.recipe.recipe_config": lambda: {"lr": 1e-3, "temperature": 0.2},
     "techniques.memory_model.BagShape": lambda: {"vocab_size": 100, "dim": 8},
-    "capstone.run_config.RunConfig": lambda: {
-        "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8, "base_batch": 8,
+    "capstone.capstone_config.CapstoneConfig": lambda: {
+        "output_dir": _tmp(), "dim": 8, "seed": 0, "steps": 4, "batch": 8,
         "eval_every": 2, "eval_pairs": 10, "plan_gpu_gb": 80.0,
     },
     "capstone.report.cost_projection": lambda: {"gpus": 8},
@@ -907,8 +922,7 @@ ACCEPTS: dict[str, set[str]] = {
             "demos.recommender.sample_negatives.count",
             "techniques.pipeline.schedule_order.stage",
             "capstone.recipe.EncoderRecipe.word_dropout",
-            "capstone.recipe.train_encoder.steps",
-            "capstone.run_config.RunConfig.seed",
+            "capstone.capstone_config.CapstoneConfig.seed",
             "capstone.baselines.baseline_table.seeds",
             "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",
@@ -933,7 +947,7 @@ ACCEPTS: dict[str, set[str]] = {
             "demos.resume_stress.run_killed.startup_seconds",
             "demos.resume_stress.run_killed.startup_share",
             "demos.resume_stress.StressConfig.kills",
-            "demos.resume_stress.StressConfig.seed",
+            "demos.resume_stress.StressConfig.kill_seed",
             "demos.resume_stress.StressConfig.startup_share",
             "training.config.TrainConfig.weight_decay",
             "training.config.TrainConfig.warmup_steps",
@@ -1003,9 +1017,11 @@ ACCEPTS: dict[str, set[str]] = {
             "techniques.communication_model.scaling_model.gradient_bytes",
             "techniques.communication_model.scaling_model.overlap",
             "core.seed_statistics.range_text.decimals",
-            "training.pair_training.train_on_pairs.seed",
-            "training.pair_training.heldout_run.steps",
-            "training.pair_training.heldout_run.seed",
+            "training.pair_training.pair_batches.seed",
+            "training.pair_training.PairRunConfig.steps",
+            "training.pair_training.PairRunConfig.seed",
+            "training.run_config.RunConfig.steps",
+            "training.run_config.RunConfig.seed",
             "training.sampler.ResumableBatchSampler.seed",
             "training.state.capture_state.step",
             "cost.young_daly.PreemptionModel.checkpoint_seconds",
@@ -1122,6 +1138,8 @@ OUT_OF_SCOPE = {
     "Word2VecConfig's",
     "word2vec.trainers.score_run": "builds a result row from trained vectors; its numbers are "
     "results, not parameters",
+    "training.pair_training.heldout_run": "real training through the one run driver; its "
+    "numbers are its PairRunConfig's, whose checks are called here",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked LoopConfig",
     "techniques.zero.zero_adamw": "needs a process group (without one: RuntimeError); "

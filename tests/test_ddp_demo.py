@@ -42,42 +42,49 @@ ARGS = [
 ]
 
 
-def _torchrun(launch: list[str], summary, extra=()) -> subprocess.CompletedProcess:
+def _torchrun(launch: list[str], output_dir, extra=()) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "torch.distributed.run", *launch, SCRIPT, *ARGS, *extra]
-    command += ["--summary-json", str(summary)]
+    command += ["--output-dir", str(output_dir)]
     return subprocess.run(command, cwd=repo_root(), capture_output=True, text=True, timeout=300)
 
 
-def _summary(result: subprocess.CompletedProcess, path) -> dict:
+def _summary(result: subprocess.CompletedProcess, output_dir) -> dict:
     assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(path.read_text())
+    return _read(output_dir)
 
 
-def _second_node(port: int, log: str, summary: str) -> None:
+def _read(output_dir) -> dict:
+    """The summary a finished run wrote into its output directory."""
+    return json.loads((output_dir / "summary.json").read_text())
+
+
+def _second_node(port: int, log: str, output_dir: str) -> None:
     """Node 1 of 2: what ``torchrun --nnodes=2 --node_rank=1 --nproc_per_node=1
     --master_addr=127.0.0.1 --master_port=PORT ddp_demo.py`` starts, in this process."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    import chapter20.demos.ddp_demo  # noqa: F401  imported once, before the worker is forked
+    import chapter20.demos.ddp_run  # noqa: F401  imported once, before the worker is forked
 
     config = LaunchConfig(min_nodes=2, max_nodes=2, nproc_per_node=1, run_id="none",
                           rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{port}",
                           rdzv_configs={"rank": 1}, max_restarts=0, monitor_interval=0.05,
                           start_method="fork")  # fmt: skip
     script = str(repo_root() / SCRIPT)
-    elastic_launch(config, run_as_main)(script, [*ARGS, "--summary-json", summary], log)
+    elastic_launch(config, run_as_main)(script, [*ARGS, "--output-dir", output_dir], log)
 
 
-def _fp16_on_rank(summary: str) -> None:
+def _fp16_on_rank(output_dir: str) -> None:
     """The demo's ``main`` on a rank of a local group, gradients all-reduced in fp16."""
-    from chapter20.demos import ddp_demo
+    from chapter20.demos import ddp_run
 
-    ddp_demo.main([*ARGS, "--no-report", "--compress", "fp16", "--summary-json", summary])
+    ddp_run.main(
+        [*ARGS, "--no-report", "--gradient-compression", "fp16", "--output-dir", output_dir]
+    )
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from chapter20.demos import ddp_demo
+    from chapter20.demos import ddp_run
 
     tmp = tmp_path_factory.mktemp("ddp_demo")
     # The two nodes (one process each) run side by side with the rest: most of node 0's launch
@@ -86,7 +93,7 @@ def runs(tmp_path_factory):
     results, nodes_port = {}, free_port()
 
     def launch(name: str, options: list[str]) -> None:
-        results[name] = _torchrun(options, tmp / f"{name.split()[0]}.json")
+        results[name] = _torchrun(options, tmp / name.split()[0])
 
     options = ["--nnodes=2", "--node_rank=0", "--nproc_per_node=1",
                "--master_addr=127.0.0.1", f"--master_port={nodes_port}"]  # fmt: skip
@@ -94,19 +101,19 @@ def runs(tmp_path_factory):
     node0.start()
     log = tmp / "node1.log"
     node1 = preloaded_process_context().Process(
-        target=_second_node, args=(nodes_port, str(log), str(tmp / "node1.json"))
+        target=_second_node, args=(nodes_port, str(log), str(tmp / "node1"))
     )
     node1.start()
-    run_local_group(_fp16_on_rank, 2, (str(tmp / "two.json"),))
-    two = json.loads((tmp / "two.json").read_text())
+    run_local_group(_fp16_on_rank, 2, (str(tmp / "two"),))
+    two = _read(tmp / "two")
     # The reference runs here meanwhile, and so does the run of the demo's defaults.
-    ddp_demo.main([*ARGS, "--no-report", "--summary-json", str(tmp / "one.json")])
-    one = json.loads((tmp / "one.json").read_text())
-    defaults = ddp_demo.main(["--no-progress", "--no-report"])
+    ddp_run.main([*ARGS, "--no-report", "--output-dir", str(tmp / "one")])
+    one = _read(tmp / "one")
+    defaults = ddp_run.main(["--no-progress", "--no-report"]).summary
     node0.join()
     node1.join(timeout=300)
     assert node1.exitcode == 0, log.read_text()[-2000:] if log.exists() else "no output"
-    nodes = _summary(results["nodes 0"], tmp / "nodes.json")
+    nodes = _summary(results["nodes 0"], tmp / "nodes")
     return one, two, nodes, defaults
 
 
@@ -140,29 +147,28 @@ def test_the_default_run_learns(runs):
     """§20.4, issue 34: the demo's defaults end well below the loss of a uniform guess over the
     batch (ln batch) and retrieve held-out next sentences far above chance."""
     summary = runs[3]
-    assert summary["uniform_guess_loss"] == pytest.approx(math.log(summary["global_batch"]))
+    assert summary["uniform_guess_loss"] == pytest.approx(math.log(summary["config"]["batch"]))
     assert summary["final_loss_mean5"] < summary["uniform_guess_loss"] - 1.0
     assert summary["recall_at_10"] > 5 * summary["chance_at_10"]
 
 
-def test_a_global_batch_that_does_not_split_is_refused():
+def test_a_global_batch_that_does_not_split_is_refused(monkeypatch):
     # The check runs first on every rank, before any collective: one rank in-process shows it
     # (a torchrun launch of two processes only to see them refuse cost seconds).
-    from types import SimpleNamespace
+    from chapter20.demos import ddp_run
+    from chapter20.training import driver
 
-    from chapter20.demos import ddp_demo
-    from chapter20.demos.ddp_run import run_ddp_demo
-
-    config = ddp_demo.parse_args([*ARGS, "--batch", "63"])
+    config = ddp_run.parse_args([*ARGS, "--batch", "63"])
+    monkeypatch.setattr(driver, "group_rank_and_size", lambda group=None: (0, 2))
     with pytest.raises(ValueError, match="must be a multiple of the world size 2"):
-        run_ddp_demo(config, SimpleNamespace(world_size=2, rank=0))
+        ddp_run.run_ddp_demo(config)
 
 
 def test_the_demo_refuses_a_bad_flag_in_one_line(capsys):
-    from chapter20.demos import ddp_demo
+    from chapter20.demos import ddp_run
 
     with pytest.raises(SystemExit) as exit_:
-        ddp_demo.parse_args(["--steps", "0"])
+        ddp_run.parse_args(["--steps", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and err == ["ddp_demo.py: error: steps must be an int >= 1, got 0"]
 
@@ -203,11 +209,11 @@ def test_sbatch_template_under_slurm_equals_one_process(tmp_path):
     reason = _slurm_missing()
     if reason:
         pytest.skip(reason)
-    one = _summary(_torchrun(["--nproc_per_node=1"], tmp_path / "one.json"), tmp_path / "one.json")
-    summary, log = tmp_path / "slurm.json", tmp_path / "job.log"
+    one = _summary(_torchrun(["--nproc_per_node=1"], tmp_path / "one"), tmp_path / "one")
+    slurm, log = tmp_path / "slurm", tmp_path / "job.log"
     command = ["sbatch", "--wait", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2"]
     command += [f"--output={log}", "--time=00:10:00", str(repo_root() / SBATCH), *ARGS]
-    command += ["--summary-json", str(summary)]
+    command += ["--output-dir", str(slurm)]
     env = {**os.environ, "PYTHON": sys.executable}
     result = subprocess.run(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
@@ -215,7 +221,7 @@ def test_sbatch_template_under_slurm_equals_one_process(tmp_path):
     output = log.read_text() if log.exists() else ""
     assert result.returncode == 0, result.stderr + output[-3000:]
     assert "2 torchrun task(s) x 1 process(es)" in output
-    job = json.loads(summary.read_text())
+    job = _read(slurm)
     assert (job["world_size"], job["backend"]) == (2, "gloo")
     assert job["parameter_abs_sum"] == pytest.approx(one["parameter_abs_sum"], rel=1e-6)
     assert job["final_loss"] == pytest.approx(one["final_loss"], rel=1e-5)

@@ -311,7 +311,7 @@ def test_a_training_launch_does_not_import_what_it_does_not_use():
 
     heavy = ("matplotlib", "torch.distributed.checkpoint", "torch.distributed.fsdp")
     code = (
-        "import sys, chapter20.training.loop, chapter20.demos.spot_demo, chapter20.training\n"
+        "import sys, chapter20.training.loop, chapter20.demos.spot_run, chapter20.training\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

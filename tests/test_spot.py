@@ -36,7 +36,6 @@ from chapter20.demos.fault_injection import (
 from chapter20.demos.spot_run import (
     SPOT_TRAINING,
     SpotConfig,
-    SpotResult,
     launch_spot_demo,
     run_spot_training,
 )
@@ -450,7 +449,9 @@ COMPOSED_DEMO += ["--optimizer", "adamw8bit"]
 def _fast(directory, *, steps: int = 12, training=SPOT_TRAINING, **loop) -> SpotConfig:
     """12 steps of 32 pairs, checkpoints every 3 steps (``loop``: other LoopConfig fields)."""
     loop = LoopConfig(**{"checkpoint_every": 3, **loop})
-    return SpotConfig(str(directory), steps=steps, batch=32, training=training, loop=loop)
+    return SpotConfig(
+        output_dir=str(directory), steps=steps, batch=32, training=training, loop=loop
+    )
 
 
 @pytest.fixture(scope="module")
@@ -467,7 +468,7 @@ def _two_rank_story(directory: str) -> dict:
     resumed = run_spot_training(_fast(f"{directory}/b", training=COMPOSED))
     sampler = ResumableBatchSampler(30, 6, seed=1)
     slices = [sampler.next_batch().tolist() for _ in range(7)]
-    return {"reference": reference, "resumed": resumed, "slices": slices}
+    return {"reference": reference.summary, "resumed": resumed.summary, "slices": slices}
 
 
 @pytest.fixture(scope="module")
@@ -479,11 +480,11 @@ def two_ranks(tmp_path_factory) -> list[dict]:
 def test_notice_file_saves_and_exits_with_the_documented_code(tmp_path):
     notice = tmp_path / "notice"
     notice.touch()
-    config = _fast(tmp_path / "ckpt", notice_file=str(notice))
+    config = _fast(tmp_path / "run", notice_file=str(notice))
     with pytest.raises(SystemExit) as exit_info:
         run_spot_training(config)
     assert exit_info.value.code == EXIT_PREEMPTED == 143
-    state = CheckpointManager(tmp_path / "ckpt").load_latest()
+    state = CheckpointManager(config.checkpoint_dir).load_latest()
     assert state["step"] == 1  # saved right after the step that noticed
 
 
@@ -491,14 +492,14 @@ def test_resume_equals_uninterrupted_single_process(tmp_path, single_reference):
     stopped = run_spot_training(_fast(tmp_path, stop_after=7))
     assert stopped.stopped_at == 7  # killed after step 7: the last checkpoint is step 6
     resumed = run_spot_training(_fast(tmp_path))
-    assert resumed.resumed_from == 6
+    assert resumed.summary["resumed_from"] == 6
     assert resumed.fingerprint == single_reference
 
 
 def test_resume_equals_uninterrupted_two_gloo_ranks(two_ranks):
-    fingerprints = {r[key].fingerprint for r in two_ranks for key in ("reference", "resumed")}
+    fingerprints = {r[key]["fingerprint"] for r in two_ranks for key in ("reference", "resumed")}
     assert len(fingerprints) == 1
-    assert [r["resumed"].resumed_from for r in two_ranks] == [9, 9]
+    assert [r["resumed"]["resumed_from"] for r in two_ranks] == [9, 9]
 
 
 def _fingerprint(result: subprocess.CompletedProcess) -> str:
@@ -511,18 +512,19 @@ def test_demo_under_torchrun_restarts_survives_three_kills(tmp_path, two_ranks):
     """2 processes under torchrun, rank 0 SIGKILLed 3 times, torchrun restarting the group: the
     composed trainer ends with the parameters of the uninterrupted 2-rank run (one thread per
     rank in both)."""
-    chaos_args = [*DEMO, *COMPOSED_DEMO, "--checkpoint-dir", str(tmp_path), "--chaos-kills", "3"]
+    chaos_args = [*DEMO, *COMPOSED_DEMO, "--output-dir", str(tmp_path), "--chaos-kills", "3"]
     chaotic = launch_spot_demo(chaos_args, nproc=2, max_restarts=4)
-    assert _fingerprint(chaotic) == two_ranks[0]["reference"].fingerprint
-    kills = json.loads((tmp_path / "chaos.json").read_text())["kills"]
+    assert _fingerprint(chaotic) == two_ranks[0]["reference"]["fingerprint"]
+    checkpoints = tmp_path / "checkpoints"
+    kills = json.loads((checkpoints / "chaos.json").read_text())["kills"]
     assert len(kills) == 3
-    assert sum("kill" in r for r in read_progress(tmp_path)) == 3
+    assert sum("kill" in r for r in read_progress(checkpoints)) == 3
 
 
 @pytest.mark.slow  # the torchrun-restart test and notebook 07 cover resuming after a kill
 def test_demo_under_a_relaunch_loop_survives_a_kill(tmp_path, single_reference):
     script = [sys.executable, "chapter20/scripts/spot_demo.py", *DEMO, "--chaos-kills", "1"]
-    script += ["--checkpoint-dir", str(tmp_path)]
+    script += ["--output-dir", str(tmp_path)]
     codes = []
     for _ in range(4):
         result = subprocess.run(script, cwd=repo_root(), capture_output=True, text=True)
@@ -540,49 +542,48 @@ def test_demo_stop_after_says_where_it_stopped_and_resumes_to_the_uninterrupted_
     ``__main__`` in this process, the SIGTERM test launches the same file as a process): it ends
     normally printing the lines of the StoppedLaunch; the same arguments without it (the
     script's ``main``) resume from step 6 (the last checkpoint before the stop) and end bitwise
-    equal to the uninterrupted run (this process's)."""
+    equal to the uninterrupted run (this process's), writing the summary once."""
     import runpy
 
-    from chapter20.demos import spot_demo
+    from chapter20.demos import spot_run
 
-    directory = tmp_path / "ckpt"
-    args = [*DEMO, "--checkpoint-dir", str(directory)]
-    args += ["--summary-json", str(tmp_path / "summary.json")]
+    args = [*DEMO, "--output-dir", str(tmp_path)]
+    checkpoints, summary = str(tmp_path / "checkpoints"), tmp_path / "summary.json"
     script = repo_root() / "chapter20" / "scripts" / "spot_demo.py"
     monkeypatch.setattr(sys, "argv", [str(script), *args, "--stop-after", "7"])
     capsys.readouterr()
-    runpy.run_path(str(script), run_name="__main__")  # raises (exit status 1) on an error
+    runpy.run_path(str(script), run_name="__main__")  # raises (exit status 2) on an error
     stopped = capsys.readouterr().out
-    assert stopped.splitlines() == StoppedLaunch(7, None, str(directory)).lines()
-    assert "stopped after step 7" in stopped and str(directory) in stopped
-    assert not (tmp_path / "summary.json").exists()  # only a finished run writes its summary
-    spot_demo.main(args)
+    assert stopped.splitlines() == StoppedLaunch(7, None, checkpoints).lines()
+    assert "stopped after step 7" in stopped and checkpoints in stopped
+    assert not summary.exists()  # only a finished run writes its summary
+    spot_run.main(args)
     assert capsys.readouterr().out.splitlines() == [
         f"done: 12 steps on 1 process(es), resumed from step 6; fingerprint {single_reference}"
     ]
-    assert SpotResult.read(tmp_path / "summary.json").fingerprint == single_reference
+    assert json.loads(summary.read_text())["fingerprint"] == single_reference
 
 
 def test_a_cosine_schedule_ends_at_the_runs_steps_without_total_steps():
     """``--schedule cosine`` with ``--steps`` only: the spot and DDP demos' step decays to 0 at
     their last step; ``--total-steps`` still overrides it."""
-    from chapter20.demos import ddp_demo, spot_demo
+    from chapter20.demos import ddp_run, spot_run
 
-    spot = spot_demo.parse_args(["--checkpoint-dir", "x", "--steps", "30", "--schedule", "cosine"])
-    assert spot.training.total_steps == 30
-    ddp = ddp_demo.parse_args(["--steps", "12", "--schedule", "cosine", "--total-steps", "40"])
+    spot = spot_run.parse_args(["--output-dir", "x", "--steps", "30", "--schedule", "cosine"])
+    assert spot.train_config().total_steps == 30
+    ddp = ddp_run.parse_args(["--steps", "12", "--schedule", "cosine", "--total-steps", "40"])
     assert ddp.train_config().total_steps == 40
-    trainer = Trainer(torch.nn.Embedding(4, 2), spot.training)
+    trainer = Trainer(torch.nn.Embedding(4, 2), spot.train_config())
     assert trainer.scheduler.lr_lambdas[0](30) == pytest.approx(0.0, abs=1e-12)
     assert trainer.scheduler.lr_lambdas[0](29) > 0
 
 
 def test_demo_sigterm_checkpoints_and_exits_within_a_bound(tmp_path):
-    directory = tmp_path / "ckpt"
+    directory = tmp_path / "run" / "checkpoints"
     args = [*DEMO, "--steps", "400", "--step-delay", "0.05", "--checkpoint-every", "100"]
     script = repo_root() / "chapter20" / "scripts" / "spot_demo.py"
     log = tmp_path / "demo.log"
-    child = start_script(script, [*args, "--checkpoint-dir", directory], log)
+    child = start_script(script, [*args, "--output-dir", tmp_path / "run"], log)
     deadline = time.monotonic() + 300  # the start-up (under load); the bound below is the exit
     while len(read_progress(directory)) < 5:
         assert time.monotonic() < deadline and child.is_alive(), log.read_text()
@@ -605,7 +606,7 @@ def test_resume_equals_uninterrupted_on_cuda(tmp_path):
     run_spot_training(_fast(tmp_path / "b", stop_after=7), cuda)
     resumed = run_spot_training(_fast(tmp_path / "b"), cuda)
     assert resumed.fingerprint == reference.fingerprint
-    assert "cuda" in CheckpointManager(tmp_path / "b").load_latest()["rng"][0]
+    assert "cuda" in CheckpointManager(tmp_path / "b" / "checkpoints").load_latest()["rng"][0]
 
 
 def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path, monkeypatch):

@@ -1,58 +1,35 @@
 """§20.4 and §20.5.2 The demos: applications of the composed step, at the capstone's rank.
 
-- ``ddp_run``: §20.4 the DDP demo's run (:class:`DemoConfig`, :func:`run_ddp_demo`);
-- ``spot_run``: §20.5.2 the spot demo's run, which survives preemption bit for bit
+- ``ddp_run``: §20.4 the DDP demo (:class:`DemoConfig`, :func:`run_ddp_demo`), a preset of the
+  shared contrastive model's run on the one run driver;
+- ``spot_run``: §20.5.2 the spot demo, which survives preemption bit for bit
   (:class:`SpotConfig`, :func:`run_spot_training`, launches under torchrun);
 - ``resume_stress``: §20.5.2 the stress test of bitwise resume (:class:`StressConfig`,
   :func:`stress_resume`), which kills spot demo launches from outside;
 - ``fault_writer``: notebook 07's checkpoint writers that a fault strikes for real;
-- ``ddp_demo``, ``spot_demo``, ``spot_stress``: their command lines, each with ``main(argv)``,
-  run as ``python -m chapter20.demos.<name>`` (or ``torchrun --module``) or through
-  ``chapter20/scripts/<name>.py``; not imported here, so ``python -m`` runs each once.
+  ``fault_injection``: the faults of its matrix injected, and what the next run finds;
+  ``elastic_run``: a sharded run resumed at another world size;
+- ``recommender``: §20.1's two-tower recommender with sampled negatives.
 
-The names readers use most are importable from here::
+``ddp_run``, ``spot_run`` and ``resume_stress`` each carry their command line (``main(argv)``),
+run as ``python -m chapter20.demos.<name>`` (or ``torchrun --module``) or through
+``chapter20/scripts/``. Every other public name is importable from here, and imported only when
+used (``chapter20.core.facade``), so ``python -m`` runs each module once::
 
     from chapter20.demos import SpotConfig, run_spot_training
 """
 
-from chapter20.demos.ddp_run import DEMO_TRAINING, DemoConfig, run_ddp_demo
-from chapter20.demos.resume_stress import (
-    StressConfig,
-    StressRun,
-    demo_command,
-    demo_summary_path,
-    run_killed,
-    run_uninterrupted,
-    stress_resume,
-)
-from chapter20.demos.spot_run import (
-    DEMO_MODULE,
-    SPOT_TRAINING,
-    SpotConfig,
-    SpotResult,
-    launch_spot_demo,
-    run_spot_training,
-    start_spot_demo,
-    wait_for_spot_demos,
-)
+from chapter20.core.facade import lazy_exports
 
-__all__ = [
-    "DEMO_MODULE",
-    "DEMO_TRAINING",
-    "SPOT_TRAINING",
-    "DemoConfig",
-    "SpotConfig",
-    "SpotResult",
-    "StressConfig",
-    "StressRun",
-    "demo_command",
-    "demo_summary_path",
-    "launch_spot_demo",
-    "run_ddp_demo",
-    "run_killed",
-    "run_spot_training",
-    "run_uninterrupted",
-    "start_spot_demo",
-    "stress_resume",
-    "wait_for_spot_demos",
-]
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    (
+        "ddp_run",
+        "spot_run",
+        "resume_stress",
+        "fault_writer",
+        "fault_injection",
+        "elastic_run",
+        "recommender",
+    ),
+)

@@ -1,16 +1,30 @@
-"""§20.4 The DDP demo's run: the shared contrastive embedding model trained on real text, on any
-number of processes, CPUs or GPUs, one node or several (``chapter20.demos.ddp_demo`` is its
-command line, ``scripts/ddp_demo.py`` calls it).
+"""§20.4 The DDP demo: the shared contrastive embedding model trained on real text, on any number
+of processes, CPUs or GPUs, one node or several.
 
-The bag-of-embeddings encoder (listing L2's model) is trained with InfoNCE whose negatives are
-the keys of every rank, under DistributedDataParallel (gloo on CPU, nccl on CUDA), through the
-composed step (``chapter20.training.trainer``). The global batch is split over the ranks by a
-DistributedSampler, so the run equals one process with the same global batch and seed. The
-learning rate of ``training`` is the rate at ``base_batch`` pairs, scaled linearly to ``batch``
-with a warm-up; ``training.chunk_size`` splits each rank's batch into chunks by gradient caching
-(the full batch's negatives; plain accumulation would not keep them). Rank 0 shows a progress
-bar and prints a summary: the final loss next to ln(batch), the loss of a uniform guess over the
-batch's candidates, and held-out recall@1/@10 next to chance (k / held-out pairs).
+    torchrun chapter20/scripts/ddp_demo.py                       # one process
+    torchrun --nproc_per_node=2 chapter20/scripts/ddp_demo.py    # two processes, one node
+    torchrun --nproc_per_node=2 -m chapter20.demos.ddp_run       # the same, as a module
+    # two nodes (here both on localhost; on a cluster use node 0's address):
+    torchrun --nnodes=2 --node_rank=0 --nproc_per_node=1 \\
+        --master_addr=127.0.0.1 --master_port=29511 chapter20/scripts/ddp_demo.py
+    torchrun --nnodes=2 --node_rank=1 --nproc_per_node=1 \\
+        --master_addr=127.0.0.1 --master_port=29511 chapter20/scripts/ddp_demo.py
+
+The run is a preset of the shared contrastive model's run
+(``chapter20.training.pair_training.PairRunConfig``), trained by the one run driver
+(``chapter20.training.driver``): the bag-of-embeddings encoder (listing L2's model) with InfoNCE
+whose negatives are the keys of every rank, under DistributedDataParallel (gloo on CPU, nccl on
+CUDA), through the composed step. The global batch is dealt to the ranks as a
+``DistributedSampler`` deals it (``ResumableBatchSampler(deal="round_robin")``, which also
+resumes), so the run equals one process with the same global batch and seed. The options are
+the fields of :class:`DemoConfig` and of its ``TrainConfig`` and ``LoopConfig`` (``--help``
+lists them): ``--batch`` is global, the rate ``--lr`` at ``--base-batch`` is scaled linearly with
+``--warmup-steps``, ``--chunk-size`` splits each rank's batch by gradient caching (the full
+batch's negatives; plain accumulation would not keep them), ``--precision bf16`` autocasts,
+``--gradient-compression fp16`` compresses the gradient all-reduce, ``--output-dir`` keeps
+checkpoints and the summary. Rank 0 shows a progress bar and prints a summary: the final loss
+next to ln(batch), the loss of a uniform guess over the batch's candidates, and held-out
+recall@1/@10 next to chance (k / held-out pairs).
 
 The defaults learn within seconds on two CPU cores: AdamW at 1e-2 for 256 pairs (a bag of
 embeddings tolerates a high rate; at 1e-3 forty steps barely leave the uniform guess),
@@ -19,168 +33,124 @@ temperature 0.1, 60 steps (about 1.5 epochs of the 9,953 training pairs).
 
 from __future__ import annotations
 
-import json
+import argparse
+import contextlib
+import gc
 import math
-import time
-from dataclasses import dataclass, replace
-from pathlib import Path
+import sys
+from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
+import torch.distributed as dist
 
 from chapter20.core.checks import check_int
 from chapter20.core.corpora import pair_data
-from chapter20.core.device import set_seed
-from chapter20.core.models import BagOfEmbeddingsEncoder
-from chapter20.core.options import option
+from chapter20.core.options import add_options, option, parse_config, preset_option
 from chapter20.techniques.contrastive import recall_at_k
-from chapter20.techniques.distributed import (
-    COMPRESSIONS,
-    compress_gradients,
-    distributed_loader,
-    main_print,
-    scale_lr,
-    set_epoch,
-)
-from chapter20.training.checkpoints import CheckpointManager
+from chapter20.techniques.distributed import distributed
 from chapter20.training.config import TrainConfig
+from chapter20.training.driver import Batches, FinishedRun, run_training
+from chapter20.training.pair_training import PairRunConfig
+from chapter20.training.run_config import RunConfig
+from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.trainer import Trainer
 
-__all__ = ["DEMO_TRAINING", "DemoConfig", "run_ddp_demo"]
+__all__ = ["DEMO_TRAINING", "PROG", "DemoConfig", "main", "parse_args", "report_line",
+           "run_ddp_demo"]  # fmt: skip
 
-#: The demo's composed step: AdamW at 1e-2 for 256 pairs, 10 warm-up steps, InfoNCE at 0.1.
-DEMO_TRAINING = TrainConfig(lr=1e-2, weight_decay=0.0, warmup_steps=10, temperature=0.1)
+#: The name in usage and error lines (``python -m`` or torchrun would show another).
+PROG = "ddp_demo.py"
+
+#: The demo's composed step: AdamW at 1e-2 for 256 pairs (scaled linearly to the run's batch),
+#: 10 warm-up steps, InfoNCE at 0.1.
+DEMO_TRAINING = TrainConfig(
+    lr=1e-2, base_batch=256, weight_decay=0.0, warmup_steps=10, temperature=0.1
+)
 
 
 @dataclass(frozen=True)
-class DemoConfig:
-    """The DDP demo (§20.4): ``steps`` of ``batch`` pairs (global, split evenly over the ranks)
-    of a ``vocab``-row, ``dim``-wide bag encoder seeded by ``seed``; ``training.lr`` is the rate
-    at ``base_batch`` pairs; ``compress`` the gradient all-reduce's compression hook;
-    ``checkpoint_dir`` (the final state, written by rank 0) and ``summary_json`` are optional;
-    ``report`` prints rank 0's summary line; a cosine schedule of ``training`` ends at ``steps``
-    unless it gives ``total_steps``."""
+class DemoConfig(PairRunConfig):
+    """The DDP demo (§20.4): a preset of
+    :class:`~chapter20.training.pair_training.PairRunConfig` — 60 steps of 256 pairs (global,
+    split evenly over the ranks) of the 10,000-row, 128-wide encoder, the step of
+    :data:`DEMO_TRAINING`, a progress bar; ``report`` prints rank 0's summary line."""
 
-    steps: int = option(60, "optimizer steps")
-    batch: int = option(256, "pairs per step, over all ranks")
-    base_batch: int = option(256, "the batch at which --lr is the rate (scaled linearly)")
-    vocab: int = option(10_000, "rows of the embedding table")
-    dim: int = option(128, "embedding width")
-    seed: int = option(0, "seed of the weights and the data order")
-    compress: str = option(
-        "none", "gradient all-reduce compression (a DDP communication hook)", choices=COMPRESSIONS
+    steps: int = preset_option(RunConfig, "steps", 60)
+    batch: int = preset_option(RunConfig, "batch", 256)
+    progress: bool = preset_option(RunConfig, "progress", True)
+    training: TrainConfig = preset_option(
+        RunConfig, "training", default_factory=lambda: DEMO_TRAINING
     )
-    checkpoint_dir: str | None = option(None, "save the final training state here")
-    summary_json: str | None = option(None, "write the summary to this file (rank 0)")
-    progress: bool = option(True, "progress bar on rank 0")
     report: bool = option(True, "print the summary line on rank 0")
-    training: TrainConfig = option(
-        help="the composed step (chapter20.training.config.TrainConfig)",
-        default_factory=lambda: DEMO_TRAINING,
-    )
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch", "base_batch", "vocab", "dim"):
-            check_int(name, getattr(self, name), 1)
-        check_int("seed", self.seed, 0)
-        if self.compress not in COMPRESSIONS:
-            raise ValueError(f"compress must be one of {COMPRESSIONS}, got {self.compress!r}")
-        if not isinstance(self.training, TrainConfig):
-            raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
-        # A cosine schedule without total_steps ends at this run's last step.
-        object.__setattr__(self, "training", self.training.for_steps(self.steps))
-
-    def train_config(self) -> TrainConfig:
-        """The composed step at the rate of this run's batch (§20.4.1)."""
-        return replace(self.training, lr=scale_lr(self.training.lr, self.base_batch, self.batch))
+        super().__post_init__()
+        check_int("steps", self.steps, 1)
+        if not isinstance(self.report, bool):
+            raise TypeError(f"report must be True or False, got {self.report!r}")
 
 
-def _batches(loader, epochs_seen: list[int]):
-    while True:
-        set_epoch(loader, epochs_seen[0])
-        yield from loader
-        epochs_seen[0] += 1
-
-
-def run_ddp_demo(config: DemoConfig, ctx) -> dict:
-    """The training run of one rank of the DDP demo (§20.4); ``ctx`` is the
-    ``chapter20.techniques.distributed.distributed`` context. Returns the summary (the same on
-    every rank). A batch that does not split evenly over the ranks raises ValueError on every
-    rank before any collective."""
-    if config.batch % ctx.world_size:
-        raise ValueError(
-            f"batch ({config.batch}) must be a multiple of the world size {ctx.world_size}, "
-            "so that every rank holds the same number of pairs"
-        )
+def _demo_batches(config: DemoConfig, trainer: Trainer) -> Batches:
+    """This rank's share of every global batch of training pairs, dealt round-robin as a
+    ``DistributedSampler`` deals them."""
     data = pair_data(vocab_size=config.vocab)
-    dataset = torch.utils.data.TensorDataset(data.train_anchors, data.train_positives)
-    loader = distributed_loader(dataset, config.batch // ctx.world_size, seed=config.seed)
-    set_seed(config.seed)
-    model = BagOfEmbeddingsEncoder(config.vocab, config.dim).to(ctx.device)
-    trainer = Trainer(model, config.train_config())
-    stats = compress_gradients(trainer.model, config.compress) if ctx.world_size > 1 else None
-    epochs = [0]
-    batches = _batches(loader, epochs)
-    progress = tqdm(
-        total=config.steps,
-        disable=not ctx.is_main or not config.progress,
-        desc=f"DDP x{ctx.world_size} ({ctx.backend or 'one process'})",
+    anchors, positives = data.train_anchors, data.train_positives
+    sampler = ResumableBatchSampler(
+        len(anchors), config.batch, seed=config.seed, deal="round_robin"
     )
-    losses, start = [], time.perf_counter()
-    for _ in range(config.steps):
-        batch = tuple(t.to(ctx.device, non_blocking=True) for t in next(batches))
-        losses.append(trainer.step(batch).loss)  # the loss of the global batch, on every rank
-        progress.update()
-        progress.set_postfix(loss=f"{losses[-1]:.3f}")
-    progress.close()
-    seconds = time.perf_counter() - start
-    held_out = (data.test_anchors.to(ctx.device), data.test_positives.to(ctx.device))
-    recall = recall_at_k(trainer.encoder, *held_out)  # the same on every rank: replicas agree
-    if config.checkpoint_dir is not None:  # the whole state, written by rank 0, atomically
-        CheckpointManager(config.checkpoint_dir, keep_last=1).save(trainer.capture_state())
-    summary = _summary(config, ctx, trainer, losses, seconds, epochs[0] + 1, stats)
-    summary.update(_quality(config, losses, recall, len(data.test_anchors)))
-    if ctx.is_main and config.report:
-        main_print(_report_line(config, ctx, summary))
-    if ctx.is_main and config.summary_json is not None:
-        path = Path(config.summary_json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(summary, indent=2))
-    return summary
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        idx = sampler.next_batch()
+        device = trainer.device
+        return anchors[idx].to(device, non_blocking=True), positives[idx].to(
+            device, non_blocking=True
+        )
+
+    return Batches(next_batch, sampler)
 
 
-def _summary(config, ctx, trainer, losses, seconds, epochs, stats) -> dict:
-    """The run's figures, the same on every rank (but ``seconds`` and the rates)."""
-    checksum = sum(float(p.detach().double().abs().sum()) for p in trainer.encoder.parameters())
-    lr = trainer.config.lr
-    summary = {
-        "world_size": ctx.world_size,
-        "backend": ctx.backend,
-        "device": str(ctx.device),
-        "steps": config.steps,
-        "global_batch": config.batch,
-        "lr": lr,
-        "epochs_started": epochs,
+def run_ddp_demo(config: DemoConfig, device: torch.device | str | None = None):
+    """The training run of one rank of the DDP demo (§20.4); every rank of the current process
+    group (or one process) calls it. Returns the finished run (its summary the same on every
+    rank, but the seconds and rates; rank 0 writes it to the output directory, if any) or the
+    :class:`~chapter20.training.loop.StoppedLaunch` of a ``--stop-after`` launch. A batch that
+    does not split evenly over the ranks raises ValueError on every rank before any collective."""
+    if not isinstance(config, DemoConfig):
+        raise TypeError(f"config must be a DemoConfig, got {type(config).__name__}")
+    return run_training(
+        config,
+        config.encoder,
+        lambda trainer: _demo_batches(config, trainer),
+        device=device,
+        summarize=lambda finished: finished.summary.update(_figures(config, finished)),
+    )
+
+
+def _figures(config: DemoConfig, finished: FinishedRun) -> dict:
+    """What the demo adds to the driver's summary: the losses against a uniform guess over the
+    batch's candidates (ln batch), held-out recall against chance (the same on every rank:
+    the replicas agree), the all-reduce's bytes, and a checksum of the weights."""
+    trainer, losses = finished.trainer, finished.losses
+    data = pair_data(vocab_size=config.vocab)
+    held_out = (data.test_anchors.to(trainer.device), data.test_positives.to(trainer.device))
+    recall = recall_at_k(trainer.encoder, *held_out)
+    stats, heldout = trainer.communication, len(data.test_anchors)
+    last = losses[-5:]
+    return {
+        "backend": dist.get_backend() if dist.is_initialized() else None,
+        "device": str(trainer.device),
+        "epochs_started": _epochs_started(config, trainer),
         "first_loss": losses[0],
         "final_loss": losses[-1],
-        "pairs_per_second": config.steps * config.batch / seconds,  # first step included
-        "seconds": seconds,
-        "parameter_abs_sum": checksum,
+        "final_loss_mean5": sum(last) / len(last),
+        "uniform_guess_loss": math.log(config.batch),
+        "parameter_abs_sum": sum(
+            float(p.detach().double().abs().sum()) for p in trainer.encoder.parameters()
+        ),
         "compression_ratio": stats.ratio if stats else None,
         # what this rank handed to gradient all-reduces per step, as counted by the DDP
         # communication hook (claim C02); the ring moves 2(W-1)/W of it over each link
-        "allreduce_bytes_per_step": stats.sent_bytes / config.steps if stats else None,
-    }
-    return summary
-
-
-def _quality(config: DemoConfig, losses: list[float], recall: dict, heldout: int) -> dict:
-    """What the run learned: the mean loss of the last 5 steps next to ln(batch) (the
-    InfoNCE of a uniform guess over the batch's candidates), held-out recall next to chance."""
-    last = losses[-5:]
-    return {
-        "final_loss_mean5": sum(last) / len(last),
-        "uniform_guess_loss": math.log(config.batch),
+        "allreduce_bytes_per_step": stats.sent_bytes / len(losses) if stats else None,
         "recall_at_1": recall[1],
         "recall_at_10": recall[10],
         "heldout_pairs": heldout,
@@ -189,21 +159,64 @@ def _quality(config: DemoConfig, losses: list[float], recall: dict, heldout: int
     }
 
 
-def _report_line(config: DemoConfig, ctx, summary: dict) -> str:
+def _epochs_started(config: DemoConfig, trainer: Trainer) -> int:
+    """The epochs the run has started (the first counts): its steps over the batches per
+    epoch, rounded up."""
+    per_epoch = len(pair_data(vocab_size=config.vocab).train_anchors) // config.batch
+    return math.ceil(trainer.steps / per_epoch)
+
+
+def report_line(config: DemoConfig, summary: dict) -> str:
     """Rank 0's summary: loss against the uniform guess, recall against chance, throughput."""
     compression = (
-        f", all-reduce bytes x{summary['compression_ratio']:.2f} ({config.compress})"
+        f", all-reduce bytes x{summary['compression_ratio']:.2f} "
+        f"({config.training.gradient_compression})"
         if summary["compression_ratio"] is not None
         else ""
     )
     return (
-        f"done: {config.steps} steps x {config.batch} pairs on {ctx.world_size} process(es) "
-        f"[{ctx.backend or 'no process group'}, {ctx.device}], lr {summary['lr']:.2e}: "
-        f"loss {summary['first_loss']:.2f} -> {summary['final_loss_mean5']:.2f} (mean of the last "
-        f"{min(5, config.steps)} steps; "
+        f"done: {config.steps} steps x {config.batch} pairs on {summary['world_size']} "
+        f"process(es) [{summary['backend'] or 'no process group'}, {summary['device']}], "
+        f"lr {summary['lr']:.2e}: loss {summary['first_loss']:.2f} -> "
+        f"{summary['final_loss_mean5']:.2f} (mean of the last {min(5, config.steps)} steps; "
         f"a uniform guess: ln {config.batch} = {summary['uniform_guess_loss']:.2f}); held-out "
         f"recall@1 {summary['recall_at_1']:.3f}, @10 {summary['recall_at_10']:.3f} "
         f"(chance {summary['chance_at_1']:.4f}, {summary['chance_at_10']:.4f}; "
         f"{summary['heldout_pairs']:,} pairs); {summary['pairs_per_second']:,.0f} pairs/s"
         + compression
     )
+
+
+def parse_args(argv: list[str] | None = None) -> DemoConfig:
+    """§20.4 :class:`DemoConfig` from the command line (options derived from its fields); a
+    refused value exits with status 2."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    add_options(parser, DemoConfig)
+    return parse_config(parser, DemoConfig, argv)[0]
+
+
+def main(argv: list[str] | None = None):
+    """§20.4 The DDP demo on this process (every rank of a torchrun group runs it); returns the
+    finished run (or the stopped launch). A global batch the ranks cannot share exits with
+    status 2 and one line on stderr."""
+    config = parse_args(argv)
+    with distributed() as ctx:
+        try:
+            result = run_ddp_demo(config, ctx.device)
+        except ValueError as exc:  # a batch the ranks cannot share: every rank refuses it
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        # Every DDP object is gone before the group is: gloo threads that outlive the
+        # interpreter's tensors abort the process at exit.
+        gc.collect()
+        if ctx.world_size > 1:
+            dist.barrier()
+    if ctx.is_main and config.report:
+        done = isinstance(result, FinishedRun)
+        print(report_line(config, result.summary) if done else "\n".join(result.lines()))
+    return result
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main(sys.argv[1:])

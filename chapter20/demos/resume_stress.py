@@ -14,14 +14,24 @@ meet the failure:
 
 alternating, ``repetitions`` times, and counts the final fingerprints: they must all be equal.
 The demo's self-inflicted ``--chaos-kills`` kills land only between steps; these land anywhere.
-Each launch is ``python -m chapter20.demos.spot_demo`` and reports its fingerprint in the
-``--summary-json`` file its config has (no output is parsed). :class:`StressConfig` is the one
-configuration of the procedure; ``chapter20.demos.spot_stress`` (``scripts/spot_stress.py``) is
-its command line; ``tests/test_spot_stress.py`` runs a short one.
+Each launch is ``python -m chapter20.demos.spot_run`` with the options of the stressed spot run
+(``chapter20.core.options.config_argv``) and reports its fingerprint in the ``summary.json`` of
+its output directory (no output is parsed). :class:`StressConfig` is the one configuration of
+the procedure: how to kill, and the spot run it kills
+(:class:`~chapter20.demos.spot_run.SpotConfig`). :func:`main` is its command line:
+
+    python chapter20/scripts/spot_stress.py --repetitions 20
+    python chapter20/scripts/spot_stress.py --repetitions 3 --steps 24 --kills 2 --kill-seed 7
+    python -m chapter20.demos.resume_stress --repetitions 3 --batch 32   # spot run options too
+
+One line per run, then the count of each fingerprint; the exit status is 0 only if they are all
+equal. ``--kill-seed`` replays the same kill moments (as far as the timing of the machine allows).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import random
 import signal
@@ -30,24 +40,30 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from chapter20.core.checks import check_int, check_real
-from chapter20.core.options import option
+from chapter20.core.options import add_options, config_argv, option, parse_config
 from chapter20.core.paths import repo_root
-from chapter20.demos.spot_run import DEMO_MODULE, SpotResult
+from chapter20.demos.spot_run import DEMO_MODULE, SpotConfig
 from chapter20.training.loop import read_progress
+from chapter20.training.run_config import RunConfig
 
 __all__ = [
+    "PROG",
     "StressConfig",
     "StressRun",
     "demo_command",
-    "demo_summary_path",
+    "main",
+    "parse_args",
     "run_killed",
     "run_uninterrupted",
     "stress_resume",
 ]
+
+#: The name in usage and error lines.
+PROG = "spot_stress.py"
 
 _POLL_SECONDS = 0.01
 
@@ -66,25 +82,29 @@ def _check_startup_share(startup_share) -> float:
 
 @dataclass(frozen=True)
 class StressConfig:
-    """The stress test of bitwise resume (§20.5.2): ``repetitions`` pairs of runs of ``steps``
-    steps, each killed run SIGKILLed ``kills`` times, the kill moments drawn from ``seed``,
-    ``startup_share`` of them aimed at start-up; ``timeout`` seconds per run (all its launches).
-    Checked on creation; the command line's options are its fields."""
+    """The stress test of bitwise resume (§20.5.2): ``repetitions`` pairs of runs of the spot
+    run ``run`` (its output directory is the test's own, one per run), each killed run
+    SIGKILLed ``kills`` times, the kill moments drawn from ``kill_seed``, ``startup_share`` of
+    them aimed at start-up; ``timeout`` seconds per run (all its launches). Checked on creation;
+    the command line's options are its fields and the spot run's."""
 
     repetitions: int = option(20, "pairs of runs (one uninterrupted, one killed)")
-    steps: int = option(60, "optimizer steps per run")
     kills: int = option(4, "SIGKILLs per killed run")
-    seed: int = option(0, "draws the kill moments")
+    kill_seed: int = option(0, "draws the kill moments")
     startup_share: float = option(0.2, "share of kills aimed at start-up rather than at a step")
     timeout: float = option(900.0, "seconds per run")
+    run: SpotConfig = option(
+        help="the spot run (chapter20.demos.spot_run.SpotConfig)", default_factory=SpotConfig
+    )
 
     def __post_init__(self) -> None:
-        for name in ("repetitions", "steps"):
-            check_int(name, getattr(self, name), 1)
-        for name in ("kills", "seed"):
+        check_int("repetitions", self.repetitions, 1)
+        for name in ("kills", "kill_seed"):
             check_int(name, getattr(self, name), 0)
         _check_startup_share(self.startup_share)
         _check_timeout(self.timeout)
+        if not isinstance(self.run, SpotConfig):
+            raise TypeError(f"run must be a SpotConfig, got {self.run!r}")
 
 
 @dataclass
@@ -101,29 +121,25 @@ class StressRun:
     first_step_seconds: float | None = None
 
 
-def demo_summary_path(checkpoint_dir: str | os.PathLike) -> Path:
-    """Where a demo launch into ``checkpoint_dir`` writes its summary: beside the directory."""
-    checkpoint_dir = Path(checkpoint_dir)
-    return checkpoint_dir.with_name(checkpoint_dir.name + ".summary.json")
+def demo_command(run: SpotConfig, output_dir: str | os.PathLike) -> list[str]:
+    """The command line of one single-process launch of the spot run ``run`` into
+    ``output_dir`` (its options those of ``run``, but the output directory)."""
+    if not isinstance(run, SpotConfig):
+        raise TypeError(f"run must be a SpotConfig, got {run!r}")
+    options = config_argv(replace(run, output_dir=str(output_dir)))
+    return [sys.executable, "-m", DEMO_MODULE, *options]
 
 
-def demo_command(args: list[str], checkpoint_dir: str | os.PathLike) -> list[str]:
-    """The command line of one single-process demo launch into ``checkpoint_dir``, its summary
-    written to :func:`demo_summary_path`."""
-    summary = demo_summary_path(checkpoint_dir)
-    return [sys.executable, "-m", DEMO_MODULE, *args, "--checkpoint-dir", str(checkpoint_dir),
-            "--summary-json", str(summary)]  # fmt: skip
-
-
-def _fingerprint(checkpoint_dir: Path) -> str | None:
+def _fingerprint(output_dir: Path) -> str | None:
     """The fingerprint of the finished run's summary, or None if it wrote none."""
-    summary = demo_summary_path(checkpoint_dir)
-    return SpotResult.read(summary).fingerprint if summary.exists() else None
+    summary = output_dir / "summary.json"
+    return json.loads(summary.read_text())["fingerprint"] if summary.exists() else None
 
 
-def _steps_logged(directory: Path) -> list[dict]:
+def _steps_logged(output_dir: Path) -> list[dict]:
     """The step records of every launch so far, in order (see ``read_progress``)."""
-    return [record for record in read_progress(directory) if "step" in record]
+    checkpoints = RunConfig(output_dir=str(output_dir)).checkpoint_dir
+    return [record for record in read_progress(checkpoints) if "step" in record]
 
 
 def _launch(command: list[str]) -> subprocess.Popen:
@@ -154,13 +170,14 @@ def _finish(process: subprocess.Popen, timeout: float) -> None:
 
 
 def run_uninterrupted(
-    args: list[str], directory: str | os.PathLike, *, timeout: float = StressConfig.timeout
+    run: SpotConfig, directory: str | os.PathLike, *, timeout: float = StressConfig.timeout
 ) -> StressRun:
-    """One demo run, never interrupted, into ``directory`` (which should be empty)."""
+    """One launch of the spot run ``run``, never interrupted, into ``directory`` (which should be
+    empty)."""
     timeout = _check_timeout(timeout)
     directory = Path(directory)
     start, wall = time.monotonic(), time.time()
-    _finish(_launch(demo_command(args, directory)), timeout)
+    _finish(_launch(demo_command(run, directory)), timeout)
     progress = _steps_logged(directory)
     return StressRun(
         "uninterrupted",
@@ -220,20 +237,21 @@ def _kill_at_random(
 
 
 def run_killed(
-    args: list[str],
+    run: SpotConfig,
     directory: str | os.PathLike,
     *,
-    steps: int,
     kills: int,
     rng: random.Random,
     startup_seconds: float = 2.0,
     startup_share: float = StressConfig.startup_share,
     timeout: float = StressConfig.timeout,
 ) -> StressRun:
-    """Launch the demo into ``directory``, SIGKILL it from outside ``kills`` times at random
-    moments (see :func:`_kill_at_random`), relaunching after each kill as a requeue would, and
-    let the last launch finish. Returns its fingerprint and where each kill landed."""
-    steps = check_int("steps", steps, 1)
+    """Launch the spot run ``run`` into ``directory``, SIGKILL it from outside ``kills`` times at
+    random moments (see :func:`_kill_at_random`), relaunching after each kill as a requeue
+    would, and let the last launch finish. Returns its fingerprint and where each kill landed."""
+    if not isinstance(run, SpotConfig):
+        raise TypeError(f"run must be a SpotConfig, got {run!r}")
+    steps = run.steps
     kills = check_int("kills", kills, 0)
     check_real("startup_seconds", startup_seconds, minimum=0, maximum=3600, finite=True)
     _check_startup_share(startup_share)
@@ -241,67 +259,53 @@ def run_killed(
     directory = Path(directory)
     start = time.monotonic()
     deadline = start + timeout
-    run = StressRun("killed", None, launches=0)
+    stressed = StressRun("killed", None, launches=0)
     while True:
-        process = _launch(demo_command(args, directory))
-        run.launches += 1
-        if len(run.kills) < kills:
+        process = _launch(demo_command(run, directory))
+        stressed.launches += 1
+        if len(stressed.kills) < kills:
+            left = kills - len(stressed.kills)
             try:
-                where = _kill_at_random(
-                    process,
-                    directory,
-                    steps,
-                    kills - len(run.kills),
-                    rng,
-                    startup_seconds,
-                    startup_share,
-                    deadline,
-                )
+                where = _kill_at_random(process, directory, steps, left, rng, startup_seconds,
+                                        startup_share, deadline)  # fmt: skip
             except BaseException:
                 _stop(process)
                 raise
             if where is not None:
-                run.kills.append(where)
+                stressed.kills.append(where)
                 continue
         _finish(process, max(1.0, deadline - time.monotonic()))
-        run.fingerprint = _fingerprint(directory)
-        run.seconds = time.monotonic() - start
-        return run
+        stressed.fingerprint = _fingerprint(directory)
+        stressed.seconds = time.monotonic() - start
+        return stressed
 
 
-def stress_resume(config: StressConfig, args: list[str] | None = None, *, report=None) -> dict:
-    """Alternate ``config.repetitions`` uninterrupted demo runs with as many runs SIGKILLed
-    ``config.kills`` times from outside (§20.5.2); every final fingerprint must be the same.
+def stress_resume(config: StressConfig, *, report=None) -> dict:
+    """Alternate ``config.repetitions`` uninterrupted launches of the spot run ``config.run``
+    with as many launches SIGKILLed ``config.kills`` times from outside (§20.5.2); every final
+    fingerprint must be the same.
 
-    ``args`` are extra demo arguments (``--steps`` is added from ``config.steps``). Each run gets
-    a fresh temporary directory. ``report(run)`` is called after every run (progress output).
-    Returns ``{"runs": [...], "counts": {fingerprint: n}, "all_equal": bool}``; the kill
-    moments are drawn from ``config.seed``, so a failure can be replayed.
+    Each run gets a fresh temporary directory. ``report(run)`` is called after every run
+    (progress output). Returns ``{"runs": [...], "counts": {fingerprint: n}, "all_equal":
+    bool}``; the kill moments are drawn from ``config.kill_seed``, so a failure can be replayed.
     """
     if not isinstance(config, StressConfig):
         raise TypeError(f"config must be a StressConfig, got {config!r}")
-    repetitions, steps, kills = config.repetitions, config.steps, config.kills
-    seed, startup_share, timeout = config.seed, config.startup_share, config.timeout
-    args = [*(args or []), "--steps", str(steps)]
-    rng = random.Random(seed)
+    rng = random.Random(config.kill_seed)
     runs: list[StressRun] = []
     with tempfile.TemporaryDirectory(prefix="spot-stress-") as tmp:
-        for rep in range(repetitions):
-            plain = run_uninterrupted(args, Path(tmp) / f"plain-{rep}", timeout=timeout)
+        for rep in range(config.repetitions):
+            plain = run_uninterrupted(
+                config.run, Path(tmp) / f"plain-{rep}", timeout=config.timeout
+            )
             runs.append(plain)
             if report is not None:
                 report(plain)
-            startup = plain.first_step_seconds or 2.0
             killed = run_killed(
-                args,
-                Path(tmp) / f"killed-{rep}",
-                steps=steps,
-                kills=kills,
-                rng=rng,
-                startup_seconds=startup,
-                startup_share=startup_share,
-                timeout=timeout,
-            )
+                config.run, Path(tmp) / f"killed-{rep}", kills=config.kills, rng=rng,
+                startup_seconds=plain.first_step_seconds or 2.0,
+                startup_share=config.startup_share, timeout=config.timeout,
+            )  # fmt: skip
             runs.append(killed)
             if report is not None:
                 report(killed)
@@ -311,3 +315,43 @@ def stress_resume(config: StressConfig, args: list[str] | None = None, *, report
         "counts": dict(counts),
         "all_equal": len(counts) == 1 and None not in counts,
     }
+
+
+def parse_args(argv: list[str] | None = None) -> StressConfig:
+    """§20.5.2 :class:`StressConfig` from the command line: its fields and those of the spot run
+    it stresses (all but the output directory, which is the test's own)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    add_options(parser, StressConfig, exclude=("output_dir",))
+    return parse_config(parser, StressConfig, argv)[0]
+
+
+def _report(run: StressRun) -> None:
+    kills = f" killed at {', '.join(run.kills)};" if run.kills else ""
+    print(
+        f"{run.kind:>13}: {run.launches} launch(es),{kills} {run.seconds:.1f} s; "
+        f"fingerprint {run.fingerprint}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """§20.5.2 Run the stress test and print one line per run and the fingerprint counts;
+    returns the exit status: 0 only if every fingerprint is the same."""
+    config = parse_args(argv)
+    start = time.monotonic()
+    result = stress_resume(config, report=_report)
+    runs, counts = result["runs"], result["counts"]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"{len(runs)} runs ({config.repetitions} uninterrupted, {config.repetitions} killed, "
+        f"{sum(len(r.kills) for r in runs)} kills) in {time.monotonic() - start:.0f} s, "
+        f"load average {load:.1f}"
+    )
+    for fingerprint, count in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"  {fingerprint}: {count}")
+    print("all equal ✓" if result["all_equal"] else "DIFFERENT ✗")
+    return 0 if result["all_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

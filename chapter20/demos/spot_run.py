@@ -1,140 +1,113 @@
 """§20.5.2 The spot demo: a contrastive training run that survives preemption, bit for bit.
 
-The run trains the shared contrastive embedding model (bag-of-embeddings encoder, cross-rank
-InfoNCE, AdamW with warm-up) on next-sentence pairs of the Wikipedia sample, through the composed
-step (``chapter20.training.trainer``) inside the resumable loop (``chapter20.training.loop``).
-The techniques of that step can be switched on (precision, gradient caching, a learned
-temperature, 8-bit state), so the proof covers the composed trainer's whole state. Token dropout
-on the anchors draws from torch's global RNG, so the run depends on every piece of state that
-``capture_state`` saves. A killed run relaunched with the same arguments finishes with exactly
-the parameters of a run that was never interrupted. ``chapter20.demos.spot_demo`` is its
-command line (``scripts/spot_demo.py`` calls it); :func:`start_spot_demo` and
-:func:`launch_spot_demo` run it under ``torchrun --module``.
+The run is a preset of the shared contrastive model's run
+(``chapter20.training.pair_training.PairRunConfig``): the bag-of-embeddings encoder, cross-rank
+InfoNCE, AdamW with warm-up, on next-sentence pairs of the Wikipedia sample, trained by the one
+run driver (``chapter20.training.driver``) through the composed step inside the resumable loop,
+under ``deterministic_mode``. The techniques of that step can be switched on (precision,
+gradient caching, a learned temperature, 8-bit state), so the proof covers the composed
+trainer's whole state. Token dropout on the anchors draws from torch's global RNG, so the run
+depends on every piece of state that ``capture_state`` saves. A killed run relaunched with the
+same arguments finishes with exactly the parameters of a run that was never interrupted.
+
+:func:`main` is its command line (``python -m chapter20.demos.spot_run``,
+``chapter20/scripts/spot_demo.py``); :func:`start_spot_demo` and :func:`launch_spot_demo` run it
+under ``torchrun --module``.
+
+    python chapter20/scripts/spot_demo.py --output-dir runs/spot          # one process
+    torchrun --standalone --nproc_per_node=2 --max-restarts=5 \\
+        chapter20/scripts/spot_demo.py --output-dir runs/spot --chaos-kills 3   # 2 ranks
+    # or a plain relaunch loop, as a cluster's requeue would do:
+    until python chapter20/scripts/spot_demo.py --output-dir runs/spot --chaos-kills 3; do :; done
+
+Every launch resumes from the newest valid checkpoint in ``OUTPUT_DIR/checkpoints`` (a fresh
+directory starts from step 0). ``--chaos-kills N`` makes rank 0 SIGKILL itself N times at random
+steps, like a reclaimed spot machine. SIGTERM/SIGINT or ``--notice-file`` appearing make the run
+finish its step, checkpoint, and exit with status 143
+(``chapter20.training.preemption.EXIT_PREEMPTED``). At the end rank 0 prints the parameter
+fingerprint, equal to that of an uninterrupted run with the same arguments (and the same number
+of processes), and writes ``OUTPUT_DIR/summary.json``. ``--stop-after N`` ends the launch after
+N steps as a kill would: rank 0 says where it stopped and how to resume, and the exit status is
+0. The options are the fields of :class:`SpotConfig`, of its ``TrainConfig`` and of its
+``LoopConfig`` (``--help`` lists them).
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import argparse
+import gc
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
+import torch.distributed as dist
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import pair_data
-from chapter20.core.device import set_seed
-from chapter20.core.models import BagOfEmbeddingsEncoder
-from chapter20.core.options import option
+from chapter20.core.options import add_options, option, parse_config, preset_option
 from chapter20.core.paths import repo_root
-from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.techniques.distributed import distributed
 from chapter20.training.config import TrainConfig
-from chapter20.training.loop import LoopConfig, StoppedLaunch, resumable_loop
+from chapter20.training.driver import Batches, FinishedRun, run_training
+from chapter20.training.loop import LoopConfig, StoppedLaunch
+from chapter20.training.pair_training import PairRunConfig
+from chapter20.training.run_config import RunConfig
 from chapter20.training.sampler import ResumableBatchSampler
-from chapter20.training.state import parameter_fingerprint
 from chapter20.training.trainer import Trainer
 
 __all__ = [
     "DEMO_MODULE",
+    "PROG",
     "SPOT_TRAINING",
     "SpotConfig",
-    "SpotResult",
+    "finished_lines",
     "launch_spot_demo",
+    "main",
+    "parse_args",
     "run_spot_training",
+    "spot_batches",
     "start_spot_demo",
     "wait_for_spot_demos",
 ]
 
 #: The spot demo's command line, launched as ``python -m`` / ``torchrun --module``.
-DEMO_MODULE = "chapter20.demos.spot_demo"
+DEMO_MODULE = "chapter20.demos.spot_run"
+#: The name in usage and error lines (``python -m`` or torchrun would show another).
+PROG = "spot_demo.py"
 
-#: The composed step of the spot demo: AdamW at 0.02 with 5 warm-up steps, InfoNCE at 0.05.
-SPOT_TRAINING = TrainConfig(lr=0.02, weight_decay=0.0, warmup_steps=5, temperature=0.05)
+#: The composed step of the spot demo: AdamW at 0.02 with 5 warm-up steps, InfoNCE at the
+#: default temperature.
+SPOT_TRAINING = TrainConfig(lr=0.02, weight_decay=0.0, warmup_steps=5)
 
 
 @dataclass(frozen=True)
-class SpotConfig:
+class SpotConfig(PairRunConfig):
     """One spot training run (§20.5.2); the defaults finish in seconds on a CPU.
 
-    ``checkpoint_dir`` (where the state is saved and resumed from), ``steps`` of
-    ``batch`` pairs (over all ranks) of a ``vocab``-row, ``dim``-wide bag encoder,
-    ``token_dropout`` on the anchors, ``seed``; ``summary_json``: where rank 0 writes a
-    finished run's :class:`SpotResult` (optional); ``training`` the composed step's settings
-    (``TrainConfig``; a cosine schedule ends at ``steps`` unless it gives ``total_steps``) and
-    ``loop`` how the run checkpoints and is killed (``LoopConfig``)."""
+    A preset of :class:`~chapter20.training.pair_training.PairRunConfig`: 60 steps of 64 pairs
+    of a 2,000-row, 32-wide encoder; ``token_dropout`` on the anchors; the step of
+    :data:`SPOT_TRAINING`, checkpoints every 5 steps under ``deterministic_mode``. The run needs
+    an ``output_dir`` (the checkpoints are saved in, and resumed from,
+    ``output_dir/checkpoints``); the stress test gives each of its runs its own."""
 
-    checkpoint_dir: str = option(help="checkpoints are saved in, and resumed from, here")
-    steps: int = option(60, "optimizer steps in all")
-    batch: int = option(64, "pairs per step, over all ranks")
-    vocab: int = option(2000, "rows of the embedding table")
-    dim: int = option(32, "embedding width")
+    steps: int = preset_option(RunConfig, "steps", 60)
+    batch: int = preset_option(RunConfig, "batch", 64)
+    training: TrainConfig = preset_option(
+        RunConfig, "training", default_factory=lambda: SPOT_TRAINING
+    )
+    loop: LoopConfig = preset_option(RunConfig, "loop", default_factory=LoopConfig)
+    vocab: int = preset_option(PairRunConfig, "vocab", 2000)
+    dim: int = preset_option(PairRunConfig, "dim", 32)
     token_dropout: float = option(0.1, "anchor tokens dropped (draws from the global RNG)")
-    seed: int = option(0, "seed of the weights and of the data order")
-    summary_json: str | None = option(None, "write the summary to this file (rank 0)")
-    training: TrainConfig = option(
-        help="the composed step (chapter20.training.config.TrainConfig)",
-        default_factory=lambda: SPOT_TRAINING,
-    )
-    loop: LoopConfig = option(
-        help="checkpoints and preemption (chapter20.training.loop.LoopConfig)",
-        default_factory=LoopConfig,
-    )
 
-    def __post_init__(self):
-        if not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir:
-            raise TypeError(f"checkpoint_dir must be a non-empty str, got {self.checkpoint_dir!r}")
-        if self.summary_json is not None and not isinstance(self.summary_json, str):
-            raise TypeError(f"summary_json must be a str path or None, got {self.summary_json!r}")
-        for name in ("steps", "batch", "vocab", "dim"):
-            check_int(name, getattr(self, name), 1)
-        check_int("seed", self.seed, 0)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("steps", self.steps, 1)
         if not 0.0 <= check_real("token_dropout", self.token_dropout, finite=True) < 1.0:
             raise ValueError(f"token_dropout must be in [0, 1), got {self.token_dropout}")
-        if not isinstance(self.training, TrainConfig):
-            raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
-        if not isinstance(self.loop, LoopConfig):
-            raise TypeError(f"loop must be a LoopConfig, got {self.loop!r}")
-        # A cosine schedule without total_steps ends at this run's last step.
-        object.__setattr__(self, "training", self.training.for_steps(self.steps))
-
-
-@dataclass(frozen=True)
-class SpotResult:
-    """A spot run that reached its last step (§20.5.2): the parameter ``fingerprint``
-    (:func:`chapter20.training.state.parameter_fingerprint`; equal to an uninterrupted run's
-    with the same arguments and number of processes), the step this launch ``resumed_from``
-    (0: from scratch), the ``steps`` reached, the ``world_size``, the median seconds of a
-    checkpoint save of this launch (None: it saved none) and the run's ``config`` as a dict."""
-
-    fingerprint: str
-    resumed_from: int
-    steps: int
-    world_size: int
-    checkpoint_seconds: float | None
-    config: dict[str, Any]
-
-    @classmethod
-    def read(cls, path: str | os.PathLike) -> SpotResult:
-        """The result a run wrote to ``path`` (``SpotConfig.summary_json``)."""
-        return cls(**json.loads(Path(path).read_text()))
-
-    def lines(self) -> list[str]:
-        """What the command line prints for the finished run (rank 0)."""
-        return [
-            f"done: {self.steps} steps on {self.world_size} process(es), resumed from "
-            f"step {self.resumed_from}; fingerprint {self.fingerprint}"
-        ]
-
-
-@functools.lru_cache(maxsize=2)
-def _training_pairs(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    data = pair_data(vocab_size=vocab)
-    return data.train_anchors, data.train_positives
 
 
 def _drop_tokens(ids: torch.Tensor, p: float) -> torch.Tensor:
@@ -147,48 +120,79 @@ def _drop_tokens(ids: torch.Tensor, p: float) -> torch.Tensor:
     return ids.masked_fill(drop, 0)
 
 
-def run_spot_training(
-    config: SpotConfig, device: torch.device | None = None
-) -> SpotResult | StoppedLaunch:
-    """Train from the newest checkpoint in ``config.checkpoint_dir`` to ``config.steps`` (§20.5.2).
-
-    Every rank of the current process group (or a single process) calls it. Returns the finished
-    run's :class:`SpotResult` (rank 0 also writes it to ``config.summary_json`` as JSON), or, when
-    ``config.loop.stop_after`` ended this launch first, its
-    :class:`~chapter20.training.loop.StoppedLaunch`. Exits with :data:`EXIT_PREEMPTED` after
-    saving when a preemption notice arrives.
-    """
-    rank, world = group_rank_and_size()
-    device = device or torch.device("cpu")
-    anchors, positives = _training_pairs(config.vocab)
-    set_seed(config.seed)
-    model = BagOfEmbeddingsEncoder(config.vocab, config.dim).to(device)
-    trainer = Trainer(model, config.training)
+def spot_batches(config: SpotConfig, trainer: Trainer) -> Batches:
+    """This rank's batches of the spot run (§20.5.2): a :class:`ResumableBatchSampler` over the
+    training pairs (its position saved in every checkpoint), token dropout on the anchors."""
+    data = pair_data(vocab_size=config.vocab)
+    anchors, positives = data.train_anchors, data.train_positives
     sampler = ResumableBatchSampler(len(anchors), config.batch, seed=config.seed)
 
     def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
         idx = sampler.next_batch()
         batch_anchors = _drop_tokens(anchors[idx], config.token_dropout)
-        return batch_anchors.to(device), positives[idx].to(device)
+        return batch_anchors.to(trainer.device), positives[idx].to(trainer.device)
 
-    run = resumable_loop(
-        trainer, sampler, next_batch, config.loop, steps=config.steps,
-        directory=config.checkpoint_dir,
-    )  # fmt: skip
-    if run.stopped:
-        return StoppedLaunch.from_loop(run, config.checkpoint_dir)
-    result = SpotResult(
-        fingerprint=parameter_fingerprint(trainer.module),
-        resumed_from=run.resumed_from,
-        steps=run.steps,
-        world_size=world,
-        checkpoint_seconds=float(np.median(run.save_seconds)) if run.save_seconds else None,
-        config=asdict(config),
+    return Batches(next_batch, sampler)
+
+
+def run_spot_training(
+    config: SpotConfig, device: torch.device | None = None
+) -> FinishedRun | StoppedLaunch:
+    """Train from the newest checkpoint in ``config``'s output directory to ``config.steps``
+    (§20.5.2); every rank of the current process group (or a single process) calls it. Returns
+    the finished run (rank 0 also writes its summary, with the parameter ``fingerprint``, to
+    ``summary.json``), or, when ``config.loop.stop_after`` ended this launch first, its
+    :class:`~chapter20.training.loop.StoppedLaunch`. Exits with status 143 after saving when a
+    preemption notice arrives."""
+    if not isinstance(config, SpotConfig):
+        raise TypeError(f"config must be a SpotConfig, got {type(config).__name__}")
+    _needs_output_dir(config)
+    return run_training(
+        config, config.encoder, lambda trainer: spot_batches(config, trainer), device=device
     )
-    if rank == 0 and config.summary_json is not None:
-        path = Path(config.summary_json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(result), indent=2))
+
+
+def _needs_output_dir(config: SpotConfig) -> None:
+    if config.output_dir is None:
+        raise ValueError("output_dir: the spot run saves its checkpoints there; give --output-dir")
+
+
+def finished_lines(summary: dict) -> list[str]:
+    """What the command line prints for a finished run (rank 0)."""
+    return [
+        f"done: {summary['steps']} steps on {summary['world_size']} process(es), resumed from "
+        f"step {summary['resumed_from']}; fingerprint {summary['fingerprint']}"
+    ]
+
+
+def parse_args(argv: list[str] | None = None) -> SpotConfig:
+    """§20.5.2 :class:`SpotConfig` from the command line (its options derived from its fields,
+    its ``TrainConfig`` and ``LoopConfig`` included); a refused value exits with status 2."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    add_options(parser, SpotConfig)
+    return parse_config(parser, SpotConfig, argv, check=_needs_output_dir)[0]
+
+
+def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
+    """§20.5.2 The spot demo on this process (every rank of a torchrun group runs it): train,
+    then rank 0 prints the finished run's fingerprint, or what a ``--stop-after`` launch did.
+    A value the run refuses (before any collective) ends the program as a refused option does:
+    one line on stderr, exit status 2."""
+    config = parse_args(argv)
+    with distributed() as ctx:
+        try:
+            result = run_spot_training(config, ctx.device)
+        except ValueError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        gc.collect()  # DDP objects go before the process group (gloo threads abort otherwise)
+        if ctx.world_size > 1:
+            dist.barrier()
+    if ctx.is_main:
+        lines = (
+            result.lines() if isinstance(result, StoppedLaunch) else finished_lines(result.summary)
+        )
+        print("\n".join(lines), flush=True)
     return result
 
 
@@ -256,3 +260,7 @@ def launch_spot_demo(
     timeout = check_real("timeout", timeout, minimum=0, maximum=365 * 86400, exclusive=True)
     launch = start_spot_demo(args, nproc=nproc, max_restarts=max_restarts)
     return wait_for_spot_demos({"demo": launch}, timeout=timeout)["demo"]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from chapter20.core.paths import repo_root
 from chapter20.training.loop import read_progress
+from chapter20.training.run_config import RunConfig
 
 __all__ = ["chaos_run", "launch", "main"]
 
 
 def _worker(argv: list[str]) -> None:
-    from chapter20.demos.spot_demo import main as spot_main
+    from chapter20.demos.spot_run import main as spot_main
 
     spot_main(argv)
 
@@ -48,23 +49,23 @@ def launch(argv: list[str], *, nproc: int, max_restarts: int) -> None:
 
 def main(args: list[str]) -> None:
     """The chaos launch and its uninterrupted reference, in ``directory`` (``chaos/``,
-    ``clean/``, their summaries ``chaos.json`` and ``clean.json``)."""
+    ``clean/``, each with its checkpoints and summary)."""
     import torch
     import torch._dynamo  # noqa: F401  (DDP's first use imports it: once here, not per worker)
 
-    from chapter20.demos.spot_run import SpotConfig, _training_pairs
+    from chapter20.core.corpora import pair_data
+    from chapter20.demos.spot_run import SpotConfig
 
     directory, steps, batch, every, nproc, kills = args
     directory = Path(directory)
     # The data loaded once, before the workers fork, on one thread: a forked child must not
     # inherit a parent's OpenMP thread team (it would wait for threads it does not have).
     torch.set_num_threads(1)
-    _training_pairs(SpotConfig.vocab)
+    pair_data(vocab_size=SpotConfig.vocab)
     common = ["--steps", steps, "--batch", batch, "--checkpoint-every", every]
     for name, extra, restarts in (("chaos", ["--chaos-kills", kills], int(kills) + 1),
                                   ("clean", [], 0)):  # fmt: skip
-        argv = [*common, *extra, "--checkpoint-dir", str(directory / name),
-                "--summary-json", str(directory / f"{name}.json")]  # fmt: skip
+        argv = [*common, *extra, "--output-dir", str(directory / name)]
         launch(argv, nproc=int(nproc), max_restarts=restarts)
 
 
@@ -80,10 +81,11 @@ def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 
                           text=True, cwd=repo_root() or Path.cwd(), timeout=600)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the chaos run failed:\n{done.stderr[-3000:]}")
-    prints = {n: json.loads((directory / f"{n}.json").read_text())["fingerprint"]
-              for n in ("chaos", "clean")}  # fmt: skip
-    return {**prints, "progress": read_progress(directory / "chaos"),
-            "clean_progress": read_progress(directory / "clean")}  # fmt: skip
+    runs = {name: RunConfig(output_dir=str(directory / name)) for name in ("chaos", "clean")}
+    prints = {name: json.loads(Path(run.summary_file).read_text())["fingerprint"]
+              for name, run in runs.items()}  # fmt: skip
+    return {**prints, "progress": read_progress(runs["chaos"].checkpoint_dir),
+            "clean_progress": read_progress(runs["clean"].checkpoint_dir)}  # fmt: skip
 
 
 if __name__ == "__main__":

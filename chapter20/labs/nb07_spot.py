@@ -184,7 +184,7 @@ def determinism_cost(run: dict, repeats: int = 5) -> pd.DataFrame:
         for i in range(repeats):
             for deterministic in (True, False):
                 loop = LoopConfig(checkpoint_every=steps, deterministic=deterministic)
-                config = SpotConfig(f"{tmp}/{i}-{deterministic}", **run, loop=loop)
+                config = SpotConfig(output_dir=f"{tmp}/{i}-{deterministic}", **run, loop=loop)
                 start = time.perf_counter()
                 prints[deterministic] = run_spot_training(config).fingerprint
                 times[deterministic].append(time.perf_counter() - start)

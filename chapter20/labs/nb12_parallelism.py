@@ -469,24 +469,24 @@ def overlap_findings(frame: pd.DataFrame) -> list[str]:
 
 def no_sync_on_rank(micro_batches: int, batch: int, model: dict = PIPELINE_MODEL) -> dict:
     """All-reduces per optimizer step of the composed Trainer (exact accumulation over
-    ``micro_batches``; ``no_sync`` on all but the last), counted by a DDP communication hook,
-    next to the same micro-batches' backward passes without ``no_sync``."""
+    ``micro_batches``; ``no_sync`` on all but the last), counted by the trainer's DDP
+    communication hook (``Trainer.communication``), next to the same micro-batches' backward
+    passes without ``no_sync``."""
     rank, _ = group_rank_and_size()
     set_seed(0)
     trainer = Trainer(
         deep_encoder(**model), TrainConfig(micro_batches=micro_batches),
         loss=cross_entropy_per_example,
     )  # fmt: skip
-    log = log_buckets(trainer.model)
+    counted = trainer.communication
     data = pipeline_batch(batch, model, seed=rank)
     trainer.step(data)  # the first step also rebuilds DDP's buckets in gradient order
-    log.reset()
+    before = counted.calls
     trainer.step(data)
-    with_no_sync = log.calls
-    log.reset()
+    with_no_sync, before = counted.calls - before, counted.calls
     for micro in zip(*(t.chunk(micro_batches) for t in data)):
         cross_entropy_per_example(trainer.model, micro).mean().backward()
-    return {"rank": rank, "with_no_sync": with_no_sync, "without_no_sync": log.calls}
+    return {"rank": rank, "with_no_sync": with_no_sync, "without_no_sync": counted.calls - before}
 
 
 # --------------------------------------------------------------------------------------------

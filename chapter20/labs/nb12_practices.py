@@ -22,17 +22,23 @@ from chapter20.core.device import set_seed
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
+from chapter20.demos.ddp_run import DemoConfig
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
 from chapter20.techniques.distributed import (
     free_port,
     group_rank_and_size,
     run_local_group,
 )
-from chapter20.techniques.optimizers import make_optimizer, optimizer_state_bytes
+from chapter20.techniques.optimizers import (
+    adamw_reference_step,
+    make_optimizer,
+    optimizer_state_bytes,
+)
 from chapter20.techniques.parallelism import (
     TokenizingPairs,
 )
 from chapter20.training.config import TrainConfig
+from chapter20.training.run_config import RunConfig
 from chapter20.training.trainer import Trainer
 
 __all__ = [
@@ -40,7 +46,6 @@ __all__ = [
     "l2_on_rank",
     "corrected_l2",
     "ADAMW_VARIANTS",
-    "adamw_loop_reference",
     "adamw_reference_gap",
     "optimizer_step_times",
     "loader_throughput",
@@ -113,32 +118,18 @@ ADAMW_VARIANTS = (
 )
 
 
-def adamw_loop_reference(params, grads, state: dict, lr: float, betas=(0.9, 0.999),
-                         eps: float = 1e-8, weight_decay: float = 1e-2) -> None:  # fmt: skip
-    """§20.3.2 one AdamW step written out as a plain loop over the tensors (the update that
-    the for-loop, foreach and fused kernels compute): decoupled weight decay, the two moments,
-    their bias corrections. ``state`` maps ``id(param)`` to its step count and moments."""
-    b1, b2 = betas
-    for p, g in zip(params, grads):
-        s = state.setdefault(id(p), {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)})
-        s["step"] += 1
-        p.mul_(1 - lr * weight_decay)
-        s["m"].mul_(b1).add_(g, alpha=1 - b1)
-        s["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
-        m_hat = s["m"] / (1 - b1 ** s["step"])
-        v_hat = s["v"] / (1 - b2 ** s["step"])
-        p.sub_(lr * m_hat / (v_hat.sqrt() + eps))
-
-
 def adamw_reference_gap(steps: int = 5, lr: float = 1e-2, seed: int = 0) -> dict[str, float]:
-    """The largest |Δ| between :func:`adamw_loop_reference` and PyTorch's AdamW (for-loop,
+    """The largest |Δ| between AdamW written out
+    (``chapter20.techniques.optimizers.adamw_reference_step``) and PyTorch's AdamW (for-loop,
     foreach, fused) on the same 4 tensors and the same random gradients, after ``steps``."""
     gen = torch.Generator().manual_seed(seed)
     start = [torch.randn(n, 8, generator=gen) for n in (3, 16, 64, 5)]
     grads = [[torch.randn_like(p) for p in start] for _ in range(steps)]
-    ours, state = [p.clone() for p in start], {}
+    ours = [p.clone() for p in start]
+    states: list[dict] = [{} for _ in ours]
     for g in grads:
-        adamw_loop_reference(ours, g, state, lr)
+        for p, grad, state in zip(ours, g, states):
+            adamw_reference_step(p, grad, state, lr)
     gaps = {}
     for label, kind, extra in ADAMW_VARIANTS[:3]:
         theirs = [nn.Parameter(p.clone()) for p in start]
@@ -248,13 +239,15 @@ def loader_throughput(
     return pd.DataFrame(records)
 
 
-def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, repeat: int = 5):
-    """Pairs per second of the DDP demo's training step on one process (its default encoder,
-    the composed Trainer, InfoNCE, AdamW) on random ids: what the input pipeline must keep up
-    with. Returns the median and the rates of the slowest and fastest step (``low``, ``high``)."""
-    set_seed(0)
-    trainer = Trainer(BagOfEmbeddingsEncoder(vocab, dim), TrainConfig(lr=1e-3))
-    ids = uniform_ids((2, batch, 32), vocab, seed=0)
+def demo_step_throughput(batch: int = 96, repeat: int = 5):
+    """Pairs per second of the DDP demo's training step on one process (its encoder and
+    composed step, ``chapter20.demos.ddp_run.DemoConfig``, at ``batch`` pairs) on random ids:
+    what the input pipeline must keep up with. Returns the median and the rates of the slowest
+    and fastest step (``low``, ``high``)."""
+    config = DemoConfig(batch=batch)
+    set_seed(config.seed)
+    trainer = Trainer(config.encoder(), config.train_config())
+    ids = uniform_ids((2, batch, 32), config.vocab, seed=0)
     timing = time_interleaved({"step": lambda: trainer.step((ids[0], ids[1]))}, warmup=1,
                               repeat=repeat, device="cpu")  # fmt: skip
     spread = timing_spread_ms(timing["step"].times)
@@ -266,7 +259,7 @@ def demo_step_throughput(batch: int = 96, vocab: int = 10_000, dim: int = 128, r
 
 
 def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
-    """The DDP demo (``python -m chapter20.demos.ddp_demo``) launched as two single-process
+    """The DDP demo (``python -m chapter20.demos.ddp_run``) launched as two single-process
     "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
     listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
     line and the run's summary dict."""
@@ -275,7 +268,7 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
 
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
-    summary = os.path.join(workdir, "summary.json")
+    run = RunConfig(output_dir=os.path.join(workdir, "run"))
     args = ["--steps", str(steps), "--batch", "64", "--vocab", "2000", "--dim", "32",
             "--lr", "0.02", "--warmup-steps", "2", "--no-progress"]  # fmt: skip
     results = {}
@@ -284,7 +277,7 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
         launch = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
                   "--master_addr=127.0.0.1", f"--master_port={port}"]  # fmt: skip
         command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m",
-                   "chapter20.demos.ddp_demo", *args, "--summary-json", summary]  # fmt: skip
+                   "chapter20.demos.ddp_run", *args, "--output-dir", run.output_dir]  # fmt: skip
         results[rank] = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
                                        timeout=timeout)  # fmt: skip
 
@@ -296,7 +289,7 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
     for rank, result in results.items():
         if result.returncode != 0:
             raise RuntimeError(f"node {rank} failed:\n{result.stderr[-2000:]}")
-    with open(summary, encoding="utf-8") as fh:
+    with open(run.summary_file, encoding="utf-8") as fh:
         data = json.load(fh)
     lines = [line for line in results[0].stdout.splitlines() if line.startswith("done:")]
     shown = "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=1 --master_addr=127.0.0.1 ..."

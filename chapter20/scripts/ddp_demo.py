@@ -1,4 +1,4 @@
-"""§20.4 DDP demo on any number of processes: ``chapter20.demos.ddp_demo``.
+"""§20.4 DDP demo on any number of processes: ``chapter20.demos.ddp_run``.
 
     torchrun chapter20/scripts/ddp_demo.py                       # one process
     torchrun --nproc_per_node=2 chapter20/scripts/ddp_demo.py    # two processes, one node
@@ -14,7 +14,7 @@
 import contextlib
 import sys
 
-from chapter20.demos.ddp_demo import main
+from chapter20.demos.ddp_run import main
 
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
