@@ -1,6 +1,8 @@
 """Tests of chapter20.capstone.recipe (the §20.6 recipe) and chapter20.training.encoder_file (the
 encoder file)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -38,8 +40,9 @@ def test_recipe_checks():
 def test_train_encoder_lowers_the_loss_and_reports_every_evaluation():
     setup = capstone.build_encoder(capstone.EncoderRecipe(**SMALL, init="random"))
     retrieval = (["police said the fire"] * 4, ["fire", "rain", "cricket", "senate"])
-    records = capstone.train_encoder(setup, steps=4, batch=64, lr=1e-2, eval_every=None,
-                                     retrieval=retrieval)  # fmt: skip
+    run = replace(capstone.RECIPE_RUN, steps=4, batch=64,
+                  training=replace(capstone.RECIPE_TRAINING, lr=1e-2))  # fmt: skip
+    records = capstone.train_encoder(setup, run, retrieval=retrieval)
     assert [r["step"] for r in records] == [0, 4]
     assert records[-1]["loss"] < np.log(64)  # better than a uniform guess among 64
     assert all(-1 <= r["lee_pearson"] <= 1 for r in records)

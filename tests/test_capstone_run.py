@@ -19,17 +19,18 @@ import pytest
 import torch
 from script_process import run_as_main
 
+from chapter20.capstone.capstone_config import CAPSTONE_TRAINING, CapstoneConfig
 from chapter20.capstone.report import cost_projection, memory_plan
-from chapter20.capstone.run import SUMMARY_FILE, FinishedRun, run_capstone
-from chapter20.capstone.run_config import CAPSTONE_TRAINING, RunConfig
+from chapter20.capstone.run import parse_args, run_capstone
 from chapter20.cli.main import main as chapter20_main
-from chapter20.cli.train import parse_args
 from chapter20.core.models import WeightedBagEncoder
 from chapter20.core.paths import repo_root
 from chapter20.techniques.distributed import preloaded_process_context
+from chapter20.training.driver import FinishedRun
 from chapter20.training.encoder_file import load_encoder
 from chapter20.training.loop import LoopConfig, StoppedLaunch, read_progress
 from chapter20.training.preemption import EXIT_PREEMPTED
+from chapter20.training.run_config import SUMMARY_FILE
 
 # Small enough for seconds: 8 steps of 32 documents, a 32-wide table, checkpoints every 2 steps.
 TINY = dict(dim=32, steps=8, batch=32, eval_every=4, eval_pairs=100, progress=False,
@@ -45,7 +46,7 @@ def clean(tmp_path_factory):
     """One uninterrupted tiny run, in this process: its result and what it printed."""
     lines: list[str] = []
     out = tmp_path_factory.mktemp("clean")
-    result = run_capstone(RunConfig(output_dir=str(out), **TINY), log=lines.append)
+    result = run_capstone(CapstoneConfig(output_dir=str(out), **TINY), log=lines.append)
     assert isinstance(result, FinishedRun)
     return result, "\n".join(lines)
 
@@ -100,7 +101,7 @@ def test_the_encoder_file_loads_without_training_state_and_encodes_unit_rows(cle
 
 def test_the_plan_follows_the_techniques(tmp_path):
     model = WeightedBagEncoder(1000, 32)
-    base = RunConfig(output_dir=str(tmp_path), dim=32, batch=64)
+    base = CapstoneConfig(output_dir=str(tmp_path), dim=32, batch=64)
     plain = memory_plan(base, model)
     cached = memory_plan(replace(base, training=replace(base.training, chunk_size=8)), model)
     policy = replace(base.training, activation_checkpointing="every_layer")
@@ -130,7 +131,7 @@ def test_the_cost_projection_fits_the_planned_step_and_spot_is_cheaper_on_its_ty
     [
         ("model", "lstm", "model"),
         ("training", replace(CAPSTONE_TRAINING, sharded_table=True), "sharded_table"),
-        ("lr_scaling", "sqrt", "lr_scaling"),
+        ("steps", 0, "steps"),
         ("training", {"optimizer": "adam9"}, "training"),
         ("loop", None, "loop"),
     ],
@@ -138,18 +139,20 @@ def test_the_cost_projection_fits_the_planned_step_and_spot_is_cheaper_on_its_ty
 def test_bad_run_settings_are_refused(tmp_path, field, value, message):
     extra = {"model": "transformer"} if message == "sharded_table" else {}  # the bag's table
     with pytest.raises((ValueError, TypeError), match=message):
-        RunConfig(output_dir=str(tmp_path), **{**extra, field: value})
+        CapstoneConfig(output_dir=str(tmp_path), **{**extra, field: value})
 
 
 def test_linear_lr_scaling_and_every_k_checkpointing_reach_the_train_config(tmp_path):
     training = replace(CAPSTONE_TRAINING, lr=1e-3, activation_checkpointing="every_k",
                        activation_checkpointing_k=2)  # fmt: skip
-    config = RunConfig(output_dir=str(tmp_path), batch=1024, base_batch=512, training=training,
-                       model="transformer")  # fmt: skip
+    config = CapstoneConfig(output_dir=str(tmp_path), batch=1024, training=training,
+                            model="transformer")  # fmt: skip
     train = config.train_config()
-    assert train.lr == pytest.approx(2e-3) and train.warmup_steps == training.warmup_steps
+    assert train.base_batch == 512 and train.global_batch == 1024
+    assert train.peak_lr == pytest.approx(2e-3) and train.warmup_steps == training.warmup_steps
     assert (train.activation_checkpointing, train.activation_checkpointing_k) == ("every_k", 2)
-    assert replace(config, lr_scaling="none").train_config().lr == pytest.approx(1e-3)
+    unscaled = replace(config, training=replace(training, base_batch=None))
+    assert unscaled.train_config().peak_lr == pytest.approx(1e-3)
 
 
 def _launch(args: list[str], **kwargs) -> subprocess.Popen:
@@ -193,7 +196,7 @@ def _torchrun(script: str, argv: list[str], log: str, environment: dict) -> None
     import gensim.test.utils  # noqa: F401  the corpora's location
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    import chapter20.cli.train  # noqa: F401
+    import chapter20.capstone.run  # noqa: F401
 
     torch.set_num_threads(1)  # a forked worker must not inherit an OpenMP thread team
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend="c10d",
@@ -228,13 +231,13 @@ def test_the_command_line_maps_every_flag(tmp_path):
     config, args = parse_args([*TINY_ARGS, "--output-dir", str(tmp_path), "--precision", "bf16",
                                "--no-cross-rank-negatives", "--optimizer", "adamw8bit",
                                "--chunk-size", "4", "--activation-checkpointing", "every_layer",
-                               "--lr-scaling", "none", "--sharded-table",
+                               "--base-batch", "none", "--sharded-table",
                                "--no-state-32bit-tables", "--chaos-kills", "2"])  # fmt: skip
     training = config.training
     assert (training.precision, training.cross_rank_negatives, training.optimizer) == (
         "bf16", False, "adamw8bit")  # fmt: skip
-    assert (training.chunk_size, training.activation_checkpointing, config.lr_scaling) == (
-        4, "every_layer", "none")  # fmt: skip
+    assert (training.chunk_size, training.activation_checkpointing, training.base_batch) == (
+        4, "every_layer", None)  # fmt: skip
     assert training.sharded_table and not training.state_32bit_tables and not args.baselines
     assert (config.steps, config.batch, config.output_dir) == (8, 32, str(tmp_path))
     assert (config.loop.checkpoint_every, config.loop.chaos_kills) == (2, 2)

@@ -32,7 +32,7 @@ def test_train_passes_its_flags_to_the_training_script(capsys, monkeypatch, tmp_
     """``chapter20 train --output-dir ... --steps ...``: the flags reach scripts/train.py's
     parser (argparse alone would refuse them as unknown options of ``chapter20``), which
     creates the output directory before anything trains."""
-    import chapter20.cli.train as train
+    import chapter20.capstone.run as train
 
     seen = []
     out = str(tmp_path / "runs" / "x")

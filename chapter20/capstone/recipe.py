@@ -7,10 +7,11 @@ documents, or the note's word2vec vectors), lexical weighting, and how views are
 :func:`build_encoder` turns a recipe into a model, a tokeniser and a :class:`ViewSampler`;
 :func:`evaluate_encoder` measures it on the Lee similarity set and on held-out next-sentence
 retrieval, with every §20.7 figure (``chapter20.capstone.evaluation``,
-``chapter20.capstone.metrics``); :func:`train_encoder` trains it through the composed step of
-``chapter20.training.trainer`` (symmetric in-batch InfoNCE, AdamW by default:
-:func:`recipe_config`) and returns the evaluation trajectory. Which variants of the recipe were
-tried, and how it was chosen, is notebook 11's recipe search (``chapter20 bench recipe``).
+``chapter20.capstone.metrics``); :func:`train_encoder` trains it with the one run driver
+(``chapter20.training.driver``: the composed step of :data:`RECIPE_TRAINING`, symmetric in-batch
+InfoNCE with AdamW, for a :data:`RECIPE_RUN`) and returns the evaluation trajectory. Which
+variants of the recipe were tried, and how it was chosen, is notebook 11's recipe search
+(``chapter20 bench recipe``).
 """
 
 from __future__ import annotations
@@ -39,22 +40,25 @@ from chapter20.capstone.views import (
     lsa_word_vectors,
     training_documents,
 )
-from chapter20.core.checks import check_int, check_optional_int, check_real
+from chapter20.core.checks import check_int, check_real
 from chapter20.core.device import set_seed
 from chapter20.core.models import TransformerEncoder, WeightedBagEncoder
 from chapter20.training.config import TrainConfig
+from chapter20.training.driver import Batches, run_training
 from chapter20.training.encoder_file import TextEncoder, save_encoder
-from chapter20.training.trainer import Trainer
+from chapter20.training.loop import LoopConfig
+from chapter20.training.run_config import RunConfig
 from chapter20.vocab.tokenizers import TOKENIZERS, build_tokenizer
 
 __all__ = [
     "INITS",
     "MODELS",
+    "RECIPE_RUN",
+    "RECIPE_TRAINING",
     "EncoderRecipe",
     "EncoderSetup",
     "build_encoder",
     "evaluate_encoder",
-    "recipe_config",
     "train_encoder",
 ]
 
@@ -62,6 +66,19 @@ __all__ = [
 INITS = ("random", "lsa", "word2vec")
 #: The encoders a recipe can train.
 MODELS = ("bag", "transformer")
+#: The composed step of the recipe (§20.6): symmetric InfoNCE at temperature 0.2, AdamW at 1e-3
+#: without weight decay (PyTorch's fused kernel, the same update in one pass over the table), a
+#: constant rate. The capstone run adds a warm-up and scales the rate with its batch
+#: (``chapter20.capstone.capstone_config.CAPSTONE_TRAINING``); the recipe's studies train
+#: without them.
+RECIPE_TRAINING = TrainConfig(
+    optimizer="adamw_fused", lr=1e-3, weight_decay=0.0, temperature=0.2, symmetric=True
+)
+#: The recipe's studies' run (§20.6): 512 documents per step, no checkpoints, no progress bar,
+#: at the machine's own thread count; each study sets its steps (and batch).
+RECIPE_RUN = RunConfig(
+    batch=512, training=RECIPE_TRAINING, progress=False, loop=LoopConfig(deterministic=False)
+)
 
 
 @dataclass(frozen=True)
@@ -249,56 +266,42 @@ def evaluate_encoder(
     return out
 
 
-def recipe_config(lr: float = 1e-3, temperature: float = 0.2, **techniques) -> TrainConfig:
-    """The composed step's settings of the recipe (§20.6): symmetric InfoNCE at
-    ``temperature``, AdamW at ``lr`` without weight decay (PyTorch's fused kernel, the same
-    update in one pass over the table), constant rate; ``techniques`` are further
-    ``chapter20.training.config.TrainConfig`` fields (precision, chunk_size, ...)."""
-    lr = check_real("lr", lr, minimum=0.0, maximum=10.0, exclusive=True)  # beyond: divergence
-    return TrainConfig(**{"optimizer": "adamw_fused", "lr": lr, "weight_decay": 0.0,
-                          "temperature": temperature, "symmetric": True, **techniques})  # fmt: skip
-
-
 def train_encoder(
     setup: EncoderSetup,
+    run: RunConfig,
     *,
-    steps: int,
-    batch: int = 512,
-    lr: float = 1e-3,
-    temperature: float = 0.2,
     eval_every: int | None = None,
     retrieval: tuple[list[str], list[str]] | None = None,
     validation: tuple[list[str], list[str]] | None = None,
-    config: TrainConfig | None = None,
     evaluate_start: bool = True,
 ) -> list[dict]:
-    """Train ``setup.model`` for ``steps`` steps of ``batch`` documents on the recipe's views
-    through the composed step (``chapter20.training.trainer.Trainer``, one process), evaluating
-    before the first step (unless ``evaluate_start`` is False), every ``eval_every`` steps and
-    at the end (§20.6). ``config``
-    defaults to :func:`recipe_config` of ``lr`` and ``temperature``. Returns one record per
-    evaluation: step, documents seen, seconds of training so far, loss (mean of the last 20
-    steps), and :func:`evaluate_encoder`'s figures on ``retrieval`` (and ``validation``)."""
-    steps = check_int("steps", steps, 0)
-    config = config or recipe_config(lr, temperature)
-    eval_every = check_optional_int("eval_every", eval_every, 1)
-    sampler = setup.sampler(check_int("batch", batch, 2))
-    trainer = Trainer(setup.model, config)
+    """Train ``setup.model`` as ``run`` says (its ``steps`` of ``batch`` documents of the recipe's
+    views, its composed step; one process) with the one run driver, evaluating before the first
+    step (unless ``evaluate_start`` is False), every ``eval_every`` steps and at the end (§20.6).
+    ``run`` is typically :data:`RECIPE_RUN` with its steps. Returns one record per evaluation:
+    step, documents seen, seconds of training so far, loss (mean of the last 20 steps), and
+    :func:`evaluate_encoder`'s figures on ``retrieval`` (and ``validation``)."""
+    if not isinstance(setup, EncoderSetup):
+        raise TypeError(f"setup must be an EncoderSetup, got {type(setup).__name__}")
+    if not isinstance(run, RunConfig):
+        raise TypeError(f"run must be a RunConfig, got {type(run).__name__}")
+    check_int("batch", run.batch, 2)
     retrieval = retrieval or heldout_sentence_pairs(None)
-    records, losses, seconds = [], [], 0.0
 
-    def record(step: int) -> None:
+    def evaluate(trainer, progress) -> dict:
         scores = evaluate_encoder(setup.text_encoder().encode, retrieval, validation)
-        loss = float(np.mean(losses[-20:])) if losses else float("nan")
-        records.append({"step": step, "documents": step * batch, "seconds": seconds,
-                        "loss": loss, **scores})  # fmt: skip
+        last = progress.losses[-20:]
+        loss = float(np.mean(last)) if last else float("nan")
+        return {"documents": progress.step * run.batch, "seconds": progress.train_seconds,
+                "loss": loss, **scores}  # fmt: skip
 
-    if evaluate_start or not steps:
-        record(0)
-    for step in range(1, steps + 1):
-        start = time.perf_counter()
-        losses.append(trainer.step(sampler.next_batch()).loss)
-        seconds += time.perf_counter() - start
-        if step == steps or (eval_every and step % eval_every == 0):
-            record(step)
-    return records
+    def batches(trainer) -> Batches:
+        sampler = setup.sampler(run.batch)
+        return Batches(sampler.next_batch, sampler)
+
+    finished = run_training(
+        run, lambda: setup.model, batches, evaluate=evaluate, eval_every=eval_every,
+        evaluate_start=evaluate_start or not run.steps,
+    )  # fmt: skip
+    start = [{"step": 0, **finished.summary["start"]}] if finished.summary["start"] else []
+    return start + finished.summary["evaluations"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from chapter20.capstone.run_config import RunConfig
+from chapter20.capstone.capstone_config import CapstoneConfig
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.findings import share
 from chapter20.core.measure import format_bytes
@@ -49,7 +49,7 @@ def _shape(model: nn.Module) -> BagShape | EncoderShape:
     return EncoderShape.of(model)
 
 
-def memory_plan(config: RunConfig, model: nn.Module, world_size: int = 1) -> MemoryPlan:
+def memory_plan(config: CapstoneConfig, model: nn.Module, world_size: int = 1) -> MemoryPlan:
     """``chapter20.training.memory_plan.plan`` of one step of this run on each of
     ``world_size`` ranks (§20.3): ``batch / world_size`` documents, views of up to ``max_span``
     tokens, the table sharded as ``config.training.sharded_table`` says, checked against a GPU

@@ -1,37 +1,41 @@
 """§20.6 The chapter in one run: the capstone encoder trained with every technique switched on.
 
-:class:`~chapter20.capstone.run_config.RunConfig` holds the run: the encoder of
-``chapter20.capstone.recipe`` (the weighted bag of embeddings with the recipe's training signal,
-or the Transformer), the composed step's ``TrainConfig`` (precision, gradient caching,
-cross-rank negatives, activation checkpointing, a sharded table, optimizer kind with 32-bit table
-state) with linear LR scaling, and the resumable loop's ``LoopConfig`` (checkpoints, chaos kills,
-preemption notices).
+:class:`~chapter20.capstone.capstone_config.CapstoneConfig`, a preset of the one run
+specification, holds the run: the encoder of ``chapter20.capstone.recipe`` (the weighted bag of
+embeddings with the recipe's training signal, or the Transformer), the composed step's
+``TrainConfig`` (precision, gradient caching, cross-rank negatives, activation checkpointing, a
+sharded table, optimizer kind with 32-bit table state, the rate scaled to the batch) and the
+resumable loop's ``LoopConfig`` (checkpoints, chaos kills, preemption notices).
+:func:`run_capstone` hands its factories and hooks to the one run driver
+(``chapter20.training.driver``), which trains under ``deterministic_mode`` (a killed and resumed
+run ends bitwise equal to a clean one) with a progress bar on rank 0 and periodic held-out
+evaluation. Before training ``chapter20.capstone.report`` predicts the step's memory and the time
+and cost of the chapter's workload at its stated size, on demand and on spot; afterwards this
+module measures one step's peak memory next to the plan, saves the encoder
+(``chapter20.training.load_encoder`` reads it) and scores the classic baselines if asked, all in
+the ``summary.json`` the driver writes once.
 
-- Before training, ``chapter20.capstone.report`` predicts the step's memory and the time and
-  cost of the chapter's workload at its stated size, on demand and on spot.
-- :func:`run_capstone` trains through ``chapter20.training.trainer.Trainer`` inside
-  :func:`~chapter20.training.loop.resumable_loop` under ``deterministic_mode`` (a killed and
-  resumed run ends bitwise equal to a clean one), with a progress bar on rank 0 and periodic
-  held-out evaluation; afterwards it measures one step's peak memory next to the plan, saves
-  the encoder (``chapter20.training.load_encoder`` reads it), scores the classic baselines if
-  asked, writes ``summary.json`` once, and returns a :class:`FinishedRun` — or, when the loop's
-  ``stop_after`` ended the launch first, a :class:`~chapter20.training.loop.StoppedLaunch`.
-
-``chapter20.cli.train`` is its command line (``chapter20/scripts/train.py``, ``chapter20 train``).
+:func:`main` is its command line (``chapter20 train``, ``chapter20/scripts/train.py``): every
+option is a field of ``CapstoneConfig``, of its ``TrainConfig`` or of its ``LoopConfig``; the one
+option that is not (``--baselines``) scores the classic baselines after training, fitted on the
+same text as the encoder and on ``lee_background``, on Lee and on the same held-out pairs.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import gc
+import os
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from chapter20.capstone.capstone_config import CapstoneConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.capstone.recipe import EncoderSetup, build_encoder, evaluate_encoder
 from chapter20.capstone.report import (
@@ -41,220 +45,130 @@ from chapter20.capstone.report import (
     plan_lines,
     summary_lines,
 )
-from chapter20.capstone.run_config import RunConfig
-from chapter20.core.device import deterministic_mode
-from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.core.device import scaled
+from chapter20.core.options import add_options, parse_config
+from chapter20.techniques.distributed import distributed, group_rank_and_size
+from chapter20.training.driver import Batches, FinishedRun, RunProgress, run_training
 from chapter20.training.encoder_file import save_encoder
-from chapter20.training.loop import StoppedLaunch, resumable_loop
-from chapter20.training.state import parameter_fingerprint
+from chapter20.training.loop import StoppedLaunch
 from chapter20.training.trainer import Trainer, step_peak_memory
 
-__all__ = ["ENCODER_FILE", "SUMMARY_FILE", "FinishedRun", "run_capstone"]
+__all__ = [
+    "DESCRIPTION",
+    "ENCODER_FILE",
+    "default_config",
+    "finished_lines",
+    "main",
+    "parse_args",
+    "run_capstone",
+]
 
 ENCODER_FILE = "encoder.pt"
-SUMMARY_FILE = "summary.json"
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """A capstone launch that reached ``config.steps`` (§20.6), as :func:`run_capstone` returns
-    it (a launch that ``stop_after`` ended first is a
-    :class:`~chapter20.training.loop.StoppedLaunch` instead).
-
-    ``summary`` is the JSON-ready record of the run, the same on every rank: the parameter
-    ``fingerprint`` (equal to an uninterrupted run's with the same arguments and process count),
-    ``steps``, ``resumed_from``, the plan and the measured peak, throughput, the evaluations,
-    the cost projection, the configuration; on rank 0 also ``encoder_file`` and, when scored,
-    ``baselines``. Rank 0 wrote exactly this record to ``summary_file`` once (None on the other
-    ranks)."""
-
-    summary: dict[str, Any]
-    summary_file: str | None
-
-    def lines(self) -> list[str]:
-        """What ``chapter20 train`` prints after the run (rank 0): the summary
-        (``chapter20.capstone.report.summary_lines``) and the baselines beside the encoder."""
-        return summary_lines(self.summary, self.summary_file) + baseline_lines(self.summary)
-
-
-class _Progress:
-    """Rank 0's progress bar (tqdm: loss, pairs/s), throughput bookkeeping, and the periodic
-    held-out evaluation, for :func:`resumable_loop`'s ``after_step``."""
-
-    def __init__(self, config: RunConfig, setup: EncoderSetup, trainer: Trainer, evaluate):
-        self.config, self.setup, self.trainer, self.evaluate = config, setup, trainer, evaluate
-        self.rank = trainer.rank
-        self.evaluations: list[dict] = []
-        self.start: dict | None = None
-        self.bar = None
-        self.last = time.perf_counter()
-        self.train_seconds = 0.0
-        self.steps_here = 0
-
-    def restore(self, extra: dict) -> None:
-        self.evaluations = json.loads(extra.get("evaluations", "[]"))
-
-    def state(self) -> dict:
-        return {"evaluations": json.dumps(self.evaluations)}
-
-    def __call__(self, step: int, result) -> None:
-        now = time.perf_counter()
-        self.train_seconds += now - self.last
-        self.steps_here += 1
-        if self.rank == 0 and self.config.progress:
-            if self.bar is None:
-                from tqdm import tqdm
-
-                self.bar = tqdm(
-                    total=self.config.steps,
-                    initial=step - 1,
-                    desc="train",
-                    file=sys.stderr,
-                    dynamic_ncols=True,
-                )
-            rate = self.config.batch * self.steps_here / max(self.train_seconds, 1e-9)
-            self.bar.set_postfix(loss=f"{result.loss:.3f}", pairs_s=f"{rate:,.0f}", refresh=False)
-            self.bar.update(1)
-        every = self.config.eval_every
-        if (every and step % every == 0) or step == self.config.steps:
-            record = self.evaluate()
-            if record is not None:
-                self.evaluations.append({"step": step, "loss": result.loss, **record})
-                if self.bar is not None:
-                    self.bar.write(_evaluation_line(self.evaluations[-1]))
-        self.last = time.perf_counter()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _evaluation_line(record: dict) -> str:
-    return (
-        f"step {record['step']}: loss {record['loss']:.3f}, Lee Pearson "
-        f"{record['lee_pearson']:.3f}, held-out recall@1 {record['recall@1']:.3f} "
-        f"(chance {record['chance@1']:.4f}), MRR {record['mrr']:.3f}, validation MRR "
-        f"{record['val_mrr']:.3f}"
-    )
+DESCRIPTION = "§20.6 The chapter in one run: train the capstone text encoder with every technique."
 
 
 def run_capstone(
-    config: RunConfig, device: torch.device | str | None = None, *, log=print,
+    config: CapstoneConfig, device: torch.device | str | None = None, *, log=print,
     baselines: bool = False,
 ) -> FinishedRun | StoppedLaunch:  # fmt: skip
     """Train the capstone encoder of ``config`` from the newest checkpoint in its output
     directory to ``config.steps`` (§20.6); every rank of the current process group calls it.
 
-    Prints (rank 0, through ``log``) the memory plan and the cost projection, trains through
-    ``Trainer`` inside ``resumable_loop`` (progress bar, evaluation every ``eval_every``
-    steps, checkpoints; SIGTERM saves and exits with 143), then measures one step's peak
-    memory next to the plan (one process) and saves the encoder file; rank 0 scores the
-    classic baselines when ``baselines`` (``chapter20.capstone.baselines.baseline_table``) and
-    then writes ``summary.json``, once. Returns the :class:`FinishedRun`, or the
+    The one run driver (``chapter20.training.driver``) does the training: the composed step
+    inside ``resumable_loop`` (progress bar, evaluation every ``eval_every`` steps, checkpoints;
+    SIGTERM saves and exits with 143). This preset adds: before training, the memory plan and
+    the cost projection (printed by rank 0 through ``log``); afterwards, one step's measured peak
+    memory next to the plan (one process), the encoder file, and the classic baselines when
+    ``baselines`` (``chapter20.capstone.baselines.baseline_table``, rank 0), all in the summary
+    that rank 0 writes once. Returns the driver's ``FinishedRun``, or the
     :class:`~chapter20.training.loop.StoppedLaunch` when ``config.loop.stop_after`` ended this
     launch (nothing more is measured or written then)."""
-    if not isinstance(config, RunConfig):
-        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    if not isinstance(config, CapstoneConfig):
+        raise TypeError(f"config must be a CapstoneConfig, got {type(config).__name__}")
     if not isinstance(baselines, bool):
         raise TypeError(f"baselines must be True or False, got {baselines!r}")
     rank, world = group_rank_and_size()
-    if config.batch % world:
-        raise ValueError(f"batch ({config.batch}) must be divisible by the {world} ranks")
-    device = torch.device(device or "cpu")
-    log = log if rank == 0 else (lambda *_: None)
-    with deterministic_mode(enabled=config.loop.deterministic):  # the LSA start too: every
-        setup = build_encoder(config.recipe())  # launch of a run must start from the same bits
-    trainer = Trainer(setup.model.to(device), config.train_config())  # shards the table
-    memory, projection = memory_plan(config, setup.model, world), cost_projection()
-    for line in plan_lines(memory, projection, config.plan_gpu_gb):
-        log(line)
-    log(
-        f"training: {len(setup.documents):,} documents, vocabulary "
-        f"{setup.tokenizer.vocab_size:,}, {config.model} dim {config.dim}, {config.steps} steps "
-        f"of {config.batch} documents on {world} process(es), lr {config.scaled_lr:.2e} "
-        f"(warm-up {config.training.warmup_steps}), {trainer.precision}"
-    )
-    run, progress, wall = _train(config, setup, trainer, device)
-    if run.stopped:
-        return StoppedLaunch.from_loop(run, config.checkpoint_dir)
-    summary = _summary(config, trainer, run, progress, wall, memory, projection)
-    plain = trainer.plain_model()  # a collective when the table is sharded
-    if world == 1:  # after the fingerprint and the copy: it steps the trainer twice more
-        summary["measured_peak_bytes"] = _measured_step_peak(trainer, setup, config.batch)
-    if rank != 0:
-        return FinishedRun(summary, None)
-    _save_encoder(config, setup, plain, summary)
-    if baselines:
-        summary["baselines"] = _baselines(config.seed)
-    path = Path(config.output_dir) / SUMMARY_FILE
-    path.write_text(json.dumps(summary, indent=1, default=str))
-    return FinishedRun(summary, str(path))
+    run = _CapstoneParts(config, torch.device(device or "cpu"), log if rank == 0 else None)
+    return run_training(
+        config, run.build, run.batches, device=run.device, announce=run.announce,
+        evaluate=run.evaluate, eval_every=config.eval_every,
+        summarize=lambda finished: run.summarize(finished, baselines),
+    )  # fmt: skip
 
 
-def _train(config: RunConfig, setup: EncoderSetup, trainer: Trainer, device: torch.device):
-    """The resumable loop of the run, with its progress bar and periodic evaluation: the loop's
-    result, the progress record and the wall seconds of this launch."""
-    rank, world = trainer.rank, trainer.world_size
-    sampler = setup.sampler(config.batch, rank=rank, world_size=world)
-    retrieval = heldout_sentence_pairs(config.eval_pairs)
-    validation = heldout_sentence_pairs(config.eval_pairs, split="validation")
+class _CapstoneParts:
+    """The capstone's factories and hooks for the one run driver, sharing the built recipe
+    (model, tokeniser, documents), the held-out pairs and the plan."""
 
-    def evaluate() -> dict | None:
-        # a sharded table answers only when every rank runs the forward pass with it
-        if rank != 0 and not (config.training.sharded_table and world > 1):
+    def __init__(self, config: CapstoneConfig, device: torch.device, log):
+        self.config, self.device, self.log = config, device, log
+        self.retrieval = heldout_sentence_pairs(config.eval_pairs)
+        self.validation = heldout_sentence_pairs(config.eval_pairs, split="validation")
+        self.setup: EncoderSetup | None = None
+        self.memory = self.projection = None
+
+    def build(self) -> torch.nn.Module:
+        self.setup = build_encoder(self.config.recipe())
+        return self.setup.model
+
+    def batches(self, trainer: Trainer) -> Batches:
+        sampler = self.setup.sampler(
+            self.config.batch, rank=trainer.rank, world_size=trainer.world_size
+        )
+
+        def next_batch():
+            anchors, positives = sampler.next_batch()
+            return anchors.to(self.device), positives.to(self.device)
+
+        return Batches(next_batch, sampler)
+
+    def announce(self, trainer: Trainer) -> None:
+        """The memory plan, the cost projection and what will train (rank 0 prints them)."""
+        config, setup, world = self.config, self.setup, trainer.world_size
+        self.memory, self.projection = memory_plan(config, setup.model, world), cost_projection()
+        if self.log is None:
+            return
+        for line in plan_lines(self.memory, self.projection, config.plan_gpu_gb):
+            self.log(line)
+        self.log(
+            f"training: {len(setup.documents):,} documents, vocabulary "
+            f"{setup.tokenizer.vocab_size:,}, {config.model} dim {config.dim}, {config.steps} "
+            f"steps of {config.batch} documents on {world} process(es), lr "
+            f"{trainer.config.peak_lr:.2e} (warm-up {config.training.warmup_steps}), "
+            f"{trainer.precision}"
+        )
+
+    def evaluate(self, trainer: Trainer, progress: RunProgress) -> dict | None:
+        """Every §20.7 figure on rank 0 (with the step's loss after the start); a sharded table
+        answers only when every rank runs the forward pass with it."""
+        sharded = self.config.training.sharded_table and trainer.world_size > 1
+        if trainer.rank != 0 and not sharded:
             return None
-        encode = setup.text_encoder(trainer.encoder, device).encode
-        scores = evaluate_encoder(encode, retrieval, validation)
-        return scores if rank == 0 else None
+        encode = self.setup.text_encoder(trainer.encoder, self.device).encode
+        scores = evaluate_encoder(encode, self.retrieval, self.validation)
+        if trainer.rank != 0:
+            return None
+        return {"loss": progress.losses[-1], **scores} if progress.step else scores
 
-    def next_batch():
-        anchors, positives = sampler.next_batch()
-        return anchors.to(device), positives.to(device)
-
-    progress = _Progress(config, setup, trainer, evaluate)
-    progress.start = evaluate()  # the untrained start (the same in every launch: seeded build)
-    start = progress.last = time.perf_counter()
-    try:
-        run = resumable_loop(
-            trainer, sampler, next_batch, config.loop, steps=config.steps,
-            directory=config.checkpoint_dir, after_step=progress,
-            extra_state=progress.state, on_restore=progress.restore,
+    def summarize(self, finished: FinishedRun, baselines: bool) -> None:
+        """The plan beside the measured peak, the encoder file and the baselines."""
+        summary, trainer = finished.summary, finished.trainer
+        summary.update(
+            planned_peak_bytes=self.memory.peak_bytes, planned_components=self.memory.components,
+            plan_fits=self.memory.fits, plan_gpu_gb=self.config.plan_gpu_gb,
+            measured_peak_bytes=None, projection=self.projection,
         )  # fmt: skip
-    finally:
-        progress.close()
-    return run, progress, time.perf_counter() - start
+        plain = trainer.plain_model()  # a collective when the table is sharded
+        if trainer.world_size == 1:  # after the fingerprint and the copy: it steps twice more
+            summary["measured_peak_bytes"] = _measured_step_peak(trainer, self.setup, self.config)
+        if trainer.rank != 0:
+            return
+        _save_encoder(self.config, self.setup, plain, summary)
+        if baselines:
+            summary["baselines"] = _baselines(self.config.seed)
 
 
-def _summary(config, trainer, run, progress, wall, memory, projection) -> dict[str, Any]:
-    """The JSON-ready record of a finished launch."""
-    train_seconds = max(progress.train_seconds, 1e-9)
-    return {
-        "fingerprint": parameter_fingerprint(trainer.module),
-        "resumed_from": run.resumed_from,
-        "steps": run.steps,
-        "world_size": trainer.world_size,
-        "precision": trainer.precision,
-        "lr": config.scaled_lr,
-        "train_seconds_this_launch": progress.train_seconds,
-        "wall_seconds_this_launch": wall,
-        "pairs_per_second": config.batch * progress.steps_here / train_seconds
-        if progress.steps_here
-        else None,
-        "checkpoint_seconds": run.save_seconds,
-        "planned_peak_bytes": memory.peak_bytes,
-        "planned_components": memory.components,
-        "plan_fits": memory.fits,
-        "plan_gpu_gb": config.plan_gpu_gb,
-        "measured_peak_bytes": None,
-        "projection": projection,
-        "start": progress.start,
-        "evaluations": progress.evaluations,
-        "final": progress.evaluations[-1] if progress.evaluations else None,
-        "config": asdict(config),
-    }
-
-
-def _save_encoder(config: RunConfig, setup: EncoderSetup, plain: nn.Module, summary: dict):
+def _save_encoder(config: CapstoneConfig, setup: EncoderSetup, plain: nn.Module, summary: dict):
     """Write the encoder file into the output directory (rank 0) and name it in ``summary``."""
     metadata = {
         "recipe": asdict(setup.recipe),
@@ -277,10 +191,76 @@ def _baselines(seed: int) -> list[dict[str, Any]]:
     return frame.drop(columns="settings").assign(settings=frame["settings"]).to_dict("records")
 
 
-def _measured_step_peak(trainer: Trainer, setup: EncoderSetup, batch: int) -> int:
-    """Peak bytes of one step of the run's own ``trainer`` on the first batch of ``batch``
+def _measured_step_peak(trainer: Trainer, setup: EncoderSetup, config: CapstoneConfig) -> int:
+    """Peak bytes of one step of the run's own ``trainer`` on the first batch of the run's
     documents, by ``chapter20.training.trainer.step_peak_memory`` (one process, §20.3). It takes
     two more steps, so it comes after the fingerprint and the plain model were taken."""
-    anchors, positives = setup.sampler(batch).batch_at(0)
+    anchors, positives = setup.sampler(config.batch).batch_at(0)
     first = (anchors.to(trainer.device), positives.to(trainer.device))
     return int(step_peak_memory(trainer, first, device=trainer.device).peak_bytes)
+
+
+def finished_lines(finished: FinishedRun) -> list[str]:
+    """What ``chapter20 train`` prints after the run (rank 0): the summary
+    (``chapter20.capstone.report.summary_lines``) and the baselines beside the encoder."""
+    return summary_lines(finished.summary, finished.summary_file) + baseline_lines(finished.summary)
+
+
+def default_config() -> CapstoneConfig:
+    """The defaults of the command line: ``runs/capstone``, 600 steps × ``$CHAPTER20_SCALE``."""
+    return CapstoneConfig(output_dir="runs/capstone", steps=scaled(600))
+
+
+def _output_dir_ready(config: CapstoneConfig) -> None:
+    """Create ``--output-dir`` before anything trains; ValueError naming the option if it
+    cannot be created or written."""
+    path = Path(config.output_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        raise ValueError(f"--output-dir {path}: cannot be created: {reason}{where}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"--output-dir {path}: cannot be written")
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[CapstoneConfig, argparse.Namespace]:
+    """The run's configuration from ``argv``, and the namespace (for ``--baselines``); the
+    output directory is created here, so one that cannot be is one line and exit status 2."""
+    parser = argparse.ArgumentParser(prog="chapter20 train", description=DESCRIPTION)
+    add_options(parser, CapstoneConfig, default_config())
+    parser.add_argument(
+        "--baselines",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="score TF-IDF, LSI, Doc2Vec and BM25 at the end, fitted on the encoder's "
+        "training text and on lee_background, on Lee and the same held-out pairs",
+    )
+    return parse_config(parser, CapstoneConfig, argv, check=_output_dir_ready)
+
+
+def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
+    """Run the capstone as ``argv`` says, on every rank of a ``torchrun`` launch (or alone);
+    rank 0 prints what happened: the finished run's summary (and baselines), or, after
+    ``--stop-after``, where the launch stopped and how to resume. A value the run refuses
+    (before any collective) is one line on stderr and exit status 2. Returns the result."""
+    config, args = parse_args(argv)
+    with distributed() as ctx:
+        try:
+            result = run_capstone(config, ctx.device, baselines=args.baselines)
+        except ValueError as exc:
+            print(f"chapter20 train: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        gc.collect()  # DDP objects go before the process group (gloo threads abort otherwise)
+        if ctx.world_size > 1:
+            dist.barrier()
+    if ctx.is_main:
+        done = isinstance(result, FinishedRun)
+        print("\n".join(finished_lines(result) if done else result.lines()))
+        sys.stdout.flush()
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -468,8 +468,8 @@ def cmd_bench(name: str | None, options: list[str]) -> int:
 
 
 def cmd_train(options: list[str]) -> int:
-    """``chapter20 train``: the capstone run (§20.6), ``chapter20.cli.train``."""
-    from chapter20.cli.train import main as train_main
+    """``chapter20 train``: the capstone run (§20.6), ``chapter20.capstone.run``."""
+    from chapter20.capstone.run import main as train_main
 
     train_main(options)
     return 0

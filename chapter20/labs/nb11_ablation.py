@@ -28,16 +28,17 @@ import numpy as np
 import pandas as pd
 import torch
 
+from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
 from chapter20.capstone.evaluation import heldout_sentence_pairs
-from chapter20.capstone.recipe import EncoderRecipe, build_encoder, train_encoder
+from chapter20.capstone.recipe import RECIPE_RUN, EncoderRecipe, build_encoder, train_encoder
 from chapter20.capstone.report import memory_plan
-from chapter20.capstone.run import FinishedRun, run_capstone
-from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
+from chapter20.capstone.run import run_capstone
 from chapter20.core.checks import check_int
 from chapter20.core.measure import time_interleaved
 from chapter20.core.plotting import new_panels
 from chapter20.labs.common import study_output, write_study
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
+from chapter20.training.driver import FinishedRun
 from chapter20.training.loop import LoopConfig
 from chapter20.training.trainer import Trainer, step_peak_memory
 
@@ -80,24 +81,16 @@ ABLATION: dict[str, dict] = {
 
 
 def ablation_config(name: str, batch: int, chunk: int, *, dim: int = 256, seed: int = 0):
-    """The :class:`~chapter20.capstone.run_config.RunConfig` of variant ``name`` at ``batch``
-    documents in chunks of ``chunk`` (§20.6)."""
+    """The :class:`~chapter20.capstone.capstone_config.CapstoneConfig` of variant ``name`` at
+    ``batch`` documents in chunks of ``chunk`` (§20.6), at the step's rate (not scaled)."""
     if name not in ABLATION:
         raise ValueError(f"name must be one of {list(ABLATION)}, got {name!r}")
     batch, chunk = check_int("batch", batch, 2), check_int("chunk", chunk, 1)
     changes = dict(ABLATION[name])
     size = chunk if changes.pop("batch", None) == "chunk" else batch
-    training = replace(CAPSTONE_COMPOSED, chunk_size=chunk, warmup_steps=0)
+    training = replace(CAPSTONE_COMPOSED, chunk_size=chunk, warmup_steps=0, base_batch=None)
     training = replace(training, **changes)
-    return RunConfig(
-        output_dir="-",
-        dim=dim,
-        seed=seed,
-        batch=size,
-        base_batch=size,
-        lr_scaling="none",
-        training=training,
-    )
+    return CapstoneConfig(output_dir="-", dim=dim, seed=seed, batch=size, training=training)
 
 
 def _setup(init: str, dim: int, seed: int):
@@ -218,14 +211,10 @@ def ablation_quality(
         for name in names or list(ABLATION):
             config = ablation_config(name, batch, chunk, dim=dim, seed=seed)
             _restart(setup, start)
+            run = replace(RECIPE_RUN, steps=check_int("steps", steps, 1), batch=config.batch,
+                          training=config.training)  # fmt: skip
             record = train_encoder(
-                setup,
-                steps=check_int("steps", steps, 1),
-                batch=config.batch,
-                retrieval=test,
-                validation=validation,
-                config=config.train_config(),
-                evaluate_start=False,
+                setup, run, retrieval=test, validation=validation, evaluate_start=False
             )[-1]
             rows.append(
                 {
@@ -254,7 +243,7 @@ def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:
     return out
 
 
-def _rank_of_a_run(config: RunConfig) -> dict | None:
+def _rank_of_a_run(config: CapstoneConfig) -> dict | None:
     """One rank of :func:`cross_rank_ablation`'s runs (``run_local_group`` calls it)."""
     result = run_capstone(config, log=lambda *_: None)
     if not isinstance(result, FinishedRun):

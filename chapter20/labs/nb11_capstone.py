@@ -27,12 +27,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
-from chapter20.capstone.run import FinishedRun, run_capstone
-from chapter20.capstone.run_config import CAPSTONE_COMPOSED, RunConfig
+from chapter20.capstone.run import run_capstone
 from chapter20.core.claims import CONSISTENT, HOLDS, NOT_YET_MEASURED, VERDICTS, audit
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig
+from chapter20.training.driver import FinishedRun
 from chapter20.training.encoder_file import load_encoder
 
 __all__ = [
@@ -431,19 +432,20 @@ def saved_and_loaded_difference(setup, texts: list[str]) -> float:
         return float((loaded.encode(texts) - setup.text_encoder().encode(texts)).abs().max())
 
 
-def composed_training(chunk_size: int = 64, warmup_steps: int = 10) -> TrainConfig:
-    """``chapter20.capstone.run_config.CAPSTONE_COMPOSED`` (every memory technique on) with gradient
-    caching in chunks of ``chunk_size`` documents and ``warmup_steps`` of warm-up (§20.6)."""
-    return replace(CAPSTONE_COMPOSED, chunk_size=chunk_size, warmup_steps=warmup_steps)
+def composed_training(**fields) -> TrainConfig:
+    """``chapter20.capstone.capstone_config.CAPSTONE_COMPOSED`` (every memory technique on) with
+    ``fields`` changed (e.g. ``chunk_size``, the documents per chunk of gradient caching;
+    ``warmup_steps``; ``base_batch``, the batch of its rate) (§20.6)."""
+    return replace(CAPSTONE_COMPOSED, **fields)
 
 
 def composed_run(steps: int = 100, eval_every: int = 50, **fields) -> tuple[dict, list[str]]:
-    """``chapter20.capstone.run.run_capstone`` of ``RunConfig(steps=..., eval_every=...,
+    """``chapter20.capstone.run.run_capstone`` of ``CapstoneConfig(steps=..., eval_every=...,
     **fields)`` in a temporary directory that is removed afterwards (notebook 11, §20.6): the
     summary and the lines it printed before training (plan, cost projection, set-up)."""
     printed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="chapter20-run-") as tmp:
-        config = RunConfig(
+        config = CapstoneConfig(
             output_dir=tmp, steps=steps, eval_every=eval_every, progress=False, **fields
         )
         result = run_capstone(config, log=printed.append)

@@ -27,7 +27,13 @@ import numpy as np
 import pandas as pd
 
 from chapter20.capstone.evaluation import heldout_sentence_pairs
-from chapter20.capstone.recipe import EncoderRecipe, build_encoder, recipe_config, train_encoder
+from chapter20.capstone.recipe import (
+    RECIPE_RUN,
+    RECIPE_TRAINING,
+    EncoderRecipe,
+    build_encoder,
+    train_encoder,
+)
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
@@ -101,13 +107,9 @@ def training_curves(
     for init in inits:
         for seed in _seeds(seeds):
             setup = build_encoder(EncoderRecipe(init=init, seed=seed))
+            run = replace(RECIPE_RUN, steps=steps, batch=batch)
             for record in train_encoder(
-                setup,
-                steps=steps,
-                batch=batch,
-                eval_every=eval_every,
-                retrieval=test,
-                validation=validation,
+                setup, run, eval_every=eval_every, retrieval=test, validation=validation
             ):
                 rows.append({"init": init, "seed": seed, **record})
                 if log is not None:
@@ -217,10 +219,11 @@ BATCHES = (32, 128, 512, None)
 def _run_at(setup, start, batch: int, steps: int, chunk: int, test, validation) -> dict:
     setup.model = type(setup.model)(**setup.model_kwargs)  # unwrapped: the Trainer rewires it
     setup.model.load_state_dict(start)
-    config = replace(recipe_config(), chunk_size=chunk if batch > chunk else None)
+    training = replace(RECIPE_TRAINING, chunk_size=chunk if batch > chunk else None)
+    run = replace(RECIPE_RUN, steps=steps, batch=batch, training=training)
     began = time.perf_counter()
-    record = train_encoder(setup, steps=steps, batch=batch, retrieval=test, validation=validation,
-                           config=config, evaluate_start=False)[-1]  # fmt: skip
+    record = train_encoder(setup, run, retrieval=test, validation=validation,
+                           evaluate_start=False)[-1]  # fmt: skip
     return {**record, "wall_seconds": time.perf_counter() - began}
 
 
@@ -394,7 +397,7 @@ def plot_batch_study(
 # --- the recipe search ------------------------------------------------------------------------
 
 #: Variants of the recipe from a random start, and the LSA start as the reference: name →
-#: (recipe fields, train_encoder arguments). The first is the recipe's own settings.
+#: (recipe fields, fields of the recipe's composed step). The first is the recipe's own settings.
 RECIPE_SEARCH: dict[str, tuple[dict, dict]] = {
     "random start: lr 1e-3, temperature 0.2 (the recipe)": ({"init": "random"}, {}),
     "random start: lr 3e-3": ({"init": "random"}, {"lr": 3e-3}),
@@ -426,11 +429,11 @@ def recipe_search(
     for name in names or list(RECIPE_SEARCH):
         if name not in RECIPE_SEARCH:
             raise ValueError(f"unknown variant {name!r}; one of {list(RECIPE_SEARCH)}")
-        fields, arguments = RECIPE_SEARCH[name]
+        fields, step_fields = RECIPE_SEARCH[name]
         setup = build_encoder(EncoderRecipe(**{**fields, "seed": seed}))
-        records = train_encoder(
-            setup, steps=steps, batch=batch, retrieval=test, validation=validation, **arguments
-        )
+        training = replace(RECIPE_TRAINING, **step_fields)
+        run = replace(RECIPE_RUN, steps=steps, batch=batch, training=training)
+        records = train_encoder(setup, run, retrieval=test, validation=validation)
         rows.append(
             {
                 "variant": name,

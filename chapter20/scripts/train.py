@@ -23,7 +23,7 @@ final quality, writes the encoder file
 that of an uninterrupted run with the same arguments and process count.
 """
 
-from chapter20.cli.train import main
+from chapter20.capstone.run import main
 
 if __name__ == "__main__":
     main()
