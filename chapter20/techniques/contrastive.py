@@ -129,7 +129,9 @@ def info_nce(
     return _reduce(losses, reduction)
 
 
-def info_nce_reference(queries: torch.Tensor, keys: torch.Tensor, temperature: float = DEFAULT_TEMPERATURE):
+def info_nce_reference(
+    queries: torch.Tensor, keys: torch.Tensor, temperature: float = DEFAULT_TEMPERATURE
+):
     """InfoNCE in its few lines (§20.2.1), for reading: cosine similarities of every query with
     every key over the temperature, and a cross-entropy whose right answer for query i is key i
     (the diagonal). :func:`info_nce` computes the same, with input checks, float32, hard
