@@ -24,7 +24,6 @@ same text as the encoder and on ``lee_background``, on Lee and on the same held-
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from dataclasses import asdict
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from chapter20.capstone.capstone_config import CapstoneConfig
@@ -47,8 +45,14 @@ from chapter20.capstone.report import (
 )
 from chapter20.core.device import scaled
 from chapter20.core.options import add_options, parse_config
-from chapter20.techniques.distributed import distributed, group_rank_and_size
-from chapter20.training.driver import Batches, FinishedRun, RunProgress, run_training
+from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.training.driver import (
+    Batches,
+    FinishedRun,
+    RunProgress,
+    run_on_this_rank,
+    run_training,
+)
 from chapter20.training.encoder_file import save_encoder
 from chapter20.training.loop import StoppedLaunch
 from chapter20.training.trainer import Trainer, step_peak_memory
@@ -246,20 +250,11 @@ def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
     ``--stop-after``, where the launch stopped and how to resume. A value the run refuses
     (before any collective) is one line on stderr and exit status 2. Returns the result."""
     config, args = parse_args(argv)
-    with distributed() as ctx:
-        try:
-            result = run_capstone(config, ctx.device, baselines=args.baselines)
-        except ValueError as exc:
-            print(f"chapter20 train: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        gc.collect()  # DDP objects go before the process group (gloo threads abort otherwise)
-        if ctx.world_size > 1:
-            dist.barrier()
-    if ctx.is_main:
-        done = isinstance(result, FinishedRun)
-        print("\n".join(finished_lines(result) if done else result.lines()))
-        sys.stdout.flush()
-    return result
+    return run_on_this_rank(
+        "chapter20 train",
+        lambda device: run_capstone(config, device, baselines=args.baselines),
+        finished_lines,
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import math
 import sys
 from dataclasses import dataclass
@@ -47,9 +46,8 @@ from chapter20.core.checks import check_int
 from chapter20.core.corpora import pair_data
 from chapter20.core.options import add_options, option, parse_config, preset_option
 from chapter20.techniques.contrastive import recall_at_k
-from chapter20.techniques.distributed import distributed
 from chapter20.training.config import TrainConfig
-from chapter20.training.driver import Batches, FinishedRun, run_training
+from chapter20.training.driver import Batches, FinishedRun, run_on_this_rank, run_training
 from chapter20.training.pair_training import PairRunConfig
 from chapter20.training.run_config import RunConfig
 from chapter20.training.sampler import ResumableBatchSampler
@@ -200,21 +198,10 @@ def main(argv: list[str] | None = None):
     finished run (or the stopped launch). A global batch the ranks cannot share exits with
     status 2 and one line on stderr."""
     config = parse_args(argv)
-    with distributed() as ctx:
-        try:
-            result = run_ddp_demo(config, ctx.device)
-        except ValueError as exc:  # a batch the ranks cannot share: every rank refuses it
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        # Every DDP object is gone before the group is: gloo threads that outlive the
-        # interpreter's tensors abort the process at exit.
-        gc.collect()
-        if ctx.world_size > 1:
-            dist.barrier()
-    if ctx.is_main and config.report:
-        done = isinstance(result, FinishedRun)
-        print(report_line(config, result.summary) if done else "\n".join(result.lines()))
-    return result
+    report = (lambda finished: [report_line(config, finished.summary)]) if config.report else None
+    return run_on_this_rank(
+        PROG, lambda device: run_ddp_demo(config, device), report or (lambda finished: [])
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ N steps as a kill would: rank 0 says where it stopped and how to resume, and the
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import subprocess
 import sys
@@ -43,15 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import pair_data
 from chapter20.core.options import add_options, option, parse_config, preset_option
 from chapter20.core.paths import repo_root
-from chapter20.techniques.distributed import distributed
 from chapter20.training.config import TrainConfig
-from chapter20.training.driver import Batches, FinishedRun, run_training
+from chapter20.training.driver import Batches, FinishedRun, run_on_this_rank, run_training
 from chapter20.training.loop import LoopConfig, StoppedLaunch
 from chapter20.training.pair_training import PairRunConfig
 from chapter20.training.run_config import RunConfig
@@ -179,21 +176,10 @@ def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
     A value the run refuses (before any collective) ends the program as a refused option does:
     one line on stderr, exit status 2."""
     config = parse_args(argv)
-    with distributed() as ctx:
-        try:
-            result = run_spot_training(config, ctx.device)
-        except ValueError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        gc.collect()  # DDP objects go before the process group (gloo threads abort otherwise)
-        if ctx.world_size > 1:
-            dist.barrier()
-    if ctx.is_main:
-        lines = (
-            result.lines() if isinstance(result, StoppedLaunch) else finished_lines(result.summary)
-        )
-        print("\n".join(lines), flush=True)
-    return result
+    return run_on_this_rank(
+        PROG, lambda device: run_spot_training(config, device),
+        lambda finished: finished_lines(finished.summary),
+    )  # fmt: skip
 
 
 def start_spot_demo(args: list[str], *, nproc: int = 1, max_restarts: int = 0) -> subprocess.Popen:

@@ -25,6 +25,7 @@ is a field of ``config.training``), shows a progress bar on rank 0, trains throu
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -34,17 +35,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.checks import check_optional_int
 from chapter20.core.device import deterministic_mode, set_seed
-from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.techniques.distributed import distributed, group_rank_and_size
 from chapter20.training.loop import StoppedLaunch, resumable_loop
 from chapter20.training.run_config import RunConfig
 from chapter20.training.state import parameter_fingerprint
 from chapter20.training.trainer import StepResult, Trainer
 
-__all__ = ["Batches", "FinishedRun", "RunProgress", "run_training"]
+__all__ = ["Batches", "FinishedRun", "RunProgress", "run_on_this_rank", "run_training"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,35 @@ def run_training(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=1, default=str))
     return FinishedRun(summary, str(path), trainer, finished.losses)
+
+
+def run_on_this_rank(
+    prog: str, run: Callable[[torch.device], FinishedRun | StoppedLaunch],
+    lines: Callable[[FinishedRun], list[str]],
+) -> FinishedRun | StoppedLaunch:  # fmt: skip
+    """A run's command line on this process (§20.4: every rank of a ``torchrun`` launch, or a
+    process alone): ``run(device)`` inside the process group, then rank 0 prints ``lines`` of
+    the finished run, or where a ``--stop-after`` launch stopped and how to resume. A value the
+    run refuses (a ValueError, raised on every rank before any collective) ends the program as a
+    refused option does: ``PROG: error: MESSAGE`` on stderr, exit status 2. Every DDP object is
+    collected before the group ends (gloo threads that outlive them abort the process)."""
+    with distributed() as ctx:
+        try:
+            result = run(ctx.device)
+        except ValueError as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        gc.collect()
+        if ctx.world_size > 1:
+            dist.barrier()
+    shown = (
+        (lines(result) if isinstance(result, FinishedRun) else result.lines())
+        if ctx.is_main
+        else []
+    )
+    if shown:
+        print("\n".join(shown), flush=True)
+    return result
 
 
 class _Tracker:
