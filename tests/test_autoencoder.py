@@ -2,6 +2,8 @@
 reconstructs better than PCA on the rows it was fitted to (Eckart–Young, its decoder being
 linear), reads sparse rows as it reads dense ones, and rejects bad input."""
 
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -56,3 +58,16 @@ def test_sparse_rows_train_as_their_dense_rows():
 def test_bad_input_is_rejected_with_the_argument_named(kwargs, error, argument):
     with pytest.raises(error, match=argument):
         train_autoencoder(_low_rank(n=8), **kwargs)
+
+
+def test_training_is_seeded_and_gives_back_the_callers_generators():
+    x = torch.randn(40, 12, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(3)
+    random.seed(3)
+    np.random.seed(3)
+    before = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    first = train_autoencoder(x, 4, epochs=2, seed=1)
+    again = train_autoencoder(x, 4, epochs=2, seed=1)
+    assert torch.equal(first.encoder.weight, again.encoder.weight)  # bitwise for a seed
+    assert torch.equal(torch.get_rng_state(), before[0]) and random.getstate() == before[1]
+    assert np.array_equal(np.random.get_state()[1], before[2])

@@ -1,6 +1,7 @@
 """Tests of chapter20.vocab.pca (note, topic 3; C28): exact and randomized PCA of dense and sparse
 input against numpy's SVD."""
 
+import random
 import warnings
 
 import numpy as np
@@ -103,11 +104,14 @@ def test_randomized_pca_agrees_with_exact(low_rank_matrix):
 def test_randomized_pca_is_seeded_and_leaves_global_rng_alone(low_rank_matrix):
     x = torch.from_numpy(low_rank_matrix(n=200, d=60, rank=30, noise=0.5)).float()
     torch.manual_seed(123)
-    before = torch.get_rng_state()
+    random.seed(5)
+    np.random.seed(5)
+    before = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
     a = pca_compress(x.to_sparse(), 10, exact=False, seed=7)
     b = pca_compress(x.to_sparse(), 10, exact=False, seed=7)
-    c = pca_compress(x, 10, exact=False, seed=7)
-    assert torch.equal(torch.get_rng_state(), before)
+    c = pca_compress(x, 10, exact=False, seed=7)  # seeded by set_seed: torch, Python, NumPy
+    assert torch.equal(torch.get_rng_state(), before[0])  # each generator given back
+    assert random.getstate() == before[1] and np.array_equal(np.random.get_state()[1], before[2])
     assert torch.equal(a.components, b.components)
     assert c.components.dtype == torch.float32 and a.components.dtype == torch.float32
     # Randomized with few power iterations on a flat spectrum: at most the exact variance.
