@@ -35,6 +35,7 @@ from chapter20.core.corpora import (
     train_test_split_articles,
     wiki_sentences,
 )
+from chapter20.core.device import seeded
 from chapter20.vocab.tokenizers import Tokenizer, pad_batch
 
 __all__ = [
@@ -315,12 +316,9 @@ def lsa_word_vectors(
         (len(documents), vocab_size),
         check_invariants=True,
     ).coalesce()
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(check_int("seed", seed, 0))
-        _, _, v = torch.svd_lowrank(matrix, q=dim, niter=check_int("iterations", iterations, 0))
-    finally:
-        torch.random.set_rng_state(state)
+    iterations = check_int("iterations", iterations, 0)
+    with seeded(check_int("seed", seed, 0)):  # the randomized SVD's draws, generators kept
+        _, _, v = torch.svd_lowrank(matrix, q=dim, niter=iterations)
     unused = torch.ones(vocab_size, dtype=torch.bool)
     unused[torch.from_numpy(np.unique(np.concatenate(cols)))] = False
     v[unused] = 0.0  # exactly: randomized SVD leaves rounding noise there

@@ -6,7 +6,8 @@ on a CUDA GPU or an Apple GPU:
 - ``get_device()``: CUDA > MPS > CPU, or what the ``CHAPTER20_DEVICE`` variable asks for.
 - ``dist_backend(device)``: nccl on CUDA, gloo everywhere else (§20.4).
 - ``autocast_dtype(device)``: the half-precision type autocast should use there (§20.2.2).
-- ``set_seed(seed)``: the one seeding helper (Python, NumPy, torch, every CUDA device).
+- ``set_seed(seed)``: the one seeding helper (Python, NumPy, torch, every CUDA device);
+  ``seeded(seed)``: a block seeded by it that gives the caller's generators back.
 - ``deterministic_mode()``: the settings under which a training step computes bit for bit the
   same thing in every process (§20.5.2 resume), as a context manager that undoes them.
 - ``describe_environment()``: versions and hardware, for reports and ``python -m chapter20 env``;
@@ -25,6 +26,7 @@ import platform
 import random
 import sys
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +129,21 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+@contextlib.contextmanager
+def seeded(seed: int, devices: Sequence[int] | None = None) -> Iterator[None]:
+    """A block seeded by :func:`set_seed` that gives back every generator it seeds (torch's on
+    the CPU and on ``devices``, None: every CUDA device; Python's; NumPy's): what runs inside is
+    the same for the same ``seed``, and the caller's streams go on as if the block had not run."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=devices):
+        try:
+            set_seed(seed)
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 #: MKL's conditional numerical reproducibility (CNR) mode that :func:`deterministic_mode` asks

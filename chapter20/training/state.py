@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from chapter20.core.checks import check_int
+from chapter20.core.device import set_seed
 from chapter20.techniques.distributed import group_rank_and_size
 from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.sharded_checkpoint import (
@@ -195,7 +196,7 @@ def restore_state(
             "continues correctly, but not bit for bit like an uninterrupted one)",
             stacklevel=2,
         )
-        torch.manual_seed(state["step"] * 1000 + rank)
+        set_seed(state["step"] * 1000 + rank)
     return state["step"]
 
 

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from chapter20.core.checks import check_int, check_real
-from chapter20.vocab.pca import _as_matrix, _seeded
+from chapter20.core.device import seeded
+from chapter20.vocab.pca import _as_matrix
 
 __all__ = [
     "AutoencoderResult",
@@ -126,7 +127,7 @@ def train_autoencoder(
     lr = check_real("lr", lr, minimum=0, exclusive=True, finite=True)
     generator = torch.Generator().manual_seed(check_int("seed", seed, 0, maximum=2**32 - 1))
     mean = (torch.sparse.sum(x, dim=0).to_dense() if sparse else x.sum(0)) / n
-    with _seeded(seed):  # nn.Linear's initialisation, seeded, the caller's generators kept
+    with seeded(seed):  # nn.Linear's initialisation, seeded, the caller's generators kept
         encoder, decoder = nn.Linear(d, k).to(x.dtype), nn.Linear(k, d).to(x.dtype)
     with torch.no_grad():  # reconstruct the mean at first: no random noise on top of it
         decoder.weight.zero_()

@@ -10,9 +10,6 @@ reconstruction error.
 
 from __future__ import annotations
 
-import contextlib
-import random
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +17,7 @@ import numpy as np
 import torch
 
 from chapter20.core.checks import check_int
-from chapter20.core.device import set_seed
+from chapter20.core.device import seeded
 
 __all__ = [
     "PCAResult",
@@ -31,21 +28,6 @@ EXACT_MAX_SIDE = 2_000
 """``pca_compress`` uses an exact SVD by default when min(n, d) is at most this ..."""
 EXACT_MAX_ELEMENTS = 2**25
 """... and the dense centred matrix has at most this many elements (128 MiB in float32)."""
-
-
-@contextlib.contextmanager
-def _seeded(seed: int, devices: Sequence[int] | None = None) -> Iterator[None]:
-    """A block seeded by ``chapter20.core.device.set_seed(seed)`` that gives back every generator
-    it seeds (torch's on the CPU and on ``devices``, None: every CUDA device; Python's; NumPy's):
-    deterministic for ``seed``, and the caller's streams go on as if the block had not run."""
-    python_state, numpy_state = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(devices=devices):
-        try:
-            set_seed(seed)
-            yield
-        finally:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
 
 
 def _as_matrix(x: Any, name: str) -> tuple[torch.Tensor, bool]:
@@ -324,7 +306,7 @@ def pca_compress(
             devices = [
                 x.device.index if x.device.index is not None else torch.cuda.current_device()
             ]
-        with _seeded(seed, devices):
+        with seeded(seed, devices):
             _, s, v = torch.pca_lowrank(x, q=q, center=True, niter=niter)
         vh = v.T
         method = "torch.pca_lowrank"
