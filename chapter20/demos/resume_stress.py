@@ -45,8 +45,7 @@ from pathlib import Path
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.options import add_options, config_argv, option, parse_config
-from chapter20.core.paths import repo_root
-from chapter20.demos.spot_run import DEMO_MODULE, SpotConfig
+from chapter20.demos.spot_run import DEMO_MODULE, SpotConfig, start_process
 from chapter20.training.loop import read_progress
 from chapter20.training.run_config import RunConfig
 
@@ -142,16 +141,6 @@ def _steps_logged(output_dir: Path) -> list[dict]:
     return [record for record in read_progress(checkpoints) if "step" in record]
 
 
-def _launch(command: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        command,
-        cwd=repo_root() or Path.cwd(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _stop(process: subprocess.Popen) -> None:
     process.kill()
     process.communicate()
@@ -177,7 +166,7 @@ def run_uninterrupted(
     timeout = _check_timeout(timeout)
     directory = Path(directory)
     start, wall = time.monotonic(), time.time()
-    _finish(_launch(demo_command(run, directory)), timeout)
+    _finish(start_process(demo_command(run, directory)), timeout)
     progress = _steps_logged(directory)
     return StressRun(
         "uninterrupted",
@@ -261,7 +250,7 @@ def run_killed(
     deadline = start + timeout
     stressed = StressRun("killed", None, launches=0)
     while True:
-        process = _launch(demo_command(run, directory))
+        process = start_process(demo_command(run, directory))
         stressed.launches += 1
         if len(stressed.kills) < kills:
             left = kills - len(stressed.kills)

@@ -66,6 +66,7 @@ __all__ = [
     "parse_args",
     "run_spot_training",
     "spot_batches",
+    "start_process",
     "start_spot_demo",
     "wait_for_spot_demos",
 ]
@@ -202,14 +203,18 @@ def start_spot_demo(args: list[str], *, nproc: int = 1, max_restarts: int = 0) -
         *args,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    return start_process(command, env)
+
+
+def start_process(command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``command`` in the repository's root (the working directory outside a checkout)
+    with ``env`` (None: this process's), its output captured as text, without waiting."""
+    if not command or not all(isinstance(part, str) for part in command):
+        raise TypeError(f"command must be a non-empty list of str, got {command!r}")
     return subprocess.Popen(
-        command,
-        cwd=repo_root() or Path.cwd(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+        command, cwd=repo_root() or Path.cwd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
 
 
 def wait_for_spot_demos(
