@@ -1142,8 +1142,6 @@ OUT_OF_SCOPE = {
     "numbers are its PairRunConfig's, whose checks are called here",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked LoopConfig",
-    "techniques.zero.zero_adamw": "needs a process group (without one: RuntimeError); "
-    "it checks lr and weight_decay itself and runs on gloo ranks in tests/test_parallelism.py",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.

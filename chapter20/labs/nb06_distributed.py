@@ -24,7 +24,7 @@ from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import median_and_range, range_text, timing_spread_ms
-from chapter20.demos.ddp_demo import main as ddp_demo_main
+from chapter20.demos import ddp_run
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
 from chapter20.techniques.allreduce_timing import (
     allreduce_times_on_rank,
@@ -46,6 +46,7 @@ __all__ = [
     "scaling_table",
     "sweep_job",
     "practices_table",
+    "demo_on_rank",
     "run_notebook_groups",
     "results_of",
     "sweep_frame",
@@ -394,6 +395,12 @@ def unused_search_prediction(
 # --------------------------------------------------------------------------------------------
 
 
+def demo_on_rank(argv: list[str]) -> dict:
+    """The DDP demo (``chapter20.demos.ddp_run.main``) with the command line ``argv`` on this
+    rank: its summary (picklable: the finished run also holds the trainer)."""
+    return ddp_run.main(argv).summary
+
+
 def run_notebook_groups(
     demo_argv: list[str], *, extra: dict | None = None, practices_repeat: int = 10,
     scaling_steps: int = 6,
@@ -404,13 +411,13 @@ def run_notebook_groups(
     and the practices; on 3 ranks the demo and the sweep. ``extra`` maps a world size to more
     ``{name: (function, args)}`` jobs. Returns, per world size, every rank's ``{name: result}``
     in rank order."""
-    fp16 = [*demo_argv, "--compress", "fp16"]
+    fp16 = [*demo_argv, "--gradient-compression", "fp16"]
     jobs = {
-        2: {"demo": (ddp_demo_main, (demo_argv,)), "demo fp16": (ddp_demo_main, (fp16,)),
+        2: {"demo": (demo_on_rank, (demo_argv,)), "demo fp16": (demo_on_rank, (fp16,)),
             "sweep": sweep_job(2),
             "scaling": (step_times_on_rank, (512, 20_000, 128, scaling_steps)),
             "practices": (practices_on_rank, (64, practices_repeat))},
-        3: {"demo": (ddp_demo_main, (demo_argv,)), "sweep": sweep_job(3)},
+        3: {"demo": (demo_on_rank, (demo_argv,)), "sweep": sweep_job(3)},
     }  # fmt: skip
     for world, more in (extra or {}).items():
         jobs.setdefault(world, {}).update(more)

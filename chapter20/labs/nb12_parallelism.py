@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ from chapter20.techniques.pipeline import (
     pipeline_schedule,
     split_stages,
 )
-from chapter20.techniques.zero import local_state_bytes, zero_adamw
+from chapter20.techniques.zero import local_state_bytes
 from chapter20.training.config import TrainConfig
 from chapter20.training.memory_plan import plan
 from chapter20.training.trainer import Trainer
@@ -223,16 +224,15 @@ ZERO_MODEL = {"vocab_size": 2_000, "d_model": 64, "n_heads": 4, "n_layers": 2, "
 
 def zero_on_rank(steps: int, global_batch: int, model: dict = ZERO_MODEL, seed: int = 0):
     """Two Trainers on this rank, same weights and batches, DDP over the group and contrastive
-    with cross-rank negatives: one with plain AdamW, one with ZeRO-1 AdamW
-    (:func:`chapter20.techniques.zero.zero_adamw`). After ``steps`` steps: the largest weight
+    with cross-rank negatives: one with plain AdamW, one with ZeRO-1 AdamW (``zero1=True``:
+    :func:`chapter20.techniques.zero.zero_redundancy`). After ``steps`` steps: the largest weight
     difference and each optimizer's state bytes on this rank."""
     rank, world = group_rank_and_size()
     config = TrainConfig(optimizer="adamw", lr=1e-2, weight_decay=0.01)
     set_seed(seed)
     plain = Trainer(TransformerEncoder(**model, dropout=0.0), config)
     set_seed(seed)
-    encoder = TransformerEncoder(**model, dropout=0.0)
-    zero = Trainer(encoder, config, optimizer=zero_adamw(encoder, config.lr, weight_decay=0.01))
+    zero = Trainer(TransformerEncoder(**model, dropout=0.0), replace(config, zero1=True))
     ids = uniform_ids((steps, 2, global_batch, model["max_len"]), model["vocab_size"], seed=seed)
     mine = slice(rank * global_batch // world, (rank + 1) * global_batch // world)
     losses = []

@@ -542,12 +542,3 @@ def warmup_schedule(
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-# Re-exported until training/ and demos/ import them from their module, techniques.ddp_hooks
-# (not part of __all__: they are keyed where they are defined).
-from chapter20.techniques.ddp_hooks import (  # noqa: E402, F401
-    COMPRESSIONS,
-    CompressionStats,
-    compress_gradients,
-)

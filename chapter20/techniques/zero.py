@@ -1,8 +1,8 @@
 """§20.3.2, §20.8 ZeRO stage 1: the optimizer state partitioned over the ranks.
 
-:func:`zero_adamw` is ``torch.distributed.optim.ZeroRedundancyOptimizer`` around AdamW — each rank
-keeps the moments of its share of the parameters and broadcasts the parameters it updated — ready
-to hand to ``chapter20.training.trainer.Trainer(optimizer=...)``; :func:`local_state_bytes` counts
+:func:`zero_redundancy` wraps an optimizer in ``torch.distributed.optim.ZeroRedundancyOptimizer``
+— each rank keeps the state of its share of the parameters and broadcasts the parameters it
+updated — as ``TrainConfig(zero1=True)`` asks of the trainer; :func:`local_state_bytes` counts
 what this rank holds. :func:`zero1_partition` is the partition itself in a few lines (whole
 tensors, largest first, to the least loaded rank), and :func:`zero1_state_bytes` the AdamW state
 it leaves on each rank, proven against what ``ZeroRedundancyOptimizer`` holds.
@@ -10,37 +10,36 @@ it leaves on each rank, proven against what ``ZeroRedundancyOptimizer`` holds.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.distributed as dist
-from torch import nn
 
-from chapter20.core.checks import check_int, check_positive
+from chapter20.core.checks import check_int
 
-__all__ = ["zero_adamw", "local_state_bytes", "zero1_partition", "zero1_state_bytes"]
+__all__ = ["zero_redundancy", "local_state_bytes", "zero1_partition", "zero1_state_bytes"]
 
 
-def zero_adamw(params, lr: float, *, weight_decay: float = 0.01, group=None):
-    """AdamW whose state is sharded over the ranks of ``group`` — ZeRO stage 1 (§20.3.2):
-    ``torch.distributed.optim.ZeroRedundancyOptimizer``. Each rank keeps the two moments of
-    its share of the parameters (whole tensors, dealt out greedily by size, so the shares are
-    only as even as the tensors allow), steps them, and broadcasts the updated parameters, so
-    the replicas stay identical and equal plain AdamW. Pass it to
-    ``chapter20.training.trainer.Trainer(optimizer=...)``. In a world of one it holds everything."""
-    from torch.distributed.optim import ZeroRedundancyOptimizer
+def zero_redundancy(optimizer: torch.optim.Optimizer, group=None) -> torch.optim.Optimizer:
+    """ZeRO stage 1 of ``optimizer`` (§20.3.2): PyTorch's ``ZeroRedundancyOptimizer`` running the
+    same class with the same settings and parameter groups over the ranks of ``group``, each
+    rank keeping and stepping the state of its share of the parameters (whole tensors, dealt out
+    greedily by size: :func:`zero1_partition`) and broadcasting them, so the replicas stay
+    identical and the update is the plain optimizer's. ``TrainConfig(zero1=True)`` is how a
+    training run asks for it. Needs a process group; in a world of one it holds everything."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer  # seconds to import: only here
 
-    lr = check_positive("lr", lr)
-    weight_decay = check_positive("weight_decay", weight_decay, zero=True)
-    params = list(params.parameters() if isinstance(params, nn.Module) else params)
-    if not params:
-        raise ValueError("params must hold at least one parameter")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("zero_adamw needs a process group (run_local_group or torchrun)")
+        raise RuntimeError("zero_redundancy needs a process group (run_local_group or torchrun)")
+    accepted = inspect.signature(type(optimizer)).parameters  # defaults also hold derived keys
+    settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+    groups = [dict(param_group) for param_group in optimizer.param_groups]
     return ZeroRedundancyOptimizer(
-        params,
-        optimizer_class=torch.optim.AdamW,
-        process_group=group,
-        lr=lr,
-        weight_decay=weight_decay,
+        groups, optimizer_class=type(optimizer), process_group=group, **settings
     )
 
 
