@@ -259,3 +259,15 @@ def test_sbatch_template_runs_the_capstone_under_slurm(tmp_path):
     reference = json.loads((tmp_path / "torchrun" / "summary.json").read_text())
     assert (job["world_size"], job["steps"]) == (2, 6)
     assert job["fingerprint"] == reference["fingerprint"]
+
+
+def test_a_run_the_model_cannot_take_is_one_line_and_exit_status_2(capsys):
+    """A technique the demo's encoder cannot take (its EmbeddingBag table cannot be sharded) is
+    refused by the driver before the first step: one line on stderr, exit status 2."""
+    from chapter20.demos import ddp_run
+
+    with pytest.raises(SystemExit) as exit_:
+        ddp_run.main([*ARGS, "--sharded-table"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("ddp_demo.py: error: sharded_table needs an encoder holding")

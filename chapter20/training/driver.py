@@ -46,7 +46,20 @@ from chapter20.training.run_config import RunConfig
 from chapter20.training.state import parameter_fingerprint
 from chapter20.training.trainer import StepResult, Trainer
 
-__all__ = ["Batches", "FinishedRun", "RunProgress", "run_on_this_rank", "run_training"]
+__all__ = [
+    "Batches",
+    "FinishedRun",
+    "RunProgress",
+    "RunRefused",
+    "run_on_this_rank",
+    "run_training",
+]
+
+
+class RunRefused(ValueError):
+    """A run that :func:`run_training` refused before its first step, on every rank and before
+    any collective (a batch the ranks cannot share, a technique the model cannot take, data that
+    cannot be resumed): a command line reports it in one line, without a traceback."""
 
 
 @dataclass(frozen=True)
@@ -127,30 +140,20 @@ def run_training(
     the configured optimizer (a deliberately harmful variant, for a positive control).
     ``config.steps == 0`` trains nothing: the summary is the untrained model's.
 
-    ValueError before any collective if ``config.batch`` does not split evenly over the ranks,
-    or if the run keeps checkpoints and its data cannot be resumed."""
+    :class:`RunRefused` (a ValueError) before any collective for a run that cannot start: a
+    ``config.batch`` that does not split evenly over the ranks, a technique the model cannot
+    take, a run that keeps checkpoints on data that cannot be resumed."""
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
     hooks = {"loss": loss, "optimizer": optimizer, "announce": announce, "evaluate": evaluate,
              "summarize": summarize}  # fmt: skip
     _check_hooks(model, batches, hooks)
     eval_every = check_optional_int("eval_every", eval_every, 1)
-    rank, world = group_rank_and_size()
-    if config.batch % world:
-        raise ValueError(
-            f"batch ({config.batch}) must be a multiple of the world size {world}, so that every "
-            "rank holds the same number of examples"
-        )
-    with deterministic_mode(enabled=config.loop.deterministic):
-        set_seed(config.seed)
-        module = model().to(torch.device(device or "cpu"))
-    given = optimizer(module) if optimizer is not None else None
-    trainer = Trainer(module, config.train_config(), loss=loss, optimizer=given)
-    data = batches(trainer)
-    if not isinstance(data, Batches):
-        raise TypeError(f"batches must return Batches, got {type(data).__name__}")
-    if config.checkpoint_dir is not None and data.sampler is None:
-        raise ValueError("a run that keeps checkpoints needs a data order that can be resumed")
+    rank = group_rank_and_size()[0]
+    try:
+        trainer, data = _set_up(config, model, batches, device, loss, optimizer)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from exc
     if announce is not None:
         announce(trainer)
     tracker = _Tracker(config, trainer, evaluate, eval_every)
@@ -183,20 +186,42 @@ def run_training(
     return FinishedRun(summary, str(path), trainer, finished.losses)
 
 
+def _set_up(config: RunConfig, model, batches, device, loss, optimizer) -> tuple[Trainer, Batches]:
+    """The seeded model, its trainer and this rank's data; ValueError for what cannot run."""
+    world = group_rank_and_size()[1]
+    if config.batch % world:
+        raise ValueError(
+            f"batch ({config.batch}) must be a multiple of the world size {world}, so that every "
+            "rank holds the same number of examples"
+        )
+    with deterministic_mode(enabled=config.loop.deterministic):
+        set_seed(config.seed)
+        module = model().to(torch.device(device or "cpu"))
+    given = optimizer(module) if optimizer is not None else None
+    trainer = Trainer(module, config.train_config(), loss=loss, optimizer=given)
+    data = batches(trainer)
+    if not isinstance(data, Batches):
+        raise TypeError(f"batches must return Batches, got {type(data).__name__}")
+    if config.checkpoint_dir is not None and data.sampler is None:
+        raise ValueError("a run that keeps checkpoints needs a data order that can be resumed")
+    return trainer, data
+
+
 def run_on_this_rank(
     prog: str, run: Callable[[torch.device], FinishedRun | StoppedLaunch],
     lines: Callable[[FinishedRun], list[str]],
 ) -> FinishedRun | StoppedLaunch:  # fmt: skip
     """A run's command line on this process (§20.4: every rank of a ``torchrun`` launch, or a
     process alone): ``run(device)`` inside the process group, then rank 0 prints ``lines`` of
-    the finished run, or where a ``--stop-after`` launch stopped and how to resume. A value the
-    run refuses (a ValueError, raised on every rank before any collective) ends the program as a
-    refused option does: ``PROG: error: MESSAGE`` on stderr, exit status 2. Every DDP object is
-    collected before the group ends (gloo threads that outlive them abort the process)."""
+    the finished run, or where a ``--stop-after`` launch stopped and how to resume. A run refused
+    before its first step (:class:`RunRefused`, on every rank before any collective) ends the
+    program as a refused option does: ``PROG: error: MESSAGE`` on stderr, exit status 2; any
+    other error keeps its traceback. Every DDP object is collected before the group ends (gloo
+    threads that outlive them abort the process)."""
     with distributed() as ctx:
         try:
             result = run(ctx.device)
-        except ValueError as exc:
+        except RunRefused as exc:
             print(f"{prog}: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         gc.collect()
