@@ -684,6 +684,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "timeout": 60.0,
     },
     "core.device.deterministic_mode": lambda: {"threads": 1},
+    "core.device.seeded": lambda: {"seed": 0, "devices": None},
     "demos.spot_run.launch_spot_demo": lambda: {
         "args": ["--help"],
         "nproc": 1,
@@ -976,6 +977,7 @@ ACCEPTS: dict[str, set[str]] = {
             "core.corpora.zipf_ids.seed",
             "core.corpora.zipf_probabilities.s",
             "core.device.set_seed.seed",
+            "core.device.seeded.seed",
             "techniques.distributed.distributed_loader.seed",
             "techniques.distributed.distributed_loader.num_workers",
             "techniques.distributed.set_epoch.epoch",

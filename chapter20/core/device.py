@@ -131,11 +131,22 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-@contextlib.contextmanager
-def seeded(seed: int, devices: Sequence[int] | None = None) -> Iterator[None]:
+def seeded(seed: int, devices: Sequence[int] | None = None) -> contextlib.AbstractContextManager:
     """A block seeded by :func:`set_seed` that gives back every generator it seeds (torch's on
     the CPU and on ``devices``, None: every CUDA device; Python's; NumPy's): what runs inside is
-    the same for the same ``seed``, and the caller's streams go on as if the block had not run."""
+    the same for the same ``seed``, and the caller's streams go on as if the block had not run.
+    ``seed`` is checked here, before the block."""
+    seed = check_int("seed", seed, 0, maximum=2**32 - 1)
+    if devices is not None:
+        count = torch.cuda.device_count()
+        devices = [check_int("devices", d, 0) for d in devices]
+        if any(d >= count for d in devices):
+            raise ValueError(f"devices must be CUDA device indices below {count}, got {devices}")
+    return _seeded_block(seed, devices)
+
+
+@contextlib.contextmanager
+def _seeded_block(seed: int, devices: Sequence[int] | None) -> Iterator[None]:
     python_state, numpy_state = random.getstate(), np.random.get_state()
     with torch.random.fork_rng(devices=devices):
         try:

@@ -22,7 +22,12 @@ from chapter20.core.measure import format_bytes
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.core.seed_statistics import timing_spread_ms
-from chapter20.cost.young_daly import expected_wall_time, simulate_wall_time, young_daly_interval
+from chapter20.cost.young_daly import (
+    PreemptionModel,
+    expected_wall_time,
+    simulate_wall_time,
+    young_daly_interval,
+)
 from chapter20.demos.spot_run import SpotConfig, run_spot_training
 from chapter20.training.checkpoints import CheckpointManager
 from chapter20.training.loop import LoopConfig
@@ -221,9 +226,7 @@ def plot_checkpoint_cost(frame: pd.DataFrame):
 
 def interval_sweep(
     work_seconds: float,
-    checkpoint_seconds: float,
-    mtbf_seconds: float,
-    restart_seconds: float,
+    model: PreemptionModel,
     *,
     points: int = 12,
     runs: int = 1000,
@@ -231,18 +234,17 @@ def interval_sweep(
 ) -> pd.DataFrame:
     """Mean simulated wall time (hours) for 2·``points``+1 checkpoint intervals from Young/Daly
     / 10 to × 10 (the middle one is Young/Daly), next to the model's expectation."""
-    optimum = young_daly_interval(checkpoint_seconds, mtbf_seconds)
+    optimum = young_daly_interval(model.checkpoint_seconds, model.mtbf_seconds)
     intervals = np.geomspace(optimum / 10, optimum * 10, 2 * points + 1)  # the middle: τ*
-    args = (checkpoint_seconds, mtbf_seconds, restart_seconds)
     records = []
     for i, tau in enumerate(intervals):
-        sim = simulate_wall_time(work_seconds, tau, *args, runs=runs, seed=seed + i)
+        sim = simulate_wall_time(work_seconds, tau, model, runs=runs, seed=seed + i)
         records.append(
             {
                 "interval s": float(tau),
                 "simulated h": sim.mean() / 3600,
                 "sem h": sim.std() / np.sqrt(runs) / 3600,
-                "model h": expected_wall_time(work_seconds, tau, *args) / 3600,
+                "model h": expected_wall_time(work_seconds, tau, model) / 3600,
             }
         )
     return pd.DataFrame(records)

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ from chapter20.techniques.distributed import group_rank_and_size, warmup_schedul
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import PRECISIONS, autocast, resolve_precision
 from chapter20.techniques.sharding import ShardedEmbedding, data_parallel_ignored_names
+from chapter20.techniques.zero import zero_redundancy
 from chapter20.training.config import TrainConfig
 from chapter20.training.state import capture_state, restore_state
 
@@ -241,7 +241,7 @@ class Trainer:
             state_32bit=tables,
         )
         if config.zero1 and self.world_size > 1:
-            return _zero1(optimizer, self.group)
+            return zero_redundancy(optimizer, self.group)
         return optimizer
 
     def _make_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
@@ -551,20 +551,6 @@ def _shard_tables(encoder: nn.Module, group: dist.ProcessGroup | None) -> list[s
         )
         setattr(encoder.get_submodule(parent), child, sharded)
     return names
-
-
-def _zero1(optimizer: torch.optim.Optimizer, group) -> torch.optim.Optimizer:
-    """ZeRO stage 1 of ``optimizer`` (§20.3.2): PyTorch's ``ZeroRedundancyOptimizer`` running the
-    same class with the same settings and parameter groups, each rank keeping and stepping the
-    state of its share of the parameters and broadcasting them, so the update is the same."""
-    from torch.distributed.optim import ZeroRedundancyOptimizer  # seconds to import: only here
-
-    accepted = inspect.signature(type(optimizer)).parameters  # defaults also hold derived keys
-    settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
-    groups = [dict(group) for group in optimizer.param_groups]
-    return ZeroRedundancyOptimizer(
-        groups, optimizer_class=type(optimizer), process_group=group, **settings
-    )
 
 
 def _is_table(module: nn.Module) -> bool:
