@@ -14,140 +14,24 @@
 - ``plots``: the figures of notebook 08;
 - ``young_daly``: the Young/Daly preemption model: the checkpoint interval and the expected
   overhead of preemptions (§20.5.2);
-- ``throughput``: one training step timed here (it imports the trainer: not re-exported).
+- ``throughput``: one training step timed here.
 
-Everything public but ``throughput`` is importable from ``chapter20.cost``; inside the package,
-import from the submodule.
+Everything public is importable from ``chapter20.cost``, and imported only when used
+(``chapter20.core.facade``); inside the package, import from the submodule.
 """
 
-from chapter20.cost.catalog import (
-    CATALOG_COLUMNS,
-    DEFAULT_REGIONS,
-    PRICE_COLUMNS,
-    catalog_or_default,
-    gpu_models,
-    load_catalog,
-    load_price_history,
-    load_snapshot,
-    load_sources,
-    price_table,
-    snapshot_label,
-    spot_discounts,
-)
-from chapter20.cost.estimates import (
-    EGRESS_PER_GB,
-    EMBEDDING_WORKLOAD,
-    H200_MEASUREMENT,
-    STORAGE_PER_GB_MONTH,
-    THROUGHPUT_CODE,
-    CostBreakdown,
-    DataFootprint,
-    Preemption,
-    ThroughputRecord,
-    TrainingCost,
-    Workload,
-    cost_breakdown,
-    cost_to_train,
-    data_parallel_efficiency,
-    mixed_precision_saving,
-    overhead_vs_interval,
-    spot_savings,
-    throughput_per_gpu,
-    time_to_train,
-)
-from chapter20.cost.fleet_choices import (
-    cheapest_fleet,
-    pareto_frontier,
-    training_options,
-    untimed_types,
-)
-from chapter20.cost.hardware import (
-    PRECISIONS,
-    gpu_link_gb_s,
-    instance_network_gbps,
-    load_gpu_datasheets,
-    load_instance_network,
-    peak_tflops,
-    precisions_of,
-    timed_gpus,
-)
-from chapter20.cost.plots import (
-    plot_pareto,
-    plot_price_history,
-    plot_spot_discounts,
-    plot_spot_overhead,
-    plot_time_and_cost,
-)
-from chapter20.cost.selection import (
-    SPOT_QUOTES,
-    Config,
-    cheapest_config,
-    configuration,
-)
-from chapter20.cost.young_daly import (
-    PreemptionModel,
-    expected_wall_time,
-    preemption_overhead,
-    simulate_wall_time,
-    young_daly_interval,
-)
+from chapter20.core.facade import lazy_exports
 
-__all__ = [
-    "CATALOG_COLUMNS",
-    "Config",
-    "CostBreakdown",
-    "DEFAULT_REGIONS",
-    "DataFootprint",
-    "EGRESS_PER_GB",
-    "EMBEDDING_WORKLOAD",
-    "H200_MEASUREMENT",
-    "PRECISIONS",
-    "PRICE_COLUMNS",
-    "Preemption",
-    "PreemptionModel",
-    "SPOT_QUOTES",
-    "STORAGE_PER_GB_MONTH",
-    "THROUGHPUT_CODE",
-    "ThroughputRecord",
-    "TrainingCost",
-    "Workload",
-    "catalog_or_default",
-    "cheapest_config",
-    "cheapest_fleet",
-    "configuration",
-    "cost_breakdown",
-    "cost_to_train",
-    "data_parallel_efficiency",
-    "expected_wall_time",
-    "gpu_link_gb_s",
-    "gpu_models",
-    "instance_network_gbps",
-    "load_catalog",
-    "load_gpu_datasheets",
-    "load_instance_network",
-    "load_price_history",
-    "load_snapshot",
-    "load_sources",
-    "mixed_precision_saving",
-    "overhead_vs_interval",
-    "pareto_frontier",
-    "peak_tflops",
-    "plot_pareto",
-    "plot_price_history",
-    "plot_spot_discounts",
-    "plot_spot_overhead",
-    "plot_time_and_cost",
-    "precisions_of",
-    "preemption_overhead",
-    "price_table",
-    "simulate_wall_time",
-    "snapshot_label",
-    "spot_discounts",
-    "spot_savings",
-    "throughput_per_gpu",
-    "time_to_train",
-    "timed_gpus",
-    "training_options",
-    "untimed_types",
-    "young_daly_interval",
-]
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    (
+        "catalog",
+        "estimates",
+        "fleet_choices",
+        "hardware",
+        "plots",
+        "selection",
+        "young_daly",
+        "throughput",
+    ),
+)

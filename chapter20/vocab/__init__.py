@@ -14,102 +14,22 @@ carries.
   scored at each size (C28);
 - ``tokenizers``: word and subword tokenisers that travel with an encoder (§20.6).
 
-Everything public is importable from ``chapter20.vocab``; inside the package, import from the
-submodule.
+Everything public is importable from ``chapter20.vocab``, and imported only when used
+(``chapter20.core.facade``); inside the package, import from the submodule.
 """
 
-from chapter20.vocab.autoencoder import (
-    AutoencoderResult,
-    train_autoencoder,
-)
-from chapter20.vocab.bag_of_words import (
-    BagOfWordsData,
-    CompressedInput,
-    adam_optimizer,
-    bag_of_words_data,
-    check_variants,
-    classifier_step,
-    compress_bag_of_words,
-    projection_accuracy,
-    projection_model,
-)
-from chapter20.vocab.bpe import (
-    BPE_UNK,
-    BPETokenizer,
-    apply_merges,
-    bpe_table,
-    learn_merges,
-    normalize_text,
-    train_bpe,
-)
-from chapter20.vocab.pca import (
-    PCAResult,
-    pca_compress,
-)
-from chapter20.vocab.sparse_input import (
-    VARIANTS,
-    BagOfWordsBatches,
-    ProjectionModel,
-    break_even_out_dim,
-)
-from chapter20.vocab.tokenizers import (
-    TOKENIZERS,
-    SubwordTokenizer,
-    Tokenizer,
-    WordTokenizer,
-    build_tokenizer,
-    pad_batch,
-    tokenizer_from_spec,
-)
-from chapter20.vocab.vocabulary import (
-    Vocabulary,
-    build_vocab,
-    count_words,
-    element_bytes,
-    pruning_table,
-)
-from chapter20.vocab.word_vectors import (
-    compose_word_vectors,
-    pca_quality_curve,
-)
+from chapter20.core.facade import lazy_exports
 
-__all__ = [
-    "AutoencoderResult",
-    "BPETokenizer",
-    "BPE_UNK",
-    "BagOfWordsBatches",
-    "BagOfWordsData",
-    "CompressedInput",
-    "PCAResult",
-    "ProjectionModel",
-    "SubwordTokenizer",
-    "TOKENIZERS",
-    "Tokenizer",
-    "VARIANTS",
-    "Vocabulary",
-    "WordTokenizer",
-    "adam_optimizer",
-    "apply_merges",
-    "bag_of_words_data",
-    "bpe_table",
-    "break_even_out_dim",
-    "build_tokenizer",
-    "build_vocab",
-    "check_variants",
-    "classifier_step",
-    "compose_word_vectors",
-    "compress_bag_of_words",
-    "count_words",
-    "element_bytes",
-    "learn_merges",
-    "normalize_text",
-    "pad_batch",
-    "pca_compress",
-    "pca_quality_curve",
-    "projection_accuracy",
-    "projection_model",
-    "pruning_table",
-    "tokenizer_from_spec",
-    "train_autoencoder",
-    "train_bpe",
-]
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    (
+        "autoencoder",
+        "bag_of_words",
+        "bpe",
+        "pca",
+        "sparse_input",
+        "tokenizers",
+        "vocabulary",
+        "word_vectors",
+    ),
+)

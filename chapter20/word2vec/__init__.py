@@ -45,142 +45,29 @@ The modules, bottom up:
 - ``trainers``: ours and gensim's trainers by name (:func:`train`), a run scored as a row
   (:func:`score_run`), the full softmax given a time budget.
 
-Everything public is importable from ``chapter20.word2vec``; inside the package, and elsewhere
-in the library, import from the module that defines it.
+Everything public is importable from ``chapter20.word2vec``, and imported only when used
+(``chapter20.core.facade``); inside the package, and elsewhere in the library, import from the
+module that defines it.
 """
 
-from chapter20.word2vec.corpus import (
-    CORPORA,
-    EncodedCorpus,
-    corpus_sentences,
-    encode_corpus,
-)
-from chapter20.word2vec.data_parallel import (
-    COMBINE,
-    DataParallelRun,
-    RankSync,
-    train_word2vec_data_parallel,
-)
-from chapter20.word2vec.equivalence import (
-    fused_equals_plain,
-    reference_equals_fast,
-)
-from chapter20.word2vec.fused import (
-    MAX_EXP,
-    FusedKernels,
-    compiler_available,
-    load_kernels,
-)
-from chapter20.word2vec.gensim_reference import (
-    gensim_huffman_tree,
-    gensim_word2vec,
-)
-from chapter20.word2vec.huffman import (
-    HuffmanTree,
-    build_huffman_tree,
-)
-from chapter20.word2vec.objectives import (
-    OBJECTIVES,
-    ObjectiveGrads,
-    full_softmax_grads,
-    hierarchical_softmax_grads,
-    hierarchical_softmax_log_probs,
-    negative_sampling_grads,
-)
-from chapter20.word2vec.pair_updates import (
-    hierarchical_pair_step,
-    negative_pair_step,
-    softmax_pair_step,
-)
-from chapter20.word2vec.sampling import (
-    NoiseSampler,
-    keep_probabilities,
-    noise_distribution,
-    skipgram_pairs,
-    skipgram_windows,
-)
-from chapter20.word2vec.skipgram import (
-    SkipGram,
-    Workspace,
-    step_pair_by_pair,
-)
-from chapter20.word2vec.skipgram_config import (
-    Word2VecConfig,
-    gensim_settings,
-)
-from chapter20.word2vec.skipgram_training import (
-    FUSED_CHUNK,
-    EpochSync,
-    default_batch_size,
-    run_seeds,
-    train_word2vec,
-    untrained_vectors,
-)
-from chapter20.word2vec.trainers import (
-    COMPARISON,
-    TRAINERS,
-    score_run,
-    softmax_at_equal_time,
-    train,
-)
-from chapter20.word2vec.vectors import (
-    PairEvaluation,
-    TrainStats,
-    WordVectors,
-    evaluate_word_pairs,
-)
+from chapter20.core.facade import lazy_exports
 
-__all__ = [
-    "COMBINE",
-    "COMPARISON",
-    "CORPORA",
-    "DataParallelRun",
-    "EpochSync",
-    "EncodedCorpus",
-    "FUSED_CHUNK",
-    "FusedKernels",
-    "HuffmanTree",
-    "MAX_EXP",
-    "NoiseSampler",
-    "OBJECTIVES",
-    "ObjectiveGrads",
-    "PairEvaluation",
-    "RankSync",
-    "SkipGram",
-    "TRAINERS",
-    "TrainStats",
-    "WordVectors",
-    "Word2VecConfig",
-    "Workspace",
-    "build_huffman_tree",
-    "compiler_available",
-    "corpus_sentences",
-    "default_batch_size",
-    "encode_corpus",
-    "evaluate_word_pairs",
-    "full_softmax_grads",
-    "fused_equals_plain",
-    "gensim_huffman_tree",
-    "gensim_settings",
-    "gensim_word2vec",
-    "hierarchical_pair_step",
-    "hierarchical_softmax_grads",
-    "hierarchical_softmax_log_probs",
-    "keep_probabilities",
-    "load_kernels",
-    "negative_pair_step",
-    "negative_sampling_grads",
-    "noise_distribution",
-    "reference_equals_fast",
-    "run_seeds",
-    "score_run",
-    "skipgram_pairs",
-    "skipgram_windows",
-    "softmax_at_equal_time",
-    "softmax_pair_step",
-    "step_pair_by_pair",
-    "train",
-    "train_word2vec",
-    "train_word2vec_data_parallel",
-    "untrained_vectors",
-]
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    (
+        "corpus",
+        "data_parallel",
+        "equivalence",
+        "fused",
+        "gensim_reference",
+        "huffman",
+        "objectives",
+        "pair_updates",
+        "sampling",
+        "skipgram",
+        "skipgram_config",
+        "skipgram_training",
+        "trainers",
+        "vectors",
+    ),
+)
