@@ -6,8 +6,9 @@ distributed checkpointing and plotting it never uses, and ``python -m chapter20.
 would import the module it runs twice. :func:`lazy_exports` reads each module's ``__all__`` from
 its source (without importing it) and returns what the ``__init__`` needs: its ``__all__`` and a
 module ``__getattr__`` (PEP 562) that imports the defining module on the first use of a name.
+Every module of the folder is re-exported, so a new module's names need no second list.
 
-    __all__, __getattr__ = lazy_exports(__name__, ("config", "trainer", "loop"))
+    __all__, __getattr__ = lazy_exports(__name__)     # every module of the folder
 """
 
 from __future__ import annotations
@@ -36,17 +37,23 @@ def _declared_names(path: Path) -> list[str]:
 COMMAND_LINE = ("PROG", "main", "parse_args")
 
 
-def lazy_exports(package: str, modules: Sequence[str]) -> tuple[list[str], Callable[[str], Any]]:
-    """``(__all__, __getattr__)`` for the ``__init__`` of ``package`` re-exporting the public
-    names (``__all__``) of each of its ``modules``, but a module's command line
-    (:data:`COMMAND_LINE`). A name listed by two modules is an error: a facade must say which
-    one it means."""
+def lazy_exports(
+    package: str, exclude: Sequence[str] = ()
+) -> tuple[list[str], Callable[[str], Any]]:
+    """``(__all__, __getattr__)`` for the ``__init__`` of ``package``, re-exporting the public
+    names (``__all__``) of every module of its folder but those in ``exclude`` (a module run
+    with ``python -m`` alone, say), and but a module's command line (:data:`COMMAND_LINE`). A
+    name public in two modules is an error: a facade must say which one it means."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(f"package must be an importable package, got {package!r}")
     folder = Path(next(iter(spec.submodule_search_locations)))
+    modules = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("__"))
+    unknown = set(exclude) - set(modules)
+    if unknown:
+        raise ValueError(f"exclude names no module of {package}: {sorted(unknown)}")
     owner: dict[str, str] = {}
-    for module in modules:
+    for module in (m for m in modules if m not in exclude):
         for name in _declared_names(folder / f"{module}.py"):
             if name in COMMAND_LINE:
                 continue

@@ -22,16 +22,4 @@ Everything public is importable from ``chapter20.cost``, and imported only when 
 
 from chapter20.core.facade import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    (
-        "catalog",
-        "estimates",
-        "fleet_choices",
-        "hardware",
-        "plots",
-        "selection",
-        "young_daly",
-        "throughput",
-    ),
-)
+__all__, __getattr__ = lazy_exports(__name__, exclude=("catalog_build",))

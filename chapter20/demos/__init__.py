@@ -21,15 +21,4 @@ used (``chapter20.core.facade``), so ``python -m`` runs each module once::
 
 from chapter20.core.facade import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    (
-        "ddp_run",
-        "spot_run",
-        "resume_stress",
-        "fault_writer",
-        "fault_injection",
-        "elastic_run",
-        "recommender",
-    ),
-)
+__all__, __getattr__ = lazy_exports(__name__)

@@ -19,21 +19,4 @@ Every public name of these modules is importable from here, and imported only wh
 
 from chapter20.core.facade import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    (
-        "checkpoints",
-        "config",
-        "driver",
-        "encoder_file",
-        "loop",
-        "memory_plan",
-        "pair_training",
-        "preemption",
-        "run_config",
-        "sampler",
-        "sharded_checkpoint",
-        "state",
-        "trainer",
-    ),
-)
+__all__, __getattr__ = lazy_exports(__name__)

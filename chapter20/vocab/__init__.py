@@ -20,16 +20,4 @@ Everything public is importable from ``chapter20.vocab``, and imported only when
 
 from chapter20.core.facade import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    (
-        "autoencoder",
-        "bag_of_words",
-        "bpe",
-        "pca",
-        "sparse_input",
-        "tokenizers",
-        "vocabulary",
-        "word_vectors",
-    ),
-)
+__all__, __getattr__ = lazy_exports(__name__)

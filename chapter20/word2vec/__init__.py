@@ -52,22 +52,4 @@ module that defines it.
 
 from chapter20.core.facade import lazy_exports
 
-__all__, __getattr__ = lazy_exports(
-    __name__,
-    (
-        "corpus",
-        "data_parallel",
-        "equivalence",
-        "fused",
-        "gensim_reference",
-        "huffman",
-        "objectives",
-        "pair_updates",
-        "sampling",
-        "skipgram",
-        "skipgram_config",
-        "skipgram_training",
-        "trainers",
-        "vectors",
-    ),
-)
+__all__, __getattr__ = lazy_exports(__name__)
