@@ -499,29 +499,17 @@ class Trainer:
         temperature), optimizer, schedule, loss scaler, the sampler's position, every rank's RNG
         states.
         A collective under DDP: every rank calls it."""
-        return capture_state(
-            self.steps,
-            model=self.module,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.scaler,
-            sampler=sampler,
-            group=self.group,
-            skipped_steps=self.skipped_steps,
-            **extra,
-        )
+        parts = self._state_parts(sampler)
+        return capture_state(self.steps, **parts, skipped_steps=self.skipped_steps, **extra)
+
+    def _state_parts(self, sampler: Any) -> dict[str, Any]:
+        """What the training state is captured from and restored into."""
+        return {"model": self.module, "optimizer": self.optimizer, "scheduler": self.scheduler,
+                "scaler": self.scaler, "sampler": sampler, "group": self.group}  # fmt: skip
 
     def restore_state(self, state: dict[str, Any], sampler: Any = None) -> int:
         """Load what :meth:`capture_state` saved; returns (and continues from) its step."""
-        self.steps = restore_state(
-            state,
-            model=self.module,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.scaler,
-            sampler=sampler,
-            group=self.group,
-        )
+        self.steps = restore_state(state, **self._state_parts(sampler))
         self.skipped_steps = int(state["extra"].get("skipped_steps", 0))
         return self.steps
 
