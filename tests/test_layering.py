@@ -215,7 +215,7 @@ def test_an_upward_import_is_caught(importer, imported):
         ("__main__", "cli.main"),
         ("demos.spot_run", "training.loop"),
         ("labs.nb07_spot", "demos.spot_run"),
-        ("scripts.spot_demo", "demos.spot_demo"),
+        ("scripts.spot_demo", "demos.spot_run"),
     ],
 )
 def test_a_downward_import_is_allowed(importer, imported):
@@ -253,14 +253,14 @@ def test_the_check_sees_every_launch_form(tmp_path):
         'WRITER = "chapter20.demos.fault_writer"\n'
         'subprocess.run([sys.executable, "-m", "chapter20.labs.nb07_spot", "--x"])\n'
         'subprocess.run([sys.executable, "-m", WRITER])\n'
-        'torchrun = ("torchrun", "--module", "chapter20.demos.spot_demo")\n'
+        'torchrun = ("torchrun", "--module", "chapter20.demos.spot_run")\n'
         'subprocess.run([sys.executable, "chapter20/scripts/train.py"])\n'
         'script = Path(__file__).parents[1] / "scripts" / "spot_demo.py"\n'
         'help_text = "the flags of chapter20/scripts/train.py"  # prose, not a launch\n'
         'subprocess.run([sys.executable, "-m", "torch.distributed.run", "-m", "pytest"])\n'
     )
     assert launched_modules(sample) == {
-        "labs.nb07_spot", "demos.fault_writer", "demos.spot_demo", "scripts.train",
+        "labs.nb07_spot", "demos.fault_writer", "demos.spot_run", "scripts.train",
         "scripts.spot_demo",
     }  # fmt: skip
 
@@ -275,12 +275,12 @@ def test_a_deliberately_added_upward_launch_fails_the_check(tmp_path):
         '    script = Path(__file__).parents[1] / "scripts" / "spot_demo.py"\n'
         "    return subprocess.run([sys.executable, str(script), *args])\n\n\n"
         "def launch_module(args):\n"
-        '    return subprocess.run([sys.executable, "-m", "chapter20.demos.spot_demo", *args])\n'
+        '    return subprocess.run([sys.executable, "-m", "chapter20.demos.spot_run", *args])\n'
     )
     found = file_violations(launcher, "training.spot_launch")
     print("\n".join(found))
     assert found == [
-        "chapter20/training/spot_launch.py launches demos.spot_demo: "
+        "chapter20/training/spot_launch.py launches demos.spot_run: "
         "demos/ (rank 4) is not below training (rank 2)",
         "chapter20/training/spot_launch.py launches scripts.spot_demo: "
         "scripts/ (rank 7) is not below training (rank 2)",

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> FinishedRun | StoppedLaunch:
 
 
 def start_spot_demo(args: list[str], *, nproc: int = 1, max_restarts: int = 0) -> subprocess.Popen:
-    """Start the spot demo (``python -m chapter20.demos.spot_demo``) under ``torchrun`` with
+    """Start the spot demo (``python -m chapter20.demos.spot_run``) under ``torchrun`` with
     ``nproc`` processes and ``--max-restarts`` (§20.5.2) without waiting for it: torchrun's
     elastic agent restarts the whole group after a failure, which is what the demo's SIGKILLs
     are. Each launch rendezvouses on its own free port (``--standalone``), so several can run at

@@ -249,7 +249,7 @@ class Trainer:
         if self.config.schedule == "cosine" and total is None:
             raise ValueError(
                 "schedule 'cosine' needs total_steps (the step where the rate is 0): give it, or "
-                "build the step from a run's configuration (TrainConfig.for_steps)"
+                "build the step from a run's configuration (TrainConfig.for_run)"
             )
         return warmup_schedule(self.optimizer, self.config.warmup_steps, total_steps=total)
 
