@@ -176,6 +176,20 @@ def _bag_of_words():
     return data, compress_bag_of_words(data, 5)
 
 
+def _adamw_reference():
+    from chapter20.techniques.optimizers import adamw_reference_step
+
+    return adamw_reference_step
+
+
+def _curves():
+    import pandas as pd
+
+    return pd.DataFrame({"init": "lsa", "seed": 0, "step": [0, 10, 20, 30],
+                         "val_mrr": [0.1, 0.2, 0.2, 0.2], "mrr": [0.1, 0.2, 0.3, 0.4],
+                         "recall@1": 0.1, "lee_pearson": 0.5})  # fmt: skip
+
+
 def _count_encode(texts):
     return torch.arange(3.0 * len(texts)).reshape(len(texts), 3) % 5 + 1
 
@@ -459,6 +473,26 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "zero_stage": 1,
         "towers": 2,
         "gpu_bytes": 8e9,
+    },
+    "training.memory_plan.measure_step_memory": lambda: {
+        "shape": memory.EncoderShape(50, 8, 2, 1, max_len=8),
+        "config": TrainConfig(),
+        "batch": 2,
+        "seq_len": 4,
+    },
+    "training.memory_plan.plan_vs_measured": lambda: {
+        "cases": [(memory.EncoderShape(50, 8, 2, 1, max_len=8), TrainConfig(), 2, 4)]
+    },
+    "techniques.contrastive.logit_matrix_bytes": lambda: {"batch": 8, "bytes_per_element": 4},
+    "techniques.optimizers.reference_gap": lambda: {
+        "reference_step": _adamw_reference(),
+        "build": torch.optim.AdamW,
+        "start": [torch.zeros(3)],
+        "grads": [[torch.ones(3)]],
+        "lr": 1e-2,
+    },
+    "capstone.evaluation.early_stopping": lambda: {
+        "curves": _curves(), "monitor": "val_mrr", "patience": 2, "min_delta": 0.001,
     },
     "training.memory_plan.parallelism_advice": lambda: {
         "memory_plan": _plan(),
@@ -927,6 +961,7 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.baselines.baseline_table.seeds",
             "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",
+            "capstone.evaluation.early_stopping.min_delta",
             "capstone.evaluation.heldout_sentence_pairs.validation_fraction",
             "capstone.views.article_splits.seed",
             "capstone.views.article_splits.validation_fraction",

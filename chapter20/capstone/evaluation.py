@@ -16,6 +16,13 @@ Anything that scores text pairs enters as a **scorer** ``score(queries, candidat
 an encoder's cosine similarities (:func:`encoder_scorer` of ``encode(texts) -> [n, d]``, e.g.
 ``chapter20.training.encoder_file.TextEncoder.encode``) or a classic baseline's
 (``chapter20.capstone.baselines``). :func:`evaluate_scores` measures every figure of one.
+
+A study's runs are read from their evaluations, with the seed statistics of
+``chapter20.core.seed_statistics``: what training adds to its start (:func:`start_share`), where
+§20.5's early stopping would have stopped (:func:`early_stopping`), whether the runs of a batch
+left their untrained start (:func:`untrained_start`, :func:`past_start`), where gains in the
+batch stop (:func:`saturation_batch`, :func:`batch_trend`), and an ablation's effects against the
+seeds' noise (:func:`ablation_summary`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import torch
 
 from chapter20.capstone.metrics import geometry, retrieval_metrics
 from chapter20.capstone.views import TEST_FRACTION, VALIDATION_FRACTION, article_splits
-from chapter20.core.checks import check_int
+from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import (
     LEE_DOCUMENTS,
     LEE_PAIRS,
@@ -38,18 +45,26 @@ from chapter20.core.corpora import (
     lee_human_similarity,
     next_sentence_pairs,
 )
+from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
 
 __all__ = [
     "LEE_INTER_RATER",
     "SPLITS",
     "LeeScore",
+    "ablation_summary",
+    "batch_trend",
     "cosine_matrix",
+    "early_stopping",
     "encoder_scorer",
     "evaluate_scores",
     "heldout_sentence_pairs",
     "lee_score",
+    "past_start",
     "retrieval_recall",
+    "saturation_batch",
     "score_encoder_on_lee",
+    "start_share",
+    "untrained_start",
 ]
 
 #: Inter-rater agreement reported for the Lee set (Pearson of one rater against the others'
@@ -230,3 +245,150 @@ def evaluate_scores(
 
 def _numpy(x) -> np.ndarray:
     return np.asarray(x.detach().cpu().float() if isinstance(x, torch.Tensor) else x)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a study's runs: what training adds, when to stop, where gains stop, an effect's noise
+# --------------------------------------------------------------------------------------------
+
+
+def start_share(curves: pd.DataFrame, column: str = "lee_pearson") -> pd.DataFrame:
+    """Per start of ``curves`` (evaluations along runs: a row per ``init``, ``seed`` and
+    ``step``, as notebook 11's study of what training adds records them): ``column`` before
+    training and at the last step (mean and std over seeds), what training added, and
+    ``start_share``: the share of the final score the untrained start already had (§20.6)."""
+    if column not in curves.columns:
+        raise ValueError(f"column must be one of the curves' columns, got {column!r}")
+    rows = []
+    for init, runs in curves.groupby("init", sort=False):
+        first = runs[runs["step"] == runs["step"].min()].groupby("seed")[column].first()
+        last = runs[runs["step"] == runs["step"].max()].groupby("seed")[column].first()
+        rows.append(
+            {
+                "init": init,
+                "seeds": len(last),
+                "start": first.mean(),
+                "final": last.mean(),
+                "final_std": last.std(ddof=1),
+                "added": (last - first).mean(),
+                "start_share": first.mean() / last.mean(),
+                "steps": int(runs["step"].max()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def early_stopping(
+    curves: pd.DataFrame,
+    *,
+    monitor: str = "val_mrr",
+    patience: int = 3,
+    min_delta: float = 0.001,
+    report: Sequence[str] = ("mrr", "recall@1", "lee_pearson"),
+) -> pd.DataFrame:
+    """§20.5's early stopping applied to each run (init, seed) of ``curves``: walk its
+    evaluations in step order, keep the best ``monitor`` value, and stop once ``patience``
+    evaluations in a row have not beaten it by more than ``min_delta``. One row per run: the
+    step it stops at and the best step (whose weights it keeps), the share of the run's steps
+    saved, and each ``report`` column at the best step and at the run's end."""
+    patience = check_int("patience", patience, 1)
+    min_delta = check_real("min_delta", min_delta, minimum=0.0, finite=True)
+    rows = []
+    for (init, seed), run in curves.groupby(["init", "seed"], sort=False):
+        run = run.sort_values("step").reset_index(drop=True)
+        best, waited, stop = 0, 0, len(run) - 1
+        for i in range(1, len(run)):
+            if run.loc[i, monitor] > run.loc[best, monitor] + min_delta:
+                best, waited = i, 0
+            else:
+                waited += 1
+                if waited >= patience:
+                    stop = i
+                    break
+        total = int(run["step"].iloc[-1])
+        row = {
+            "init": init,
+            "seed": seed,
+            "stop_step": int(run.loc[stop, "step"]),
+            "best_step": int(run.loc[best, "step"]),
+            "steps": total,
+            "saved": 1 - run.loc[stop, "step"] / total,
+        }
+        for column in report:
+            row[f"{column}_kept"] = run.loc[best, column]
+            row[f"{column}_end"] = run[column].iloc[-1]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def untrained_start(curves: pd.DataFrame, init: str = "random") -> pd.DataFrame:
+    """The untrained encoder of each seed, from ``init``'s step-0 rows of ``curves`` (as
+    :func:`start_share` reads them): the same model notebook 11's batch study starts from,
+    scored on the same pairs, with ``mode`` "untrained" and ``batch`` 0 (§20.6; C01)."""
+    rows = curves[(curves["init"] == init) & (curves["step"] == 0)]
+    if rows.empty:
+        raise ValueError(f"init must be one of {sorted(set(curves['init']))}, got {init!r}")
+    return rows.assign(mode="untrained", batch=0)
+
+
+def past_start(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
+    """For each batch of ``mode``'s runs of a batch study (``frame``: a row per ``mode``,
+    ``batch`` and ``seed``): ``column``'s mean ± std over seeds next to the untrained
+    start's (:func:`untrained_start`), and ``past_start``, whether the runs beat the
+    start by more than twice the larger standard deviation (``beyond_noise``). A batch whose runs
+    fall short of that stayed at the untrained level and carries no trend (§20.6; C01)."""
+    runs = frame[frame["mode"] == mode]
+    if runs.empty:
+        raise ValueError(f"mode must be one of {sorted(set(frame['mode']))}, got {mode!r}")
+    both = pd.concat([start, runs]).assign(batch=lambda f: f["batch"].astype(str))
+    summary = summarize_seeds(both, by="batch", columns=(column,))
+    out = summary[summary["batch"] != "0"].copy()
+    out["untrained_mean"] = summary.loc[summary["batch"] == "0", f"{column}_mean"].iloc[0]
+    out["past_start"] = [
+        beyond_noise(summary, b, "0", by="batch", column=column) for b in out["batch"]
+    ]
+    return out.assign(batch=out["batch"].astype(int)).reset_index(drop=True)
+
+
+def saturation_batch(frame: pd.DataFrame, mode: str, column: str = "recall@1") -> int:
+    """Where gains stop: the smallest batch of ``mode``'s runs that no larger batch beats by
+    more than twice the larger of the two standard deviations over seeds
+    (``chapter20.core.seed_statistics.beyond_noise``). The largest batch if every step up
+    helps."""
+    runs = frame[frame["mode"] == mode]
+    if runs.empty:
+        raise ValueError(f"mode must be one of {sorted(set(frame['mode']))}, got {mode!r}")
+    summary = summarize_seeds(
+        runs.assign(batch=runs["batch"].astype(str)), by="batch", columns=(column,)
+    )
+    sizes = sorted(int(b) for b in summary["batch"])
+    for i, size in enumerate(sizes):
+        if not any(
+            beyond_noise(summary, str(b), str(size), by="batch", column=column)
+            for b in sizes[i + 1 :]
+        ):
+            return size
+    return sizes[-1]
+
+
+def batch_trend(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
+    """Where gains stop (:func:`saturation_batch`) for ``mode``'s runs, or None when a batch's
+    runs stayed at the untrained start's level (:func:`past_start`): runs that did not train
+    past their start give no trend (§20.6; C01)."""
+    if not past_start(frame, start, mode, column)["past_start"].all():
+        return None
+    return saturation_batch(frame, mode, column)
+
+
+def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:
+    """Per variant of an ablation (``frame``: a row per ``variant`` and seed, the reference
+    variant named ``"composed"``): mean and std of ``column`` over seeds, its effect (the
+    variant's mean minus the composed step's), the noise (twice the larger of the two seed
+    standard deviations) and whether the effect is beyond it (§20.6)."""
+    stats = frame.groupby("variant", sort=False)[column].agg(["mean", "std", "count"])
+    base = stats.loc["composed"]
+    out = stats.rename(columns={"count": "seeds"}).reset_index()
+    out["effect"] = out["mean"] - base["mean"]
+    out["noise"] = 2 * np.maximum(out["std"].fillna(0.0), base["std"])
+    out["beyond_noise"] = out["effect"].abs() > out["noise"]
+    return out

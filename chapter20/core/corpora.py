@@ -530,6 +530,17 @@ class PairData:
     test_positives: torch.Tensor
     vocab_size: int
 
+    def truncated(self, seq_len: int) -> PairData:
+        """These pairs with every sentence cut to its first ``seq_len`` tokens (§20.2.2 quality
+        runs: 16 tokens keep a CPU's fp16 runs short; most sentences of the sample are about
+        that long)."""
+        seq_len = check_int("seq_len", seq_len, 1)
+        return PairData(
+            *(getattr(self, side)[:, :seq_len] for side in
+              ("train_anchors", "train_positives", "test_anchors", "test_positives")),
+            vocab_size=self.vocab_size,
+        )  # fmt: skip
+
 
 def pair_data(
     vocab_size: int = 10_000, max_len: int = 32, test_pairs: int = 2_000, seed: int = 0

@@ -4,7 +4,8 @@ A sentence such as "bf16 is faster" is true on one machine and false on another;
 notebook's prose it contradicts the numbers the next time they are recorded. Every comparison
 of measured values that a notebook states is printed by :func:`compare` (two values of one
 quantity: faster / slower, smaller / larger, higher / lower, or indistinguishable within the
-measurement's own spread) or :func:`share` (a part of a whole), from the numbers of that run.
+measurement's own spread) or :func:`share` (a part of a whole), from the numbers of that run;
+:func:`compare_times` reads two timed variants by their medians and their repeats' spread.
 
     print(compare("bf16 step", 95.5, "fp32 step", 70.7, quantity="time", unit="ms"))
     # bf16 step: 1.35× slower than fp32 step (95.5 vs 70.7 ms)
@@ -16,7 +17,7 @@ import math
 
 from chapter20.core.checks import check_real
 
-__all__ = ["QUANTITIES", "compare", "share"]
+__all__ = ["QUANTITIES", "compare", "compare_times", "share"]
 
 #: Quantity → (word when the value is lower, word when higher): time and memory are better
 #: lower, a rate better higher; a plain value is only higher or lower.
@@ -80,3 +81,15 @@ def share(name: str, part: float, whole: float, *, of: str = "the whole") -> str
     if math.isclose(fraction, 0.0, abs_tol=5e-3):
         return f"{name}: none of {of} ({shown})"
     return f"{name}: {sign}{fraction:.0%} of {of} ({shown})"
+
+
+def compare_times(name: str, row, reference_name: str, reference) -> str:
+    """The reading of two timed variants (rows with ``chapter20.core.measure.timing_columns``'
+    fields), printed by :func:`compare` from the medians in ms: "indistinguishable" when they
+    differ by no more than the wider of the two repeats' min–max ranges, else how many times
+    faster or slower. So the sentence follows the run, whichever way it went."""
+    spread = max(row.seconds_max - row.seconds_min, reference.seconds_max - reference.seconds_min)
+    return compare(
+        name, row.seconds * 1e3, reference_name, reference.seconds * 1e3,
+        quantity="time", unit="ms", spread=spread * 1e3,
+    )  # fmt: skip

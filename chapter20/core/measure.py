@@ -133,6 +133,20 @@ def gradients_of(module: nn.Module) -> list[torch.Tensor]:
     return [p.grad for p in module.parameters() if p.grad is not None]
 
 
+def named_gradients(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of the ``.grad`` of each parameter of ``module`` that has one, by name: what a
+    proof compares after two ways of computing one gradient (§20.2.1)."""
+    return {n: p.grad.detach().clone() for n, p in module.named_parameters() if p.grad is not None}
+
+
+def max_grad_diff(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
+    """Largest absolute difference between two {name: tensor} dicts with the same names
+    (gradients of :func:`named_gradients`, or two models' weights)."""
+    if a.keys() != b.keys():
+        raise ValueError(f"gradients of different parameters: {sorted(a)} vs {sorted(b)}")
+    return max(float((a[n] - b[n]).abs().max()) for n in a)
+
+
 def format_bytes(n: float) -> str:
     """Human-readable binary size: ``format_bytes(2**26) == '64.0 MiB'`` (a difference may be
     negative)."""
@@ -161,6 +175,12 @@ class Timing:
     def __str__(self) -> str:
         ms = [t * 1e3 for t in (self.median, self.min, self.max)]
         return f"{ms[0]:.2f} ms (min {ms[1]:.2f}, max {ms[2]:.2f}, n={len(self.times)})"
+
+
+def timing_columns(timing: Timing) -> dict[str, float]:
+    """A :class:`Timing` as table columns: ``seconds`` (the median, the figure to read),
+    ``seconds_min`` and ``seconds_max`` (its repeats' spread)."""
+    return {"seconds": timing.median, "seconds_min": timing.min, "seconds_max": timing.max}
 
 
 def _timed_call(fn: Callable[[], Any], device: torch.device) -> float:

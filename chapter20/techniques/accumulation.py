@@ -25,7 +25,14 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 from chapter20.core.checks import check_int
 
-__all__ = ["RULES", "num_examples", "split_batch", "example_weights", "accumulate_reference"]
+__all__ = [
+    "RULES",
+    "num_examples",
+    "split_batch",
+    "example_weights",
+    "accumulate_reference",
+    "listing_l4_backward",
+]
 
 #: How a micro-batch's summed loss is weighted: by the examples of the whole step (exact), or
 #: listing L4's mean per micro-batch / number of micro-batches (exact only for equal sizes).
@@ -86,3 +93,12 @@ def accumulate_reference(model: torch.nn.Module, micro_batches: Sequence[Any], l
     total = sum(num_examples(batch) for batch in micro_batches)  # examples in the whole step
     for batch in micro_batches:
         (loss_fn(model, batch).sum() / total).backward()  # adds into .grad
+
+
+def listing_l4_backward(model: torch.nn.Module, micro_batches: list, loss_fn) -> None:
+    """Listing L4's accumulation, for comparison: each micro-batch's mean loss divided by the
+    number of micro-batches (§20.2.1). Exact only when every micro-batch has the same size."""
+    model.zero_grad(set_to_none=True)
+    counts = [len(batch[0]) for batch in micro_batches]
+    for batch, weight in zip(micro_batches, example_weights(counts, "micro_batches")):
+        (loss_fn(model, batch).sum() * weight).backward()

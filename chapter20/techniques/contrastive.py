@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_TEMPERATURE",
     "info_nce",
     "info_nce_reference",
+    "logit_matrix_bytes",
     "grad_cache_reference",
     "gather_with_grad",
     "distributed_info_nce",
@@ -141,6 +142,12 @@ def info_nce_reference(
     logits = q @ k.T / temperature  # [B, B]: query i against every key of the batch
     labels = torch.arange(len(q), device=q.device)  # query i's positive is key i
     return F.cross_entropy(logits, labels)  # the mean over the batch
+
+
+def logit_matrix_bytes(batch: int, bytes_per_element: int = 4) -> int:
+    """Bytes of the B × B similarity matrix of in-batch InfoNCE (§20.2, claim C04's context)."""
+    batch = check_int("batch", batch, 1)
+    return batch * batch * check_int("bytes_per_element", bytes_per_element, 1)
 
 
 # --------------------------------------------------------------------------------------------

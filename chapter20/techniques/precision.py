@@ -16,7 +16,9 @@ The chapter's trainer (listing L5) uses ``torch.cuda.amp``, deprecated and CUDA-
   magnitudes fp16 and bf16 can hold, and how much of a model's gradient would vanish in fp16
   without loss scaling (claim C08).
 - :func:`matmul_speedup` times one square matrix multiply per dtype, the quantity of claim C06
-  (tensor cores), with fp32 as PyTorch runs it by default and, on CUDA, with TF32 allowed.
+  (tensor cores), with fp32 as PyTorch runs it by default and, on CUDA, with TF32 allowed;
+  :func:`available_precisions` says which precisions are worth timing on a device, and
+  :func:`speed_prediction` what 16-bit should do to its speed, from its hardware.
 - :func:`store_weights_in` is a deliberately harmful variant for quality comparisons that must
   show they can detect harm: weights kept in a narrow float format with no fp32 master copy.
 """
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PRECISIONS",
     "resolve_precision",
+    "available_precisions",
     "autocast",
     "keep_batchnorm_fp32",
     "format_limits",
@@ -48,6 +51,7 @@ __all__ = [
     "underflow_report",
     "gradient_underflow",
     "matmul_speedup",
+    "speed_prediction",
     "store_weights_in",
 ]
 
@@ -85,6 +89,27 @@ def resolve_precision(
     if not _supports(device, dtype):
         raise ValueError(f"precision {precision!r} is not supported on {device} (try 'auto')")
     return dtype
+
+
+def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
+    """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
+    (``fp16=None``). CPU autocast runs fp16 through generic kernels, without fast fp16
+    instructions, so it is left out of CPU step timings unless ``fp16=True``."""
+    device = get_device() if device is None else torch.device(device)
+    names = ["fp32"]
+    for name in ("bf16", "fp16"):
+        wanted = (
+            fp16
+            if name == "fp16" and fp16 is not None
+            else (name == "bf16" or device.type != "cpu")
+        )
+        try:
+            resolve_precision(name, device)
+        except ValueError:
+            continue
+        if wanted:
+            names.append(name)
+    return names
 
 
 def autocast(precision: str | torch.dtype = "auto", device: torch.device | str | None = None):
@@ -276,3 +301,21 @@ def matmul_speedup(
 def _tf32_call(x: torch.Tensor) -> torch.Tensor:
     with _tf32_matmuls(True):
         return x @ x
+
+
+def speed_prediction(device: torch.device | str | None = None) -> str:
+    """What 16-bit should do to speed on ``device``, from what its hardware offers (§20.2.2): on
+    CUDA, tensor cores multiply 16-bit matrices several times faster than fp32; on a CPU with
+    AVX512-BF16 or AMX (``torch.backends.cpu.get_cpu_capability()``), bf16 multiplies can be
+    faster; on any other CPU no 16-bit instruction exists, so 16-bit is slower (casts and
+    emulation)."""
+    device = get_device() if device is None else torch.device(device)
+    if device.type == "cuda":
+        return "16-bit matmul faster than fp32 (tensor cores); the whole step gains less"
+    capability = torch.backends.cpu.get_cpu_capability()
+    if "AVX512" in capability and "BF16" in capability or "AMX" in capability:
+        return f"{capability}: bf16 matmul faster than fp32; the whole step gains less"
+    return (
+        f"{capability}: no 16-bit multiply instructions, so 16-bit slower than fp32 "
+        "(every operand is cast and each multiply emulated)"
+    )

@@ -4,15 +4,16 @@
 step's configuration (``chapter20.training.config.TrainConfig``: precision, optimizer,
 accumulation or gradient caching, activation checkpointing, 32-bit table state) and predicts
 every component of one step's memory and its peak; :func:`parallelism_advice` applies the
-chapter's rules to a plan that does not fit. Measurements (``chapter20.core.measure.peak_memory``)
-are checked against these predictions, so a reader can trust them for sizes too large to run
-here.
+chapter's rules to a plan that does not fit. Measurements (``chapter20.core.measure.peak_memory``
+of a real step, :func:`measure_step_memory`) are checked against these predictions
+(:func:`plan_vs_measured`), so a reader can trust them for sizes too large to run here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -25,11 +26,14 @@ from chapter20.techniques.memory_model import (
 )
 from chapter20.techniques.precision import PRECISIONS, resolve_precision
 from chapter20.training.config import TrainConfig
+from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
     "MemoryPlan",
     "plan",
     "parallelism_advice",
+    "measure_step_memory",
+    "plan_vs_measured",
 ]
 
 
@@ -300,3 +304,65 @@ def parallelism_advice(memory_plan: MemoryPlan, gpu_bytes: float) -> list[str]:
             "caching (smaller micro-batches), then activation checkpointing"
         )
     return advice
+
+
+def measure_step_memory(
+    shape: EncoderShape,
+    config: TrainConfig,
+    *,
+    batch: int,
+    seq_len: int,
+    device: torch.device | str | None = None,
+):
+    """Peak memory (``chapter20.core.measure.MemoryReport``, by component) of one training step
+    of ``config`` on ``shape``'s encoder (seed 0) and ``batch`` pairs of ``seq_len`` random ids
+    (seed 0) in ``config.micro_batches`` (accumulation: the activations of one micro-batch are
+    measured; naive for InfoNCE, see notebook 02), on ``device`` (default: the CPU): what
+    :func:`plan` predicts (§20.3)."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    batch, seq_len = check_int("batch", batch, 1), check_int("seq_len", seq_len, 1)
+    device = torch.device("cpu") if device is None else torch.device(device)
+    micro = config.micro_batches
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bitsandbytes' notices about optional kernels
+        trainer = Trainer(shape.build(seed=0).to(device), replace(config, micro_batches=1))
+    ids = torch.randint(
+        1,
+        shape.vocab_size,
+        (2, batch // micro, seq_len),
+        generator=torch.Generator().manual_seed(0),
+    )
+    return step_peak_memory(trainer, tuple(ids.to(device)), device)
+
+
+def plan_vs_measured(cases: list[tuple[EncoderShape, TrainConfig, int, int]]):
+    """:func:`plan` next to the measured peak (:func:`measure_step_memory`) for each case
+    ``(shape, config, batch, seq_len)`` (§20.3): a row per case with its sizes, precision,
+    optimizer and checkpointing policy, the two peaks, the phase of the planned peak and
+    planned / measured."""
+    import pandas as pd
+
+    records = []
+    for case in cases:
+        if not isinstance(case, tuple) or len(case) != 4:
+            raise TypeError(f"cases must hold (shape, config, batch, seq_len) tuples, got {case!r}")
+        shape, config, batch, seq_len = case
+        sizes = {"batch": batch, "seq_len": seq_len}
+        report = measure_step_memory(shape, config, **sizes)
+        planned = plan(shape, config, **sizes)
+        records.append(
+            {
+                **sizes,
+                "precision": config.precision,
+                "optimizer": config.optimizer,
+                "activation_checkpointing": config.activation_checkpointing,
+                "vocab": shape.vocab_size,
+                "layers": shape.n_layers,
+                "measured": report.peak_bytes,
+                "planned": planned.peak_bytes,
+                "phase": planned.settings["peak_phase"],
+                "planned / measured": planned.peak_bytes / report.peak_bytes,
+            }
+        )
+    return pd.DataFrame(records)
