@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from chapter20.core.device import set_seed
+from chapter20.core.measure import max_grad_diff
 from chapter20.labs.nb02_contrastive import (
     _mse_per_example,
     accumulation_proof,
-    max_grad_diff,
     naive_info_nce_accumulation_gap,
 )
 from chapter20.techniques.accumulation import example_weights, num_examples, split_batch

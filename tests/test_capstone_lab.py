@@ -1,10 +1,12 @@
 """Tests of notebook 11's labs: chapter20.labs.nb11_capstone (the synthesis tables),
-nb11_studies (what training adds, early stopping, the batch study) and nb11_ablation."""
+nb11_studies (what training adds, early stopping, the batch study) and nb11_ablation, and of
+the readers of their records in chapter20.capstone.evaluation."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from chapter20.capstone import evaluation
 from chapter20.core.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
 from chapter20.labs import nb11_ablation as ablation_lab
 from chapter20.labs import nb11_capstone as capstone_lab
@@ -12,7 +14,7 @@ from chapter20.labs import nb11_studies as studies
 
 
 def test_every_takeaway_claim_exists_and_none_is_repeated():
-    ids = [c for _, claims in capstone_lab.TAKEAWAYS for c in claims]
+    ids = [c for _, claims in capstone_lab.takeaways() for c in claims]
     assert len(ids) == len(set(ids))
     assert set(ids) <= set(load_claims())
 
@@ -22,7 +24,7 @@ def test_takeaways_read_the_audit_not_retyped_text(tmp_path):
     frame.loc[frame["id"] == "C05", "verdict"] = HOLDS
     frame.loc[frame["id"] == "C10", "verdict"] = NEEDS_GPU
     table = capstone_lab.takeaways_table(frame)
-    assert len(table) == len(capstone_lab.TAKEAWAYS)
+    assert len(table) == len(capstone_lab.takeaways())
     assert table.iloc[0]["verdicts"] == f"C01: {NOT_YET_MEASURED}; C05: {HOLDS}"
     assert table.iloc[2]["verdicts"] == f"C10: {NEEDS_GPU}"
 
@@ -53,7 +55,7 @@ def test_audit_table_lists_every_claim_in_the_chapters_section_order(tmp_path):
 
 
 def test_further_reading_has_the_13_entries_of_20_8_each_placed_in_the_notebooks():
-    entries = capstone_lab.FURTHER_READING
+    entries = capstone_lab.reading_list("further reading")
     assert len(entries) == 13
     references = " ".join(reference for _, reference, _ in entries)
     named = [
@@ -63,7 +65,8 @@ def test_further_reading_has_the_13_entries_of_20_8_each_placed_in_the_notebooks
     ]  # fmt: skip
     assert all(name in references for name in named)
     assert all("notebook" in adds for _, _, adds in entries)
-    assert all(reference and adds for _, reference, adds in capstone_lab.METHOD_READING)
+    methods = capstone_lab.reading_list("methods")
+    assert methods and all(reference and adds for _, reference, adds in methods)
 
 
 def _quality_rows():
@@ -134,11 +137,11 @@ def _curve(values, init="random", seed=0, every=50):
 def test_early_stopping_follows_the_stated_rule():
     # best at step 100, then three evaluations without a gain above 0.001: stop at 250
     curve = _curve([0.10, 0.12, 0.13, 0.1305, 0.129, 0.1309, 0.14, 0.15])
-    row = studies.early_stopping(curve, patience=3, min_delta=0.001).iloc[0]
+    row = evaluation.early_stopping(curve, patience=3, min_delta=0.001).iloc[0]
     assert (row["best_step"], row["stop_step"], row["steps"]) == (100, 250, 350)
     assert row["saved"] == pytest.approx(1 - 250 / 350)
     assert row["mrr_kept"] == 0.13 and row["mrr_end"] == 0.15  # what stopping gave up
-    rising = studies.early_stopping(_curve([0.1, 0.2, 0.3]), patience=3).iloc[0]
+    rising = evaluation.early_stopping(_curve([0.1, 0.2, 0.3]), patience=3).iloc[0]
     assert rising["stop_step"] == rising["steps"] == 100 and rising["saved"] == 0
 
 
@@ -150,7 +153,7 @@ def test_start_share_is_the_start_over_the_final_score():
             _curve([0.2, 0.4, 0.6], "random", 0),
         ]
     )
-    share = studies.start_share(curves, "lee_pearson").set_index("init")
+    share = evaluation.start_share(curves, "lee_pearson").set_index("init")
     assert share.loc["lsa", "start_share"] == pytest.approx(0.5 / 0.65)
     assert share.loc["lsa", "added"] == pytest.approx(0.15)
     assert share.loc["random", "start_share"] == pytest.approx(0.2 / 0.6)
@@ -166,11 +169,11 @@ def test_saturation_batch_is_where_no_larger_batch_beats_the_noise():
                 {"mode": "equal steps", "batch": batch, "seed": seed, "recall@1": value + noise}
             )
     frame = pd.DataFrame(rows)
-    assert studies.saturation_batch(frame, "equal steps") == 128  # 512 is +0.005: within noise
+    assert evaluation.saturation_batch(frame, "equal steps") == 128  # 512 is +0.005: within noise
     with pytest.raises(ValueError, match="mode"):
-        studies.saturation_batch(frame, "equal documents")
+        evaluation.saturation_batch(frame, "equal documents")
     rows = [{**r, "recall@1": r["batch"] / 1e4} for r in rows]  # every step up helps
-    assert studies.saturation_batch(pd.DataFrame(rows), "equal steps") == 2000
+    assert evaluation.saturation_batch(pd.DataFrame(rows), "equal steps") == 2000
     studies.plot_batch_study(pd.DataFrame(rows).assign(lee_pearson=0.5))
 
 
@@ -181,27 +184,27 @@ def _batch_runs(values: dict[int, float], start_value: float = 0.05):
         for batch, value in values.items():
             rows.append({"mode": "equal steps", "batch": batch, "seed": seed, "step": 15,
                          "recall@1": value + noise})  # fmt: skip
-    start = studies.untrained_start(pd.DataFrame(starts + [{**starts[0], "step": 25}]))
+    start = evaluation.untrained_start(pd.DataFrame(starts + [{**starts[0], "step": 25}]))
     return pd.DataFrame(rows), start
 
 
 def test_a_batch_study_at_the_untrained_level_gives_no_trend_and_no_verdict():
     frame, start = _batch_runs({32: 0.051, 128: 0.052, 512: 0.07})  # 32, 128 within noise
-    table = studies.past_start(frame, start, "equal steps")
+    table = evaluation.past_start(frame, start, "equal steps")
     assert table["past_start"].tolist() == [False, False, True]
     assert table["untrained_mean"].iloc[0] == pytest.approx(0.05)
-    assert studies.batch_trend(frame, start, "equal steps") is None
+    assert evaluation.batch_trend(frame, start, "equal steps") is None
     evidence = studies.batch_claim_evidence(frame, start)
     assert evidence["trained_past_start"] is False and evidence["measured"] is None
     assert "recall@1 of batches 32, 128 within" in evidence["note"]
     with pytest.raises(ValueError, match="init"):
-        studies.untrained_start(start, init="lsa")
+        evaluation.untrained_start(start, init="lsa")
 
 
 def test_a_batch_study_past_its_start_gives_its_trend():
     frame, start = _batch_runs({32: 0.07, 128: 0.08, 512: 0.0805})
-    assert bool(studies.past_start(frame, start, "equal steps")["past_start"].all())
-    assert studies.batch_trend(frame, start, "equal steps") == 128
+    assert bool(evaluation.past_start(frame, start, "equal steps")["past_start"].all())
+    assert evaluation.batch_trend(frame, start, "equal steps") == 128
     evidence = studies.batch_claim_evidence(frame, start)
     assert evidence["trained_past_start"] is True and evidence["measured"] == 128.0
     studies.plot_batch_study(frame.assign(lee_pearson=0.5), start=start.assign(lee_pearson=0.3))
@@ -213,10 +216,10 @@ def test_replaying_a_batch_row_needs_one_row_of_the_record():
         studies.replay_batch_row(frame, "equal steps", batch=64, seed=0)
 
 
-def test_record_lines_put_the_command_on_a_reproduce_line():
-    from chapter20.labs.common import read_study
+def test_a_records_provenance_puts_the_command_on_a_reproduce_line():
+    from chapter20.core.study_record import provenance_line, read_study
 
-    lines = studies.record_lines(read_study(studies.BATCH_FILE)).splitlines()
+    lines = provenance_line(read_study(studies.BATCH_FILE)).splitlines()
     assert lines[0].startswith("measured 20") and "chapter20 bench" not in lines[0]
     assert lines[1].startswith("reproduce: chapter20 bench batch") and len(lines) == 2
 
@@ -247,7 +250,7 @@ def test_ablation_summary_compares_each_effect_with_the_seed_noise():
             "mrr": [0.10, 0.11, 0.12, 0.105, 0.115, 0.125, 0.05, 0.06, 0.07],
         }
     )
-    summary = ablation_lab.ablation_summary(frame).set_index("variant")
+    summary = evaluation.ablation_summary(frame).set_index("variant")
     assert summary.loc["fp32 (no bf16)", "effect"] == pytest.approx(0.005)
     assert summary.loc["fp32 (no bf16)", "noise"] == pytest.approx(0.02)
     assert not summary.loc["fp32 (no bf16)", "beyond_noise"]
@@ -264,7 +267,7 @@ def test_checkpointing_and_gradient_caching_do_not_change_the_composed_training(
 
 
 def test_a_written_study_carries_its_provenance(tmp_path):
-    from chapter20.labs.common import PROVENANCE, provenance_line, write_study
+    from chapter20.core.study_record import PROVENANCE, provenance_line, write_study
 
     path = write_study(pd.DataFrame({"x": [1, 2]}), str(tmp_path / "s.csv"), "chapter20 bench x")
     frame = pd.read_csv(path)
@@ -280,7 +283,7 @@ def test_a_written_study_carries_its_provenance(tmp_path):
     [studies.CURVES_FILE, studies.BATCH_FILE, studies.RECIPE_FILE, ablation_lab.ABLATION_FILE],
 )
 def test_the_committed_studies_read_and_say_where_they_come_from(name):
-    from chapter20.labs.common import provenance_line, read_study
+    from chapter20.core.study_record import provenance_line, read_study
 
     frame = read_study(name)
     assert len(frame) and "chapter20 bench" in provenance_line(frame)
@@ -324,8 +327,8 @@ def test_replaying_a_baseline_needs_one_row_of_the_record():
 
 def test_the_committed_baseline_record_holds_three_seeds_of_every_baseline_on_both_corpora():
     from chapter20.capstone.baselines import BASELINES, CORPORA
+    from chapter20.core.study_record import provenance_line, read_study
     from chapter20.labs import nb11_baselines as baselines_lab
-    from chapter20.labs.common import provenance_line, read_study
 
     record = read_study(baselines_lab.BASELINES_FILE)
     sizes, table = baselines_lab.split_study(record)

@@ -119,19 +119,14 @@ def test_encoder_shape_counts_parameters_exactly():
 def planned_vs_measured():
     import warnings
 
-    from chapter20.labs.nb05_optimizers import plan_vs_measured
     from chapter20.techniques.memory_model import EncoderShape
+    from chapter20.training.memory_plan import plan_vs_measured
 
     def config(layers, precision="fp32", policy="none", vocab=2000, batch=16, seq_len=64):
         shape = EncoderShape(vocab, 64, 4, layers, max_len=64)
-        return dict(
-            shape=shape,
-            batch=batch,
-            seq_len=seq_len,
-            precision=precision,
-            optimizer="adamw",
-            activation_checkpointing=policy,
-        )
+        step = TrainConfig(precision=precision, optimizer="adamw", lr=1e-4,
+                           activation_checkpointing=policy, state_32bit_tables=False)  # fmt: skip
+        return shape, step, batch, seq_len
 
     configs = [
         config(4),

@@ -423,7 +423,7 @@ def test_quality_agreement_compares_the_untrained_start_and_the_loss_at_the_live
 def test_the_committed_records_of_notebook_03_hold_every_arm_seed_and_batch():
     """The quality record keeps its three seeds, its control and the untrained encoder, with the
     loss the live run is checked against; the memory record both batches and precisions."""
-    from chapter20.labs.common import read_study
+    from chapter20.core.study_record import read_study
     from chapter20.labs.nb03_precision import (
         LIVE_LOSS,
         MEMORY_BATCHES,
@@ -445,7 +445,7 @@ def test_the_committed_records_of_notebook_03_hold_every_arm_seed_and_batch():
 
 
 def test_speed_prediction_names_what_this_hardware_offers():
-    from chapter20.labs.nb03_precision import speed_prediction
+    from chapter20.techniques.precision import speed_prediction
 
     assert "tensor cores" in speed_prediction("cuda")
     cpu = speed_prediction("cpu")

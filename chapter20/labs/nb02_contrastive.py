@@ -17,10 +17,16 @@ from torch import nn
 
 from chapter20.core.checks import check_int
 from chapter20.core.device import set_seed
-from chapter20.core.measure import format_bytes, peak_memory, time_interleaved
+from chapter20.core.measure import (
+    format_bytes,
+    max_grad_diff,
+    named_gradients,
+    peak_memory,
+    time_interleaved,
+)
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.core.plotting import new_figure, plain_log_ticks
-from chapter20.techniques.accumulation import accumulate_reference, example_weights
+from chapter20.techniques.accumulation import accumulate_reference, listing_l4_backward
 from chapter20.techniques.contrastive import (
     DEFAULT_TEMPERATURE,
     distributed_info_nce,
@@ -35,7 +41,6 @@ from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import Trainer
 
 __all__ = [
-    "max_grad_diff",
     "accumulation_proof",
     "naive_info_nce_accumulation_gap",
     "grad_cache_proof",
@@ -44,7 +49,6 @@ __all__ = [
     "distributed_proof_on_rank",
     "distributed_proof",
     "memory_vs_batch",
-    "logit_matrix_bytes",
     "plot_memory_vs_batch",
     "benchmark",
 ]
@@ -53,17 +57,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Proofs
 # --------------------------------------------------------------------------------------------
-
-
-def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-
-
-def max_grad_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    """Largest absolute difference between two {name: gradient} dicts with the same names."""
-    if a.keys() != b.keys():
-        raise ValueError(f"gradients of different parameters: {sorted(a)} vs {sorted(b)}")
-    return max(float((a[n] - b[n]).abs().max()) for n in a)
 
 
 def _mse_per_example(model: nn.Module, batch) -> torch.Tensor:
@@ -78,15 +71,6 @@ def _frozen_trainer(model: nn.Module, **options) -> Trainer:
     return Trainer(model, TrainConfig(**options.pop("config", {})), optimizer=optimizer, **options)
 
 
-def listing_l4_backward(model: nn.Module, micro_batches: list, loss_fn) -> None:
-    """Listing L4's accumulation, for comparison: each micro-batch's mean loss divided by the
-    number of micro-batches (§20.2.1). Exact only when every micro-batch has the same size."""
-    model.zero_grad(set_to_none=True)
-    counts = [len(batch[0]) for batch in micro_batches]
-    for batch, weight in zip(micro_batches, example_weights(counts, "micro_batches")):
-        (loss_fn(model, batch).sum() * weight).backward()
-
-
 def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> dict[str, float]:
     """Accumulating uneven micro-batches vs one full batch, for a mean per-example loss
     (§20.2.1). Returns the max gradient difference of the trainer's exact accumulation (weights
@@ -97,18 +81,18 @@ def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> 
     inputs, targets = torch.randn(sum(sizes), 6), torch.randn(sum(sizes), 3)
     trainer = _frozen_trainer(model, loss=_mse_per_example)
     trainer.step([(inputs, targets)])
-    full = _grads(model)
+    full = named_gradients(model)
     micro = list(zip(inputs.split(list(sizes)), targets.split(list(sizes))))
     trainer.step(micro)
-    exact = max_grad_diff(_grads(model), full)
+    exact = max_grad_diff(named_gradients(model), full)
     model.zero_grad(set_to_none=True)
     accumulate_reference(model, micro, _mse_per_example)
-    reference = max_grad_diff(_grads(model), full)
+    reference = max_grad_diff(named_gradients(model), full)
     listing_l4_backward(model, micro, _mse_per_example)
     return {
         "examples": exact,
         "reference": reference,
-        "micro_batches": max_grad_diff(_grads(model), full),
+        "micro_batches": max_grad_diff(named_gradients(model), full),
     }
 
 
@@ -126,13 +110,13 @@ def naive_info_nce_accumulation_gap(
     model = BagOfEmbeddingsEncoder(vocab, 32)
     anchors, positives = torch.randint(1, vocab, (2, batch, 12))
     full = _frozen_trainer(model).step((anchors, positives))
-    full_grads = _grads(model)
+    full_grads = named_gradients(model)
     chunks = list(zip(anchors.split(micro), positives.split(micro)))
     naive = _frozen_trainer(model, loss=_pair_loss).step(chunks)
     return {
         "full_batch_loss": full.loss,
         "accumulated_loss": naive.loss,
-        "max_grad_diff": max_grad_diff(_grads(model), full_grads),
+        "max_grad_diff": max_grad_diff(named_gradients(model), full_grads),
         "negatives_full": batch - 1,
         "negatives_accumulated": micro - 1,
     }
@@ -155,7 +139,7 @@ def grad_cache_proof(
         return info_nce(q, k, log_temperature.exp())
 
     def grads() -> dict[str, torch.Tensor]:
-        found = _grads(model)
+        found = named_gradients(model)
         found["log_temperature"] = log_temperature.grad.detach().clone()
         model.zero_grad(set_to_none=True)
         log_temperature.grad = None
@@ -206,7 +190,7 @@ def grad_cache_reference_proof(batch: int = 22, chunk_size: int = 5, seed: int =
     ):
         model.zero_grad(set_to_none=True)
         backward()
-        grads.append(_grads(model))
+        grads.append(named_gradients(model))
     full, reference, package = grads
     return {"vs_full_batch": max_grad_diff(reference, full),
             "vs_package": max_grad_diff(reference, package)}  # fmt: skip
@@ -245,7 +229,7 @@ def distributed_proof_on_rank(
             p.grad /= world
         averaged = torch.tensor([loss.item()])
         dist.all_reduce(averaged, group=group)
-        got = _grads(encoder), float(averaged) / world
+        got = named_gradients(encoder), float(averaged) / world
         encoder.zero_grad(set_to_none=True)
         expected_loss = info_nce(
             encoder(queries),
@@ -257,7 +241,7 @@ def distributed_proof_on_rank(
         expected_loss.backward()
         key = "symmetric" if symmetric else "one_way"
         result[f"{key}_loss_diff"] = abs(got[1] - expected_loss.item())
-        result[f"{key}_grad_diff"] = max_grad_diff(got[0], _grads(encoder))
+        result[f"{key}_grad_diff"] = max_grad_diff(got[0], named_gradients(encoder))
     # A plain all-gather gives the other ranks' keys no gradient path at all.
     plain = [torch.empty(sizes[rank], 6) for _ in range(world)] if len(set(sizes)) == 1 else None
     if plain is not None:
@@ -345,11 +329,6 @@ def memory_vs_batch(
                 }
             )
     return pd.DataFrame(records)
-
-
-def logit_matrix_bytes(batch: int, bytes_per_element: int = 4) -> int:
-    """Bytes of the B × B similarity matrix of in-batch InfoNCE (§20.2, claim C04's context)."""
-    return batch * batch * bytes_per_element
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,8 +17,10 @@ import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int
-from chapter20.core.corpora import PairData
+from chapter20.core.corpora import PairData, pair_data
+from chapter20.core.device import size_scale
 from chapter20.core.plotting import new_figure
+from chapter20.core.study_record import read_study, study_output, write_study
 from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, info_nce
 from chapter20.training.config import TrainConfig
@@ -188,9 +190,6 @@ def strategy_benchmark(steps: int = 150, short_steps: int = 20, out: str = "") -
     encoder and the control, seeds 0–2, ``steps`` Adam steps each (§20.2.1), and seed 0 of every
     strategy trained ``short_steps`` steps (the rows notebook 02 reruns live and checks); with
     ``out`` written as the record ``data/batch_strategies.csv`` (quality only: no times)."""
-    from chapter20.core.corpora import pair_data
-    from chapter20.labs.common import study_output, write_study
-
     steps, short_steps = check_int("steps", steps, 1), check_int("short_steps", short_steps, 1)
     data = pair_data()
     frame, _ = compare_batch_strategies(data, steps=steps, untrained=True)
@@ -210,9 +209,6 @@ def live_strategies(data: PairData, steps: int = 150, short_steps: int = 20):
     ``steps`` steps (every strategy, the untrained encoder and the control, 3 seeds) from the
     committed record :data:`STRATEGY_STUDY`, or, with ``CHAPTER20_SCALE`` >= 2, run here;
     ``source`` says which. ``live`` has the columns of the record (times dropped)."""
-    from chapter20.core.device import size_scale
-    from chapter20.labs.common import read_study
-
     short = [train_pairs(data, method, steps=short_steps) for method in STRATEGIES]
     live = run_table([train_pairs(data, UNTRAINED), *short]).drop(columns="seconds")
     if size_scale() >= 2:
@@ -227,8 +223,6 @@ def live_agreement(live: pd.DataFrame, tolerance: float) -> list[str]:
     """One line per row of ``live`` (method, seed, steps) with its held-out recalls and the
     committed record's row of the same method, seed and steps, then the largest |Δ| against
     ``tolerance`` with a ✓ or ✗ (§20.2.1)."""
-    from chapter20.labs.common import read_study
-
     record = read_study(STRATEGY_STUDY)
     rows = live.merge(record, on=["method", "seed", "steps"], suffixes=(" live", " record"))
     if len(rows) != len(live):

@@ -17,24 +17,26 @@ import torch
 from torch import nn
 
 from chapter20.core.checks import check_int
-from chapter20.core.corpora import PairData
+from chapter20.core.corpora import PairData, pair_data
 from chapter20.core.device import get_device, set_seed, size_scale
+from chapter20.core.findings import compare_times
 from chapter20.core.gpu_record import (
     MEASURED_LIVE,
     code_version,
     current_gpu_figure,
     current_gpu_ratio,
 )
-from chapter20.core.measure import CATEGORIES, format_bytes, time_interleaved
+from chapter20.core.measure import CATEGORIES, format_bytes, time_interleaved, timing_columns
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.seed_statistics import beyond_noise
+from chapter20.core.study_record import run_or_record, study_output, write_study
 from chapter20.cost.estimates import H200_MEASUREMENT, THROUGHPUT_CODE, ThroughputRecord
-from chapter20.labs.common import UNTRAINED, compare_times, run_or_record, timing_columns
+from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, info_nce
 from chapter20.techniques.optimizers import make_optimizer
 from chapter20.techniques.precision import (
+    available_precisions,
     matmul_speedup,
-    resolve_precision,
     store_weights_in,
 )
 from chapter20.training.config import TrainConfig
@@ -42,7 +44,6 @@ from chapter20.training.pair_training import PairRunConfig, heldout_run
 from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
-    "available_precisions",
     "encoder",
     "pair_loss",
     "parity_run",
@@ -62,12 +63,10 @@ __all__ = [
     "MEMORY_STUDY",
     "memory_study",
     "memory_agreement",
-    "speed_prediction",
     "gradient_magnitudes",
     "QUALITY",
     "CONTROL",
     "QUALITY_ARMS",
-    "truncated",
     "quality_runs",
     "QUALITY_STUDY",
     "quality_benchmark",
@@ -78,27 +77,6 @@ __all__ = [
     "fp16_quality_note",
     "benchmark",
 ]
-
-
-def available_precisions(device: torch.device | str | None = None, *, fp16: bool | None = None):
-    """The precisions worth timing on ``device``: fp32 and bf16, plus fp16 on accelerators
-    (``fp16=None``). CPU autocast runs fp16 through generic kernels, without fast fp16
-    instructions, so it is left out of CPU step timings unless ``fp16=True``."""
-    device = get_device() if device is None else torch.device(device)
-    names = ["fp32"]
-    for name in ("bf16", "fp16"):
-        wanted = (
-            fp16
-            if name == "fp16" and fp16 is not None
-            else (name == "bf16" or device.type != "cpu")
-        )
-        try:
-            resolve_precision(name, device)
-        except ValueError:
-            continue
-        if wanted:
-            names.append(name)
-    return names
 
 
 def encoder(vocab: int = 4_000, d_model: int = 128, layers: int = 2, seed: int = 0, **kwargs):
@@ -330,23 +308,6 @@ def memory_agreement(live: pd.DataFrame, judged: pd.DataFrame) -> tuple[int, int
     return len(both), int(max(gaps))
 
 
-def speed_prediction(device: torch.device | str | None = None) -> str:
-    """Section 4's prediction, before the timing, from what the hardware offers: on CUDA, tensor
-    cores multiply 16-bit matrices several times faster than fp32; on a CPU with AVX512-BF16 or
-    AMX (``torch.backends.cpu.get_cpu_capability()``), bf16 multiplies can be faster; on
-    any other CPU no 16-bit instruction exists, so 16-bit is slower (casts and emulation)."""
-    device = get_device() if device is None else torch.device(device)
-    if device.type == "cuda":
-        return "16-bit matmul faster than fp32 (tensor cores); the whole step gains less"
-    capability = torch.backends.cpu.get_cpu_capability()
-    if "AVX512" in capability and "BF16" in capability or "AMX" in capability:
-        return f"{capability}: bf16 matmul faster than fp32; the whole step gains less"
-    return (
-        f"{capability}: no 16-bit multiply instructions, so 16-bit slower than fp32 "
-        "(every operand is cast and each multiply emulated)"
-    )
-
-
 def gradient_magnitudes(batch: int = 32, seq_len: int = 32, seed: int = 0):
     """One fp32 backward of the encoder: (absolute values of all non-zero gradients, the model)
     — what fp16 would have to hold without loss scaling."""
@@ -373,26 +334,6 @@ LIVE_ARMS = (UNTRAINED, "fp32", "fp16")
 LIVE_LOSS = f"loss_at_step_{LIVE_STEPS}"
 
 
-def truncated(data: PairData, seq_len: int) -> PairData:
-    """``data`` with every sentence cut to its first ``seq_len`` tokens (§20.2.2 quality runs:
-    16 tokens keep a CPU's fp16 runs short; most sentences of the sample are about that long)."""
-    return PairData(
-        *(getattr(data, side)[:, :seq_len] for side in
-          ("train_anchors", "train_positives", "test_anchors", "test_positives")),
-        vocab_size=data.vocab_size,
-    )  # fmt: skip
-
-
-def _fp8_weights(lr: float):
-    """A factory of :data:`CONTROL`'s optimizer for ``heldout_run``."""
-
-    def build(model: nn.Module) -> torch.optim.Optimizer:
-        optimizer = make_optimizer(model.parameters(), "adamw", lr, weight_decay=0.0)
-        return store_weights_in(model, optimizer, torch.float8_e4m3fn)
-
-    return build
-
-
 def quality_runs(
     data: PairData,
     arms: tuple[str, ...] = QUALITY_ARMS,
@@ -410,11 +351,15 @@ def quality_runs(
     ``"untrained"``) and seed (§20.2.2, claim C27): final loss, the loss at :data:`LIVE_STEPS`,
     recall@1 and @10 and MRR scored in float32, skipped steps, the largest loss gap from fp32's
     run of the seed, seconds. Same weights and data order in every arm of a seed."""
-    data = truncated(data, seq_len)
+    data = data.truncated(seq_len)
 
     def build(vocab: int, dim: int) -> TransformerEncoder:
         return TransformerEncoder(vocab, d_model=dim, n_heads=2, n_layers=layers,
                                   max_len=seq_len, dropout=0.0)  # fmt: skip
+
+    def fp8_weights(model: nn.Module) -> torch.optim.Optimizer:  # CONTROL's optimizer
+        optimizer = make_optimizer(model.parameters(), "adamw", lr, weight_decay=0.0)
+        return store_weights_in(model, optimizer, torch.float8_e4m3fn)
 
     records = []
     for seed in seeds:
@@ -425,7 +370,7 @@ def quality_runs(
             run = heldout_run(
                 PairRunConfig(steps=0 if arm == UNTRAINED else steps, batch=batch, seed=seed,
                               vocab=data.vocab_size, dim=d_model, training=config),
-                data, encoder=build, optimizer=_fp8_weights(lr) if arm == CONTROL else None,
+                data, encoder=build, optimizer=fp8_weights if arm == CONTROL else None,
             )  # fmt: skip
             losses[arm] = run.losses
             records.append(
@@ -501,9 +446,6 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = ""):
     ``steps`` steps, long enough for the encoder to learn, which on a CPU without fast fp16
     kernels takes minutes; with ``out`` written as ``data/precision_quality.csv`` reads (the
     record claim C27 is judged on when a notebook run is too short to learn)."""
-    from chapter20.core.corpora import pair_data
-    from chapter20.labs.common import study_output, write_study
-
     frame = quality_runs(pair_data(), steps=check_int("steps", steps, 1))
     print(frame.round(4).to_string(index=False))
     if study_output(out):
@@ -557,8 +499,6 @@ def benchmark(
     the 4096 × 4096 fp16 row of the current code. On a CPU the matmuls take seconds each, and
     fp16 (no fast CPU kernels) is left out of them. With ``out``, section 5's memory by
     precision at :data:`MEMORY_BATCHES` is first written there (``data/precision_memory.csv``)."""
-    from chapter20.labs.common import study_output, write_study
-
     if study_output(out):
         frame = pd.concat([memory_by_precision(b).assign(batch=b) for b in MEMORY_BATCHES])
         command = f"chapter20 bench precision --matmul-sizes 512 --out data/{MEMORY_STUDY}"

@@ -10,29 +10,26 @@ held-out metric must detect; the checklist is replayed and measured step by step
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 
 import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int
 from chapter20.core.claims import judged_in
-from chapter20.core.corpora import PairData
+from chapter20.core.corpora import PairData, pair_data
 from chapter20.core.device import size_scale
-from chapter20.core.findings import compare
-from chapter20.core.measure import format_bytes, time_interleaved
+from chapter20.core.findings import compare, compare_times
+from chapter20.core.measure import format_bytes, time_interleaved, timing_columns
 from chapter20.core.plotting import new_figure
 from chapter20.core.seed_statistics import beyond_noise
-from chapter20.labs.common import (
-    UNTRAINED,
-    compare_times,
+from chapter20.core.study_record import (
     provenance_line,
     read_study,
     run_or_record,
     study_output,
-    timing_columns,
     write_study,
 )
+from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import (
     CoarseStateAdamW,
@@ -40,9 +37,8 @@ from chapter20.techniques.optimizers import (
     optimizer_state_bytes,
 )
 from chapter20.training.config import TrainConfig
-from chapter20.training.memory_plan import plan
+from chapter20.training.memory_plan import measure_step_memory, plan, plan_vs_measured
 from chapter20.training.pair_training import PairRunConfig, heldout_run
-from chapter20.training.trainer import Trainer, step_peak_memory
 
 __all__ = [
     "STATE_KINDS",
@@ -52,14 +48,11 @@ __all__ = [
     "ALL_TECHNIQUES",
     "CHECKLIST",
     "checklist_findings",
-    "measure_step",
     "checklist_replay",
-    "plan_vs_measured",
     "plan_grid",
     "checklist_notes",
     "replay_ratios",
     "plot_state_bytes",
-    "plot_convergence",
     "benchmark",
     "QUALITY",
     "LIVE_STEPS",
@@ -81,12 +74,6 @@ def _quiet_optimizer(params, kind: str, lr: float, **kwargs) -> torch.optim.Opti
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fallbacks are reported by make_optimizer's callers
         return make_optimizer(params, kind, lr, **kwargs)
-
-
-def _quiet_trainer(model: torch.nn.Module, config: TrainConfig) -> Trainer:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # as _quiet_optimizer
-        return Trainer(model, config)
 
 
 def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_048_576)):
@@ -146,14 +133,13 @@ def convergence(
     steps: int = QUALITY["steps"],
     batch: int = QUALITY["batch"],
     lr: float = QUALITY["lr"],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> pd.DataFrame:
     """Held-out quality of the bag-of-embeddings encoder trained on real next-sentence pairs
     with each optimizer kind, once per seed, the embedding table's state in the kind's own
     format (8-bit included; §20.3.2); :data:`CONTROL` is the deliberately harmful variant and
     ``"untrained"`` the encoder before any step. Same weights and data order for every kind of
-    a seed. Returns a row per run (final loss, recall@1/@10 scored in float32, seconds) and the
-    first seed's per-step losses (a column per trained kind)."""
-    records, losses = [], {}
+    a seed. Returns a row per run (final loss, recall@1/@10 scored in float32, seconds)."""
+    records = []
     for seed in seeds:
         for kind in kinds:
             control = kind == CONTROL
@@ -181,9 +167,7 @@ def convergence(
                     "seconds": run.seconds,
                 }
             )
-            if seed == seeds[0] and run.losses:
-                losses[kind] = run.losses
-    return pd.DataFrame(records), pd.DataFrame(losses)
+    return pd.DataFrame(records)
 
 
 #: The chapter's checklist example in its order, cumulative (claim C13: 40 → 20 → 8 → 5 GB):
@@ -214,21 +198,6 @@ def checklist_config(
     )
 
 
-def measure_step(shape: EncoderShape, config: TrainConfig, *, batch: int, seq_len: int):
-    """Peak memory (by component) of one training step of ``batch`` pairs in
-    ``config.micro_batches`` (accumulation: the activations of one micro-batch are measured;
-    naive for InfoNCE, see notebook 02)."""
-    micro = config.micro_batches
-    trainer = _quiet_trainer(shape.build(seed=0), replace(config, micro_batches=1))
-    ids = torch.randint(
-        1,
-        shape.vocab_size,
-        (2, batch // micro, seq_len),
-        generator=torch.Generator().manual_seed(0),
-    )
-    return step_peak_memory(trainer, tuple(ids))
-
-
 def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_len: int = 64):
     """The §20.3 checklist on one configuration: each step measured (peak bytes by component)
     and planned, cumulative in the chapter's order, with the ratio to the first row (claim C13's
@@ -238,7 +207,7 @@ def checklist_replay(shape: EncoderShape | None = None, *, batch: int = 32, seq_
     records = []
     for label, precision, micro, policy, kind in (*CHECKLIST, ALL_TECHNIQUES):
         config = checklist_config(precision, kind, policy, micro)
-        report = measure_step(shape, config, batch=batch, seq_len=seq_len)
+        report = measure_step_memory(shape, config, batch=batch, seq_len=seq_len)
         planned = plan(shape, config, batch=batch, seq_len=seq_len)
         records.append(
             {
@@ -272,33 +241,6 @@ def checklist_findings(replay: pd.DataFrame) -> list[str]:
             lines.append("   " + compare(name, now, "the row before", then, quantity="memory",
                                          unit="MiB", tolerance=0.005))  # fmt: skip
     return lines
-
-
-def plan_vs_measured(configs: list[dict]) -> pd.DataFrame:
-    """``memory_plan.plan`` next to the measured peak for each config (keys: shape, batch,
-    seq_len, precision, optimizer, activation_checkpointing)."""
-    records = []
-    for entry in configs:
-        settings = {k: v for k, v in entry.items() if k not in ("shape", "batch", "seq_len")}
-        config = checklist_config(
-            settings["precision"], settings["optimizer"], settings["activation_checkpointing"]
-        )
-        sizes = {"batch": entry["batch"], "seq_len": entry["seq_len"]}
-        report = measure_step(entry["shape"], config, **sizes)
-        planned = plan(entry["shape"], config, **sizes)
-        records.append(
-            {
-                **sizes,
-                **settings,
-                "vocab": entry["shape"].vocab_size,
-                "layers": entry["shape"].n_layers,
-                "measured": report.peak_bytes,
-                "planned": planned.peak_bytes,
-                "phase": planned.settings["peak_phase"],
-                "planned / measured": planned.peak_bytes / report.peak_bytes,
-            }
-        )
-    return pd.DataFrame(records)
 
 
 def plan_grid(
@@ -389,15 +331,6 @@ def plot_state_bytes(frame: pd.DataFrame):
     return fig
 
 
-def plot_convergence(losses: pd.DataFrame):
-    """Training loss per step for each optimizer."""
-    fig, ax = new_figure("Training loss on real text", "step", "InfoNCE loss")
-    for kind in losses.columns:
-        ax.plot(losses.index, losses[kind].rolling(5, min_periods=1).mean(), label=kind)
-    ax.legend()
-    return fig
-
-
 def benchmark(size: int = 4_194_304) -> None:
     """``python -m chapter20 bench optimizers``: state bytes AdamW / AdamW8bit on one tensor of
     ``size`` parameters (target >= 3.8x) and the step-time ratio, in one run."""
@@ -432,10 +365,10 @@ def judged_quality(data: PairData) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     holds; ``judged``: the study at ``QUALITY["steps"]`` (3 seeds, every optimizer, the
     untrained encoder and the control) from the committed record :data:`QUALITY_STUDY`, or with
     ``$CHAPTER20_SCALE`` >= 2 run here (``source`` says which)."""
-    live, _ = convergence(data, (UNTRAINED, "adamw8bit"), seeds=(0,), steps=LIVE_STEPS)
+    live = convergence(data, (UNTRAINED, "adamw8bit"), seeds=(0,), steps=LIVE_STEPS)
     live = live.drop(columns="seconds")
     if size_scale() >= 2:
-        judged, _ = convergence(data)
+        judged = convergence(data)
         return live, judged.drop(columns="seconds"), "this run"
     record = read_study(QUALITY_STUDY)
     judged = record[record["steps"].isin((0, QUALITY["steps"]))].reset_index(drop=True)
@@ -506,11 +439,9 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = "") -> None:
     the control and the untrained encoder) and seed 0 of 8-bit AdamW at :data:`LIVE_STEPS`
     steps (the run notebook 05 repeats live), printed; with ``out`` written as the record
     ``data/optimizer_quality.csv`` notebook 05 judges (§20.3.2)."""
-    from chapter20.core.corpora import pair_data
-
     data = pair_data()
-    frame, _ = convergence(data, steps=check_int("steps", steps, 1))
-    short, _ = convergence(data, ("adamw8bit",), seeds=(0,), steps=LIVE_STEPS)
+    frame = convergence(data, steps=check_int("steps", steps, 1))
+    short = convergence(data, ("adamw8bit",), seeds=(0,), steps=LIVE_STEPS)
     frame = pd.concat([frame, short], ignore_index=True).drop(columns="seconds")
     print(frame.round(4).to_string(index=False))
     if study_output(out):
@@ -518,18 +449,24 @@ def quality_benchmark(steps: int = QUALITY["steps"], out: str = "") -> None:
         print("written:", write_study(frame, study_output(out), command))
 
 
-#: The planner's configurations measured in notebook 05 section 5, beside the replay's rows.
+#: The planner's configurations measured in notebook 05 section 5, beside the replay's rows:
+#: (shape, batch, seq_len, precision, optimizer, checkpointing policy).
 PLANNER_CONFIGS = (
     (EncoderShape(8_000, 128, 4, 2, max_len=64), 32, 64, "fp32", "adamw", "none"),
     (EncoderShape(8_000, 128, 4, 6, max_len=64), 32, 64, "bf16", "adamw8bit", "every_layer"),
     (EncoderShape(50_000, 64, 4, 2, max_len=64), 16, 32, "fp32", "sgd_nesterov", "none"),
 )
-_PLANNER_KEYS = ("shape", "batch", "seq_len", "precision", "optimizer", "activation_checkpointing")
+
+
+def _planner_cases(configs=PLANNER_CONFIGS) -> list:
+    """``memory_plan.plan_vs_measured``'s cases of ``configs``, each at :func:`checklist_config`."""
+    return [(shape, checklist_config(*settings), batch, seq_len)
+            for shape, batch, seq_len, *settings in configs]  # fmt: skip
 
 
 def _memory_study() -> pd.DataFrame:
     replay = checklist_replay().assign(study="checklist")
-    versus = plan_vs_measured([dict(zip(_PLANNER_KEYS, c)) for c in PLANNER_CONFIGS])
+    versus = plan_vs_measured(_planner_cases())
     return pd.concat([replay, versus.assign(study="planner")], ignore_index=True)
 
 
@@ -546,7 +483,7 @@ def judged_memory() -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
     versus = frame[frame["study"] == "planner"].dropna(axis=1, how="all").reset_index(drop=True)
     counts = ["batch", "seq_len", "vocab", "layers", "measured", "planned"]
     versus = versus.astype({c: int for c in counts})
-    live = plan_vs_measured([dict(zip(_PLANNER_KEYS, PLANNER_CONFIGS[0]))])
+    live = plan_vs_measured(_planner_cases(PLANNER_CONFIGS[:1]))
     gap = abs(int(live["measured"].iloc[0]) - int(versus["measured"].iloc[0]))
     check = f"live step vs the record, peak bytes: max |Δ| = {gap} B {'✓' if gap == 0 else '✗'}"
     return replay, versus.drop(columns="study"), source, check

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from functools import partial
 
 import torch
 from torch import nn
@@ -18,6 +19,7 @@ from chapter20.techniques.optimizers import (
     dequantise_dynamic,
     make_optimizer,
     quantise_dynamic,
+    reference_gap,
     sgd_nesterov_reference_step,
 )
 
@@ -94,23 +96,21 @@ def reference_step_proof(steps: int = 5, size: int = 1_000, tolerance: float = 1
     weights' max |Δ| (``tolerance``: float32 rounding) and the state's tensor names."""
     generator = torch.Generator().manual_seed(0)
     start = torch.randn(size, generator=generator)
-    grads = [torch.randn(size, generator=generator) for _ in range(steps)]
+    grads = [[torch.randn(size, generator=generator)] for _ in range(steps)]
     kernels = {
-        "AdamW, fused": (dict(fused=True), adamw_reference_step),
-        "AdamW, foreach": (dict(foreach=True), adamw_reference_step),
-        "SGD, Nesterov": (dict(momentum=0.9, nesterov=True), sgd_nesterov_reference_step),
+        "AdamW, fused": (torch.optim.AdamW, dict(fused=True), adamw_reference_step),
+        "AdamW, foreach": (torch.optim.AdamW, dict(foreach=True), adamw_reference_step),
+        "SGD, Nesterov": (
+            torch.optim.SGD,
+            dict(momentum=0.9, nesterov=True),
+            sgd_nesterov_reference_step,
+        ),
     }
     lines = []
-    for name, (options, reference) in kernels.items():
-        build = torch.optim.SGD if name.startswith("SGD") else torch.optim.AdamW
-        parameter, mine, state = torch.nn.Parameter(start.clone()), start.clone(), {}
-        optimizer = build([parameter], lr=1e-2, **options)
-        for grad in grads:
-            parameter.grad = grad.clone()
-            optimizer.step()
-            reference(mine, grad, state, 1e-2)
-        gap = float((parameter.detach() - mine).abs().max())
-        tensors = sorted(k for k, v in optimizer.state[parameter].items() if v.numel() > 1)
+    for name, (kind, options, reference) in kernels.items():
+        gap, optimizer = reference_gap(reference, partial(kind, **options), [start], grads, 1e-2)
+        state = optimizer.state[optimizer.param_groups[0]["params"][0]]
+        tensors = sorted(k for k, v in state.items() if v.numel() > 1)
         lines.append(f"{name:<15} vs the reference: weights max |Δ| = {gap:.1e} "
                      f"{'✓' if gap <= tolerance else '✗'}; state tensors {tensors}")  # fmt: skip
     return lines

@@ -1,7 +1,7 @@
 """§20.6 The ablation of notebook 11: the composed step with each memory technique off in turn.
 
-The composed step (``chapter20.capstone.run_config.CAPSTONE_COMPOSED``: bf16 autocast, gradient
-caching, activation checkpointing, 8-bit optimizer state) against each technique switched off,
+The composed step (``chapter20.capstone.capstone_config.CAPSTONE_COMPOSED``: bf16 autocast,
+gradient caching, activation checkpointing, 8-bit optimizer state) against each technique off,
 against plain fp32 (all off), and against a positive control (the batch that fits without
 gradient caching: one chunk, so fewer in-batch negatives), on the capstone encoder:
 
@@ -11,8 +11,9 @@ gradient caching: one chunk, so fewer in-batch negatives), on the capstone encod
 - :func:`ablation_costs`: one step's peak memory (measured, and planned by
   ``chapter20.training.memory_plan``) and its time, per variant, measured now;
 - :func:`ablation_quality`: each variant trained from the same start for several seeds; the
-  seed noise of the composed row is measured first, and :func:`ablation_summary` reports each
-  variant's effect next to it (``chapter20 bench ablation`` writes the committed record);
+  seed noise of the composed row is measured first, and
+  ``chapter20.capstone.evaluation.ablation_summary`` reports each variant's effect next to it
+  (``chapter20 bench ablation`` writes the committed record);
 - :func:`cross_rank_ablation`: the composed run on 2 ranks with and without cross-rank
   negatives (whole ``run_capstone`` runs under DDP).
 """
@@ -29,14 +30,14 @@ import pandas as pd
 import torch
 
 from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
-from chapter20.capstone.evaluation import heldout_sentence_pairs
+from chapter20.capstone.evaluation import ablation_summary, heldout_sentence_pairs
 from chapter20.capstone.recipe import RECIPE_RUN, EncoderRecipe, build_encoder, train_encoder
 from chapter20.capstone.report import memory_plan
 from chapter20.capstone.run import run_capstone
 from chapter20.core.checks import check_int
 from chapter20.core.measure import time_interleaved
 from chapter20.core.plotting import new_panels
-from chapter20.labs.common import study_output, write_study
+from chapter20.core.study_record import study_output, write_study
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.training.driver import FinishedRun
 from chapter20.training.loop import LoopConfig
@@ -51,7 +52,6 @@ __all__ = [
     "ablation_config",
     "ablation_costs",
     "ablation_quality",
-    "ablation_summary",
     "composed_equivalence",
     "cross_rank_ablation",
     "plot_ablation",
@@ -202,7 +202,7 @@ def ablation_quality(
 ) -> pd.DataFrame:
     """Each variant trained ``steps`` steps from the ``init`` start for each seed (§20.6): one
     row per (variant, seed) with the final test, validation and Lee figures, and the mean step
-    time of the run. The seed noise comes from the same rows (:func:`ablation_summary`)."""
+    time of the run. The seed noise comes from the same rows (``ablation_summary``)."""
     test = heldout_sentence_pairs(None)
     validation = heldout_sentence_pairs(None, split="validation")
     rows = []
@@ -228,19 +228,6 @@ def ablation_quality(
             if log is not None:
                 log(rows[-1])
     return pd.DataFrame(rows)
-
-
-def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:
-    """Per variant: mean and std of ``column`` over seeds, its effect (the variant's mean minus
-    the composed step's), the noise (twice the larger of the two seed standard deviations) and
-    whether the effect is beyond it (§20.6)."""
-    stats = frame.groupby("variant", sort=False)[column].agg(["mean", "std", "count"])
-    base = stats.loc["composed"]
-    out = stats.rename(columns={"count": "seeds"}).reset_index()
-    out["effect"] = out["mean"] - base["mean"]
-    out["noise"] = 2 * np.maximum(out["std"].fillna(0.0), base["std"])
-    out["beyond_noise"] = out["effect"].abs() > out["noise"]
-    return out
 
 
 def _rank_of_a_run(config: CapstoneConfig) -> dict | None:

@@ -25,7 +25,7 @@ from chapter20.capstone.baselines import (
 )
 from chapter20.capstone.evaluation import heldout_sentence_pairs
 from chapter20.core.checks import check_int
-from chapter20.labs.common import PROVENANCE, study_output, write_study
+from chapter20.core.study_record import PROVENANCE, study_output, write_study
 
 __all__ = [
     "lsi_choice_lines",

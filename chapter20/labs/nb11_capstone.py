@@ -11,8 +11,7 @@
   numbers (:func:`goal_check`);
 - the composed run in a temporary directory (:func:`composed_run`) and the encoder file's
   round trip (:func:`saved_and_loaded_difference`);
-- §20.8's further reading (:data:`FURTHER_READING`) and this notebook's own references
-  (:data:`METHOD_READING`).
+- §20.8's further reading and this notebook's own references (:func:`reading_list`).
 
 The heavy studies (curves, early stopping, batch, recipe) are ``labs.nb11_studies``; the
 ablation is ``labs.nb11_ablation``.
@@ -31,6 +30,7 @@ from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import run_capstone
 from chapter20.core.claims import CONSISTENT, HOLDS, NOT_YET_MEASURED, VERDICTS, audit
+from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig
 from chapter20.training.driver import FinishedRun
@@ -38,9 +38,9 @@ from chapter20.training.encoder_file import load_encoder
 
 __all__ = [
     "FIGURES",
-    "FURTHER_READING",
-    "METHOD_READING",
-    "TAKEAWAYS",
+    "READING_FILE",
+    "READING_LISTS",
+    "TAKEAWAYS_FILE",
     "audit_sources",
     "audit_table",
     "composed_run",
@@ -50,184 +50,45 @@ __all__ = [
     "plot_quality",
     "plot_verdicts_by_section",
     "quality_table",
+    "reading_list",
     "saved_and_loaded_difference",
     "section_order",
+    "takeaways",
     "takeaways_table",
     "verdicts_by_section",
 ]
 
-#: §20.6's key takeaways in our words, each with the claims (C01–C30) that measure it.
-TAKEAWAYS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "Contrastive training wants thousands of negatives; reach them with gradient caching, "
-        "not naive accumulation",
-        ("C01", "C05"),
-    ),
-    (
-        "Mixed precision: half the bytes, faster matrix multiplies on tensor cores, no loss of "
-        "accuracy",
-        ("C06", "C07", "C08", "C09", "C27"),
-    ),
-    ("Activation checkpointing trades recomputation for activation memory", ("C10",)),
-    ("Optimizer state is a large share of memory; 8-bit state cuts it", ("C11", "C12", "C13")),
-    ("Together the memory techniques fit a much larger model on one GPU", ("C23",)),
-    (
-        "Data parallelism scales when communication keeps up: gradient traffic, links, LR scaling",
-        ("C02", "C03", "C14", "C15", "C16"),
-    ),
-    (
-        "Cost is price × time: pick instances by time-to-train, use spot with checkpoints",
-        ("C17", "C18", "C19", "C20", "C21", "C22"),
-    ),
-)
+#: §20.6's key takeaways in our words, each with the claims (C01–C30) that measure it
+#: (``data/``: ``takeaway``, ``claims`` separated by spaces).
+TAKEAWAYS_FILE = "chapter_takeaways.csv"
+#: §20.8's further reading, its 13 entries in the chapter's order (``list`` "further reading";
+#: authors, venue and arXiv id as the papers give them), and this notebook's own references
+#: (``list`` "methods"): ``topic``, ``reference``, ``adds`` (what it adds, and where the
+#: notebooks use it). ``data/``.
+READING_FILE = "reading_lists.csv"
+READING_LISTS = ("further reading", "methods")
 
-#: §20.8's further reading, its 13 entries in the chapter's order: (topic, reference, what it
-#: adds and where the notebooks use it). Authors, venue and arXiv id as the papers give them.
-FURTHER_READING: tuple[tuple[str, str, str], ...] = (
-    (
-        "distributed training",
-        "S. Li, Y. Zhao, R. Varma et al., PyTorch Distributed: Experiences "
-        "on Accelerating Data Parallel Training, PVLDB 13(12), 2020 (arXiv:2006.15704)",
-        "how DDP buckets gradients and overlaps their all-reduce with backward (notebook 06)",
-    ),
-    (
-        "distributed training",
-        "M. Shoeybi, M. Patwary, R. Puri, P. LeGresley, J. Casper, "
-        "B. Catanzaro, Megatron-LM: Training Multi-Billion Parameter Language Models Using Model "
-        "Parallelism, 2019 (arXiv:1909.08053)",
-        "layers split across GPUs, the vocabulary-parallel lookup (notebooks 01 and 12)",
-    ),
-    (
-        "distributed training",
-        "S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, ZeRO: Memory Optimizations "
-        "Toward Training Trillion Parameter Models, SC 2020 (arXiv:1910.02054)",
-        "optimizer state, gradients and weights partitioned over data-parallel ranks (notebook 12)",
-    ),
-    (
-        "mixed precision",
-        "P. Micikevicius, S. Narang, J. Alben et al., Mixed Precision "
-        "Training, ICLR 2018 (arXiv:1710.03740)",
-        "fp32 master weights and loss scaling, why fp16 training keeps its accuracy (notebook 03)",
-    ),
-    (
-        "mixed precision",
-        "N. Mellempudi, S. Srinivasan, D. Das, B. Kaul, Mixed Precision Training With 8-bit "
-        "Floating Point, 2019 (arXiv:1905.12334)",
-        "8-bit floats for weights, activations and gradients; beyond notebook 03's fp16 and bf16",
-    ),
-    (
-        "memory",
-        "T. Chen, B. Xu, C. Zhang, C. Guestrin, Training Deep Nets "
-        "with Sublinear Memory Cost, 2016 (arXiv:1604.06174)",
-        "checkpoints every √n layers: O(√n) activation memory for one extra forward (notebook 04)",
-    ),
-    (
-        "memory",
-        "N. Sohoni, C. Aberger, M. Leszczynski, J. Zhang, C. Ré, Low-Memory Neural Network "
-        "Training: A Technical Report, 2019 (arXiv:1904.10631)",
-        "low precision, microbatches and checkpointing measured alone and combined, as "
-        "notebook 05's checklist combines them",
-    ),
-    (
-        "memory",
-        "T. Dettmers, M. Lewis, S. Shleifer, L. Zettlemoyer, 8-bit "
-        "Optimizers via Block-wise Quantization, ICLR 2022 (arXiv:2110.02861)",
-        "block-wise quantised Adam state, and why embeddings keep 32-bit state (notebook 05)",
-    ),
-    (
-        "training systems",
-        "X. Jia, S. Song, W. He et al., Highly Scalable Deep Learning Training System with "
-        "Mixed-Precision: Training ImageNet in Four Minutes, 2018 (arXiv:1807.11205)",
-        "batches up to 64K with mixed precision and tuned all-reduce (notebooks 03 and 06)",
-    ),
-    (
-        "training systems",
-        "A. Sergeev, M. Del Balso, Horovod: fast and easy distributed deep "
-        "learning in TensorFlow, 2018 (arXiv:1802.05799)",
-        "ring all-reduce data parallelism across frameworks (notebook 06)",
-    ),
-    (
-        "training systems",
-        "A. Paszke, S. Gross, F. Massa et al., PyTorch: An Imperative Style, High-Performance "
-        "Deep Learning Library, NeurIPS 2019 (arXiv:1912.01703)",
-        "the library every notebook runs on: eager autograd, the caching allocator",
-    ),
-    (
-        "cost",
-        "C. Guo, Y. Zhou, J. Leng et al., Balancing Efficiency and Flexibility for DNN "
-        "Acceleration via Temporal GPU-Systolic Array Integration, DAC 2020 (arXiv:2002.08326); "
-        "the chapter lists it under Chaudhary et al.",
-        "hardware that switches between GPU and systolic-array modes; no notebook uses it",
-    ),
-    (
-        "cost",
-        "Toward Efficient Deep Learning in the Cloud: Resource Provisioning and Workload "
-        "Scheduling, IEEE, 2021 (IEEE Xplore 9355619; the chapter lists it under Yang et al.)",
-        "choosing cloud GPU servers for a training job, as notebook 08 does from the catalog",
-    ),
-)
 
-#: The references of notebook 11's own methods: (topic, reference, what it adds).
-METHOD_READING: tuple[tuple[str, str, str], ...] = (
-    (
-        "Lee similarity data",
-        "M. D. Lee, B. Pincombe, M. Welsh, An Empirical Evaluation of "
-        "Models of Text Document Similarity, CogSci 2005",
-        "the 50 documents and human ratings this notebook's Lee score uses",
-    ),
-    (
-        "LSA / LSI",
-        "S. Deerwester, S. Dumais, G. Furnas, T. Landauer, R. Harshman, Indexing by "
-        "Latent Semantic Analysis, JASIS 41(6), 1990",
-        "the LSI baseline and the encoder's start",
-    ),
-    (
-        "Doc2Vec",
-        "Q. Le, T. Mikolov, Distributed Representations of Sentences and Documents, ICML 2014",
-        "the paragraph-vector baseline (PV-DBOW)",
-    ),
-    (
-        "BM25",
-        "S. Robertson, H. Zaragoza, The Probabilistic Relevance Framework: BM25 and "
-        "Beyond, Foundations and Trends in IR 3(4), 2009",
-        "the lexical ranking baseline",
-    ),
-    (
-        "Alignment and uniformity",
-        "T. Wang, P. Isola, Understanding Contrastive Representation "
-        "Learning through Alignment and Uniformity on the Hypersphere, ICML 2020",
-        "the two geometric metrics of §20.7 computed here",
-    ),
-    (
-        "Isotropy",
-        "K. Ethayarajh, How Contextual are Contextualized Word Representations?, EMNLP 2019",
-        "the mean cosine of unrelated texts as a measure of anisotropy",
-    ),
-    (
-        "NDCG",
-        "K. Järvelin, J. Kekäläinen, Cumulated Gain-Based Evaluation of IR Techniques, "
-        "ACM TOIS 20(4), 2002",
-        "the rank-discounted retrieval metric",
-    ),
-    (
-        "Gradient caching",
-        "L. Gao, Y. Zhang, J. Han, J. Callan, Scaling Deep Contrastive "
-        "Learning Batch Size under Memory Limited Setup, RepL4NLP 2021",
-        "the two passes that make any batch fit (§20.2.1, notebook 02)",
-    ),
-    (
-        "Cropped views",
-        "G. Izacard, M. Caron, L. Hosseini et al., Unsupervised Dense Information "
-        "Retrieval with Contrastive Learning, TMLR 2022",
-        "random spans of one document as positives, the capstone's training signal",
-    ),
-    (
-        "Early stopping",
-        "L. Prechelt, Early Stopping — But When?, in Neural Networks: Tricks of "
-        "the Trade, Springer 1998",
-        "patience-based stopping rules and what they cost",
-    ),
-)
+def _text_table(name: str) -> pd.DataFrame:
+    return pd.read_csv(data_file(name), dtype=str, keep_default_na=False)
+
+
+def takeaways() -> list[tuple[str, tuple[str, ...]]]:
+    """§20.6's key takeaways, each with the ids of the claims that measure it
+    (:data:`TAKEAWAYS_FILE`)."""
+    return [(text, tuple(claims.split())) for text, claims in
+            _text_table(TAKEAWAYS_FILE).itertuples(index=False, name=None)]  # fmt: skip
+
+
+def reading_list(name: str) -> list[tuple[str, str, str]]:
+    """One of :data:`READING_LISTS` as (topic, reference, what it adds), in its order
+    (:data:`READING_FILE`)."""
+    if name not in READING_LISTS:
+        raise ValueError(f"name must be one of {READING_LISTS}, got {name!r}")
+    rows = _text_table(READING_FILE)
+    return list(rows.loc[rows["list"] == name, ["topic", "reference", "adds"]]
+                .itertuples(index=False, name=None))  # fmt: skip
+
 
 #: The §20.7 figures of :func:`quality_table`, with their display names.
 FIGURES = {
@@ -243,14 +104,14 @@ FIGURES = {
 
 
 def takeaways_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per takeaway of :data:`TAKEAWAYS` with each of its claims' verdicts as
+    """One row per takeaway of :func:`takeaways` with each of its claims' verdicts as
     ``"C05: holds"`` (the audit's verdict per claim)."""
     frame = audit() if frame is None else frame
     verdicts = frame.groupby("id", sort=False)["verdict"].agg(
         lambda v: " / ".join(dict.fromkeys(v))
     )
     rows = []
-    for takeaway, claims in TAKEAWAYS:
+    for takeaway, claims in takeaways():
         rows.append(
             {
                 "takeaway (§20.6)": takeaway,

@@ -1,20 +1,21 @@
-"""§20.6–§20.7 and §20.5 The heavy studies of notebook 11, and the readers of their records.
+"""§20.6–§20.7 and §20.5 The heavy studies of notebook 11; their records are read by
+``chapter20.capstone.evaluation``.
 
 - **What training adds** (:func:`training_curves`): the capstone encoder trained from its LSA
   start and from a random start, 3 seeds, evaluated along the way on the test pairs, the
-  validation pairs and Lee; :func:`start_share` says how much of the final score the start
+  validation pairs and Lee; ``start_share`` says how much of the final score the start
   already had. ``chapter20 bench curves``.
-- **When to stop** (§20.5's early stopping, :func:`early_stopping`): a rule fixed before any
-  curve was measured, applied to the validation curve of each run; the compute it saves and
-  the test quality it gives up.
+- **When to stop** (§20.5's early stopping, ``early_stopping``): a rule fixed before any
+  curve was measured (:data:`EARLY_STOPPING`), applied to the validation curve of each run; the
+  compute it saves and the test quality it gives up.
 - **Quality against the batch** (C01 on what is here, :func:`batch_study`): from 32 documents to
   every training document in one step (gradient caching), at equal documents seen and at equal
-  steps, 3 seeds; :func:`saturation_batch` finds where gains stop. ``chapter20 bench batch``.
+  steps, 3 seeds; ``saturation_batch`` finds where gains stop. ``chapter20 bench batch``.
 - **The recipe search** (:func:`recipe_search`): variants of the random-start recipe, chosen
   on the validation pairs' MRR, never on Lee or the test pairs. ``chapter20 bench recipe``.
 
 Each bench prints as it goes and, with ``--out`` (or ``CHAPTER20_STUDY_OUT``), writes the record
-that notebook 11 reads (``labs.common.write_study``: date, machine, load, command).
+that notebook 11 reads (``core.study_record.write_study``: date, machine, load, command).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from chapter20.capstone.evaluation import heldout_sentence_pairs
+from chapter20.capstone.evaluation import (
+    early_stopping,
+    heldout_sentence_pairs,
+    past_start,
+    saturation_batch,
+    start_share,
+)
 from chapter20.capstone.recipe import (
     RECIPE_RUN,
     RECIPE_TRAINING,
@@ -36,8 +43,7 @@ from chapter20.capstone.recipe import (
 )
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.plotting import new_panels
-from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
-from chapter20.labs.common import provenance_line, study_output, write_study
+from chapter20.core.study_record import study_output, write_study
 
 __all__ = [
     "BATCHES",
@@ -49,20 +55,13 @@ __all__ = [
     "batch_benchmark",
     "batch_claim_evidence",
     "batch_study",
-    "batch_trend",
     "curves_benchmark",
-    "early_stopping",
     "plot_batch_study",
-    "past_start",
     "plot_training_curves",
     "recipe_benchmark",
     "recipe_search",
-    "record_lines",
     "replay_batch_row",
-    "saturation_batch",
-    "start_share",
     "training_curves",
-    "untrained_start",
 ]
 
 #: The committed records (``data/``) of the three benches.
@@ -117,31 +116,6 @@ def training_curves(
     return pd.DataFrame(rows)
 
 
-def start_share(curves: pd.DataFrame, column: str = "lee_pearson") -> pd.DataFrame:
-    """Per start: ``column`` before training and at the last step (mean and std over seeds),
-    what training added, and ``start_share``: the share of the final score the untrained
-    start already had (§20.6)."""
-    if column not in curves.columns:
-        raise ValueError(f"column must be one of the curves' columns, got {column!r}")
-    rows = []
-    for init, runs in curves.groupby("init", sort=False):
-        first = runs[runs["step"] == runs["step"].min()].groupby("seed")[column].first()
-        last = runs[runs["step"] == runs["step"].max()].groupby("seed")[column].first()
-        rows.append(
-            {
-                "init": init,
-                "seeds": len(last),
-                "start": first.mean(),
-                "final": last.mean(),
-                "final_std": last.std(ddof=1),
-                "added": (last - first).mean(),
-                "start_share": first.mean() / last.mean(),
-                "steps": int(runs["step"].max()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, float]]):
     """Two panels against steps, mean ± std over seeds per start: Lee Pearson and held-out MRR,
     with each reference (a same-text baseline) as a grey line named in the legend."""
@@ -165,49 +139,6 @@ def plot_training_curves(curves: pd.DataFrame, references: dict[str, dict[str, f
             loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, ncol=3, fontsize=7
         )  # off the data
     return fig
-
-
-def early_stopping(
-    curves: pd.DataFrame,
-    *,
-    monitor: str = "val_mrr",
-    patience: int = 3,
-    min_delta: float = 0.001,
-    report: Sequence[str] = ("mrr", "recall@1", "lee_pearson"),
-) -> pd.DataFrame:
-    """§20.5's early stopping applied to each run (init, seed) of ``curves``: walk its
-    evaluations in step order, keep the best ``monitor`` value, and stop once ``patience``
-    evaluations in a row have not beaten it by more than ``min_delta``. One row per run: the
-    step it stops at and the best step (whose weights it keeps), the share of the run's steps
-    saved, and each ``report`` column at the best step and at the run's end."""
-    patience = check_int("patience", patience, 1)
-    min_delta = check_real("min_delta", min_delta, minimum=0.0, finite=True)
-    rows = []
-    for (init, seed), run in curves.groupby(["init", "seed"], sort=False):
-        run = run.sort_values("step").reset_index(drop=True)
-        best, waited, stop = 0, 0, len(run) - 1
-        for i in range(1, len(run)):
-            if run.loc[i, monitor] > run.loc[best, monitor] + min_delta:
-                best, waited = i, 0
-            else:
-                waited += 1
-                if waited >= patience:
-                    stop = i
-                    break
-        total = int(run["step"].iloc[-1])
-        row = {
-            "init": init,
-            "seed": seed,
-            "stop_step": int(run.loc[stop, "step"]),
-            "best_step": int(run.loc[best, "step"]),
-            "steps": total,
-            "saved": 1 - run.loc[stop, "step"] / total,
-        }
-        for column in report:
-            row[f"{column}_kept"] = run.loc[best, column]
-            row[f"{column}_end"] = run[column].iloc[-1]
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # --- quality against the batch (C01) ---------------------------------------------------------
@@ -264,64 +195,6 @@ def batch_study(
     return pd.DataFrame(rows)
 
 
-def saturation_batch(frame: pd.DataFrame, mode: str, column: str = "recall@1") -> int:
-    """Where gains stop: the smallest batch of ``mode``'s runs that no larger batch beats by
-    more than twice the larger of the two standard deviations over seeds
-    (``chapter20.core.seed_statistics.beyond_noise``). The largest batch if every step up
-    helps."""
-    runs = frame[frame["mode"] == mode]
-    if runs.empty:
-        raise ValueError(f"mode must be one of {sorted(set(frame['mode']))}, got {mode!r}")
-    summary = summarize_seeds(
-        runs.assign(batch=runs["batch"].astype(str)), by="batch", columns=(column,)
-    )
-    sizes = sorted(int(b) for b in summary["batch"])
-    for i, size in enumerate(sizes):
-        if not any(
-            beyond_noise(summary, str(b), str(size), by="batch", column=column)
-            for b in sizes[i + 1 :]
-        ):
-            return size
-    return sizes[-1]
-
-
-def untrained_start(curves: pd.DataFrame, init: str = "random") -> pd.DataFrame:
-    """The untrained encoder of each seed, from ``init``'s step-0 rows of the curves record
-    (:func:`training_curves`): the same model the batch study starts from, scored on the same
-    pairs, with ``mode`` "untrained" and ``batch`` 0 (§20.6; C01)."""
-    rows = curves[(curves["init"] == init) & (curves["step"] == 0)]
-    if rows.empty:
-        raise ValueError(f"init must be one of {sorted(set(curves['init']))}, got {init!r}")
-    return rows.assign(mode="untrained", batch=0)
-
-
-def past_start(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
-    """For each batch of ``mode``'s runs: ``column``'s mean ± std over seeds next to the
-    untrained start's (:func:`untrained_start`), and ``past_start``, whether the runs beat the
-    start by more than twice the larger standard deviation (``beyond_noise``). A batch whose runs
-    fall short of that stayed at the untrained level and carries no trend (§20.6; C01)."""
-    runs = frame[frame["mode"] == mode]
-    if runs.empty:
-        raise ValueError(f"mode must be one of {sorted(set(frame['mode']))}, got {mode!r}")
-    both = pd.concat([start, runs]).assign(batch=lambda f: f["batch"].astype(str))
-    summary = summarize_seeds(both, by="batch", columns=(column,))
-    out = summary[summary["batch"] != "0"].copy()
-    out["untrained_mean"] = summary.loc[summary["batch"] == "0", f"{column}_mean"].iloc[0]
-    out["past_start"] = [
-        beyond_noise(summary, b, "0", by="batch", column=column) for b in out["batch"]
-    ]
-    return out.assign(batch=out["batch"].astype(int)).reset_index(drop=True)
-
-
-def batch_trend(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
-    """Where gains stop (:func:`saturation_batch`) for ``mode``'s runs, or None when a batch's
-    runs stayed at the untrained start's level (:func:`past_start`): runs that did not train
-    past their start give no trend (§20.6; C01)."""
-    if not past_start(frame, start, mode, column)["past_start"].all():
-        return None
-    return saturation_batch(frame, mode, column)
-
-
 def batch_claim_evidence(frame: pd.DataFrame, start: pd.DataFrame, mode: str = "equal steps"):
     """``ClaimsLog.check("C01", ...)``'s keyword arguments from the batch study: where gains
     stop at ``mode`` (recall@1), and ``trained_past_start``: whether every batch's runs left the
@@ -355,12 +228,6 @@ def replay_batch_row(
     chunk = int(str(row["command"]).split("--chunk")[-1].split()[0])
     test, validation = _pairs()
     return row, _run_at(setup, start, batch, int(row["step"]), chunk, test, validation)
-
-
-def record_lines(frame: pd.DataFrame) -> str:
-    """Where a committed study comes from, for a reader: when, on what and under what load it
-    was measured, then one ``reproduce:`` line with the command that measures it again."""
-    return provenance_line(frame)
 
 
 def plot_batch_study(

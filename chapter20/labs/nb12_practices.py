@@ -5,12 +5,15 @@ and a two-node ``torchrun`` on localhost; ``python -m chapter20 bench practices`
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -18,10 +21,11 @@ import torch
 from torch import nn
 
 from chapter20.core.corpora import next_sentence_pairs, uniform_ids, wiki_sentences, word_vocabulary
-from chapter20.core.device import set_seed
+from chapter20.core.device import set_seed, size_scale
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
+from chapter20.core.study_record import read_study, study_output, write_study
 from chapter20.demos.ddp_run import DemoConfig
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
 from chapter20.techniques.distributed import (
@@ -33,6 +37,7 @@ from chapter20.techniques.optimizers import (
     adamw_reference_step,
     make_optimizer,
     optimizer_state_bytes,
+    reference_gap,
 )
 from chapter20.techniques.parallelism import (
     TokenizingPairs,
@@ -125,21 +130,12 @@ def adamw_reference_gap(steps: int = 5, lr: float = 1e-2, seed: int = 0) -> dict
     gen = torch.Generator().manual_seed(seed)
     start = [torch.randn(n, 8, generator=gen) for n in (3, 16, 64, 5)]
     grads = [[torch.randn_like(p) for p in start] for _ in range(steps)]
-    ours = [p.clone() for p in start]
-    states: list[dict] = [{} for _ in ours]
-    for g in grads:
-        for p, grad, state in zip(ours, g, states):
-            adamw_reference_step(p, grad, state, lr)
-    gaps = {}
-    for label, kind, extra in ADAMW_VARIANTS[:3]:
-        theirs = [nn.Parameter(p.clone()) for p in start]
-        optimizer = make_optimizer(theirs, kind, lr, **extra)
-        for g in grads:
-            for p, grad in zip(theirs, g):
-                p.grad = grad.clone()
-            optimizer.step()
-        gaps[label] = max(float((a - b.detach()).abs().max()) for a, b in zip(ours, theirs))
-    return gaps
+    return {
+        label: reference_gap(
+            adamw_reference_step, partial(make_optimizer, kind=kind, **extra), start, grads, lr
+        )[0]
+        for label, kind, extra in ADAMW_VARIANTS[:3]
+    }
 
 
 def optimizer_step_times(
@@ -263,9 +259,6 @@ def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
     "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
     listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
     line and the run's summary dict."""
-    import json
-    import tempfile
-
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
     run = RunConfig(output_dir=os.path.join(workdir, "run"))
@@ -314,9 +307,6 @@ def two_node_launch() -> tuple[pd.Series, str]:
     """§20.4 the two-node launch of notebook 12: run now when ``CHAPTER20_SCALE`` >= 2, else
     the committed record ``data/two_node_launch.csv`` (starting two torchrun agents and their
     workers takes the longest of the notebook). Returns the row and where it comes from."""
-    from chapter20.core.device import size_scale
-    from chapter20.labs.common import read_study
-
     if size_scale() >= 2:
         return two_node_row(two_node_torchrun()).iloc[0], "this run"
     record = read_study(TWO_NODE_RECORD).iloc[0]
@@ -329,8 +319,6 @@ def benchmark(
     """``python -m chapter20 bench practices``: AdamW step time by implementation, the
     DataLoader by worker count, and a two-node torchrun launch on localhost (§20.3.2, §20.4);
     with ``out`` (or ``CHAPTER20_STUDY_OUT``) the launch is written as notebook 12's record."""
-    from chapter20.labs.common import study_output, write_study
-
     pd.set_option("display.width", 160)
     print("AdamW step:\n" + optimizer_step_times(optimizer_sizes).round(3).to_string(index=False))
     print("\nDataLoader:\n" + loader_throughput().round(1).to_string(index=False))
