@@ -484,7 +484,22 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "cases": [(memory.EncoderShape(50, 8, 2, 1, max_len=8), TrainConfig(), 2, 4)]
     },
     "techniques.contrastive.logit_matrix_bytes": lambda: {"batch": 8, "bytes_per_element": 4},
-    "techniques.optimizers.reference_gap": lambda: {
+    "techniques.optimizer_proofs.reference_step_proof": lambda: {
+        "steps": 1, "size": 8, "tolerance": 1e-6,
+    },
+    "techniques.optimizer_proofs.quantisation_proof": lambda: {"size": 4096, "tolerance": 1e-4},
+    "techniques.contrastive_proofs.info_nce_proof": lambda: {"batch": 4, "dim": 3, "seed": 0},
+    "techniques.contrastive_proofs.grad_cache_reference_proof": lambda: {
+        "batch": 4, "chunk_size": 3, "seed": 0,
+    },
+    "techniques.contrastive_proofs.grad_cache_proof": lambda: {
+        "batch": 4, "chunk_size": 3, "dropout": 0.1, "seed": 0,
+    },
+    "techniques.contrastive_proofs.distributed_proof_on_rank": lambda: {
+        "sizes": (2,), "hard": 0, "seed": 0,
+    },
+    "techniques.contrastive_proofs.distributed_proof": lambda: {"world_sizes": (2,)},
+    "techniques.optimizer_proofs.reference_gap": lambda: {
         "reference_step": _adamw_reference(),
         "build": torch.optim.AdamW,
         "start": [torch.zeros(3)],
@@ -1020,6 +1035,14 @@ ACCEPTS: dict[str, set[str]] = {
             "core.measure.format_difference.max_abs_diff",
             "core.measure.format_difference.tolerance",
             "techniques.memory_model.optimizer_state_bytes_predicted.parameter_sizes",
+            "techniques.contrastive_proofs.distributed_proof_on_rank.hard",
+            "techniques.contrastive_proofs.distributed_proof_on_rank.seed",
+            "techniques.contrastive_proofs.grad_cache_proof.dropout",
+            "techniques.contrastive_proofs.grad_cache_proof.seed",
+            "techniques.contrastive_proofs.grad_cache_reference_proof.seed",
+            "techniques.contrastive_proofs.info_nce_proof.seed",
+            "techniques.optimizer_proofs.quantisation_proof.tolerance",
+            "techniques.optimizer_proofs.reference_step_proof.tolerance",
             "core.measure.time_fn.warmup",
             "core.measure.time_interleaved.warmup",
             "training.memory_plan.plan.zero_stage",

@@ -185,7 +185,7 @@ def test_hard_negatives_must_match_the_dim(pair):
 
 @pytest.fixture(scope="module")
 def distributed_records():
-    from chapter20.labs.nb02_contrastive import distributed_proof
+    from chapter20.techniques.contrastive_proofs import distributed_proof
 
     return distributed_proof(world_sizes=(2, 4))
 
@@ -223,7 +223,7 @@ def test_distributed_info_nce_without_a_group_is_info_nce(pair):
 
 
 def test_grad_cache_equals_full_batch_with_dropout_and_replayed_rng():
-    from chapter20.labs.nb02_contrastive import grad_cache_proof
+    from chapter20.techniques.contrastive_proofs import grad_cache_proof
 
     for batch, chunk in ((22, 5), (9, 4), (8, 8), (7, 20)):  # uneven, even, one chunk, chunk > B
         result = grad_cache_proof(batch=batch, chunk_size=chunk)
@@ -246,14 +246,14 @@ def test_grad_cache_rejects_bad_arguments():
 
 
 def test_short_info_nce_equals_info_nce():
-    from chapter20.labs.nb02_contrastive import info_nce_proof
+    from chapter20.techniques.contrastive_proofs import info_nce_proof
 
     assert info_nce_proof() < 1e-5  # float32 rounding: the mean is taken in another order
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 22])
 def test_short_grad_cache_equals_the_full_batch_and_the_package(chunk):
-    from chapter20.labs.nb02_contrastive import grad_cache_reference_proof
+    from chapter20.techniques.contrastive_proofs import grad_cache_reference_proof
 
     result = grad_cache_reference_proof(batch=22, chunk_size=chunk)
     assert result["vs_full_batch"] < 1e-5  # float32 rounding: chunks summed in another order

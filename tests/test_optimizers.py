@@ -112,7 +112,7 @@ def test_the_8bit_builder_refuses_a_kind_it_does_not_build():
 
 def test_notebook_05_lists_every_kind_built_and_each_fallback_warning():
     """Section 1 of notebook 05: one line per kind, the fallback's warning under its kind."""
-    from chapter20.labs.nb05_state import built_optimizers
+    from chapter20.labs.nb05_optimizers import built_optimizers
 
     model = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 8))
     lines = built_optimizers(model, kinds=("adamw", "paged_adamw8bit"))
@@ -310,7 +310,7 @@ def test_notebook_05s_control_takes_adamws_default_weight_decay_when_the_config_
 def test_the_reference_steps_equal_pytorchs_fused_foreach_adamw_and_nesterov_sgd():
     """§20.3.2: the written-out AdamW and SGD-Nesterov steps match PyTorch's kernels within
     float32 rounding over five steps (notebook 05's proof, checked here too)."""
-    from chapter20.labs.nb05_state import reference_step_proof
+    from chapter20.techniques.optimizer_proofs import reference_step_proof
 
     lines = reference_step_proof()
     assert len(lines) == 3 and all("✓" in line for line in lines)
@@ -320,7 +320,7 @@ def test_the_dynamic_quantisation_reference_matches_bitsandbytes():
     """§20.3.2: decoding equals bitsandbytes' exactly; encoding within 1e-4 of a block's scale;
     the AdamW8bit state decodes to 0.1 x the gradient."""
     pytest.importorskip("bitsandbytes")
-    from chapter20.labs.nb05_state import quantisation_proof
+    from chapter20.techniques.optimizer_proofs import quantisation_proof
 
     lines = quantisation_proof(size=8_192)
     assert len(lines) == 4 and all("✓" in line for line in lines)

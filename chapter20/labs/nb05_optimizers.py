@@ -1,5 +1,6 @@
 """§20.3.2 and the §20.3 checklist, run and measured: the experiments behind notebook 05 and
-``python -m chapter20 bench optimizers``.
+``python -m chapter20 bench optimizers`` (the proofs of section 1 and 2 are
+``chapter20.techniques.optimizer_proofs``; :func:`built_optimizers` lists what each kind builds).
 
 The quality comparison trains the bag-of-embeddings encoder on Wikipedia next-sentence pairs
 with AdamW, 8-bit AdamW and a deliberately harmful optimizer (AdamW with its moments stored in
@@ -13,6 +14,7 @@ import warnings
 
 import pandas as pd
 import torch
+from torch import nn
 
 from chapter20.core.checks import check_int
 from chapter20.core.claims import judged_in
@@ -32,6 +34,7 @@ from chapter20.core.study_record import (
 from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.optimizers import (
+    OPTIMIZER_KINDS,
     CoarseStateAdamW,
     make_optimizer,
     optimizer_state_bytes,
@@ -41,6 +44,7 @@ from chapter20.training.memory_plan import measure_step_memory, plan, plan_vs_me
 from chapter20.training.pair_training import PairRunConfig, heldout_run
 
 __all__ = [
+    "built_optimizers",
     "STATE_KINDS",
     "state_bytes_per_parameter",
     "CONTROL",
@@ -74,6 +78,22 @@ def _quiet_optimizer(params, kind: str, lr: float, **kwargs) -> torch.optim.Opti
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fallbacks are reported by make_optimizer's callers
         return make_optimizer(params, kind, lr, **kwargs)
+
+
+def built_optimizers(model: nn.Module, kinds=OPTIMIZER_KINDS) -> list[str]:
+    """§20.3.2, notebook 05 section 1: each of ``kinds`` built by ``make_optimizer`` for
+    ``model``'s parameters: one line per kind naming the class built (and "fused"), then one
+    line per warning of a fallback it took."""
+    lines = []
+    for kind in kinds:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # every warning, each time it is raised
+            optimizer = make_optimizer(model.parameters(), kind, lr=1e-3)
+        built = f"{type(optimizer).__module__.split('.')[0]}.{type(optimizer).__name__}"
+        fused = " (fused)" if optimizer.defaults.get("fused") else ""
+        lines.append(f"{kind:>15} -> {built}{fused}")
+        lines += [f"{'':>19}warning: {caught_one.message}" for caught_one in caught]
+    return lines
 
 
 def state_bytes_per_parameter(sizes: tuple[int, ...] = (1_000, 4_096, 65_536, 1_048_576)):

@@ -33,11 +33,11 @@ from chapter20.techniques.distributed import (
     group_rank_and_size,
     run_local_group,
 )
+from chapter20.techniques.optimizer_proofs import reference_gap
 from chapter20.techniques.optimizers import (
     adamw_reference_step,
     make_optimizer,
     optimizer_state_bytes,
-    reference_gap,
 )
 from chapter20.techniques.parallelism import (
     TokenizingPairs,

@@ -14,8 +14,8 @@ AdamW whose moments are stored linearly quantised to a few bits per block.
 :func:`quantise_dynamic` / :func:`dequantise_dynamic` are the reference of what an 8-bit
 optimizer stores: one byte per value (an index into a 256-level dynamic code) and one float32
 scale per block. :func:`adamw_reference_step` and :func:`sgd_nesterov_reference_step` are the
-few lines that update AdamW's two moments and SGD's one momentum buffer; :func:`reference_gap`
-runs one of them beside an optimizer, for the proof that they compute the same.
+few lines that update AdamW's two moments and SGD's one momentum buffer
+(``chapter20.techniques.optimizer_proofs`` proves these references against the kernels).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -60,7 +60,6 @@ __all__ = [
     "dequantise_dynamic",
     "adamw_reference_step",
     "sgd_nesterov_reference_step",
-    "reference_gap",
     "dynamic_code",
 ]
 
@@ -413,31 +412,6 @@ def sgd_nesterov_reference_step(p, grad, state: dict, lr, momentum=0.9, weight_d
     else:
         state["momentum_buffer"].mul_(momentum).add_(grad)
     p.add_(grad + momentum * state["momentum_buffer"], alpha=-lr)
-
-
-def reference_gap(
-    reference_step: Callable,
-    build: Callable[..., torch.optim.Optimizer],
-    start: Sequence[torch.Tensor],
-    grads: Sequence[Sequence[torch.Tensor]],
-    lr: float,
-) -> tuple[float, torch.optim.Optimizer]:
-    """A written-out update (``reference_step(p, grad, state, lr)``, e.g.
-    :func:`adamw_reference_step`) and the optimizer ``build(parameters, lr=lr)`` run from the same
-    weights ``start`` on the same gradients, ``grads`` holding one gradient per tensor for each
-    step (§20.3.2): the largest absolute difference of the weights after the steps, and the
-    optimizer (its state, to read)."""
-    lr = check_positive("lr", lr)
-    ours, states = [t.clone() for t in start], [{} for _ in start]
-    theirs = [nn.Parameter(t.clone()) for t in start]
-    optimizer = build(theirs, lr=lr)
-    for step in grads:
-        for p, grad, state in zip(ours, step, states, strict=True):
-            reference_step(p, grad, state, lr)
-        for p, grad in zip(theirs, step, strict=True):
-            p.grad = grad.clone()
-        optimizer.step()
-    return max(float((a - b.detach()).abs().max()) for a, b in zip(ours, theirs)), optimizer
 
 
 def dynamic_code(signed: bool = True) -> torch.Tensor:
