@@ -951,6 +951,25 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "sources": ("lee",), "passage_tokens": 50, "test_fraction": 0.1,
         "validation_fraction": 0.1, "seed": 0,
     },
+    # The proofs and presets that notebooks 01, 04, 06, 09, 10 and 12 run from the library.
+    "techniques.sharding_proofs.batch_ids": lambda: {
+        "num_embeddings": 10, "world_size": 2, "rank": 0, "seed": 0,
+    },
+    "techniques.sharding_proofs.equivalence_on_rank": lambda: {
+        "sizes": (3,), "dim": 2, "lr": 0.5, "seed": 0,
+    },
+    "techniques.sharding_proofs.misuse_on_rank": lambda: {
+        "num_embeddings": 10, "dim": 2, "seed": 0,
+    },
+    "techniques.sharding_proofs.reference_on_rank": lambda: {"sizes": (3,), "dim": 2, "seed": 0},
+    "techniques.sharding_proofs.bad_ids_on_rank": lambda: {"num_embeddings": 10, "dim": 2},
+    "techniques.sharding_proofs.comm_bytes_on_rank": lambda: {
+        "global_batch": 8, "dim": 2, "num_embeddings": 10, "seed": 0,
+    },
+    "demos.recommender.shuffled_users": lambda: {"data": _interactions(), "seed": 0},
+    "demos.recommender.sharded_step_on_rank": lambda: {
+        "batch": 4, "negatives": 1, "dim": 2, "seed": 0, "data": _interactions(),
+    },
 }  # fmt: skip
 
 _WALL = {
@@ -1124,6 +1143,14 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.skipgram_config.Word2VecConfig.seed",
             "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
             "word2vec.data_parallel.RankSync.syncs",
+            "techniques.sharding_proofs.batch_ids.rank",
+            "techniques.sharding_proofs.batch_ids.seed",
+            "techniques.sharding_proofs.equivalence_on_rank.seed",
+            "techniques.sharding_proofs.misuse_on_rank.seed",
+            "techniques.sharding_proofs.reference_on_rank.seed",
+            "techniques.sharding_proofs.comm_bytes_on_rank.seed",
+            "demos.recommender.shuffled_users.seed",
+            "demos.recommender.sharded_step_on_rank.seed",
         )
     },
     # Negative values are valid too: a negative length power favours short documents, a

@@ -12,16 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 from chapter20.core.corpora import zipf_ids
-from chapter20.demos.recommender import passage_interactions
-from chapter20.labs.nb01_recommender import sharded_step_on_rank
-from chapter20.labs.nb01_sharding import (
-    bad_ids_on_rank,
-    comm_bytes_on_rank,
-    equivalence_on_rank,
-    misuse_on_rank,
-    reference_on_rank,
-    surveys_on_rank,
-)
+from chapter20.demos.recommender import passage_interactions, sharded_step_on_rank
+from chapter20.labs.nb01_sharding import surveys_on_rank
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
 from chapter20.techniques.sharding import (
     INPUT_MODES,
@@ -30,6 +22,13 @@ from chapter20.techniques.sharding import (
     ShardedEmbedding,
     all_to_all_bytes,
     shard_load,
+)
+from chapter20.techniques.sharding_proofs import (
+    bad_ids_on_rank,
+    comm_bytes_on_rank,
+    equivalence_on_rank,
+    misuse_on_rank,
+    reference_on_rank,
 )
 from chapter20.training.sharded_checkpoint import (
     is_committed,

@@ -3,7 +3,7 @@
 against ``ShardedEmbedding(inputs="replicated", partition="range")``: its out-of-range ids (its
 equality with the package, as a world of one and on real gloo groups, is checked beside the
 package's own checks in ``test_sharding.py``, whose W=3 group serves it); and the recommender's
-positive control (``labs.nb01_recommender.shuffled_users``).
+positive control (``demos.recommender.shuffled_users``).
 
 Tolerance: bitwise. Both look up the same rows and sum the same tensors; the short version adds
 exact zeros where the package never looks a row up.
@@ -12,8 +12,7 @@ exact zeros where the package never looks a row up.
 import pytest
 import torch
 
-from chapter20.demos.recommender import Interactions
-from chapter20.labs.nb01_recommender import shuffled_users
+from chapter20.demos.recommender import Interactions, shuffled_users
 from chapter20.techniques.sharding import listing_lookup_done_right
 
 

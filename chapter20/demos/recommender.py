@@ -17,13 +17,15 @@ table, the score is their dot product, and each training interaction is scored a
 ``negatives`` items sampled uniformly (:func:`sample_negatives`; a sampled softmax: the full
 softmax over every item is what sampling avoids), trained with Adam by
 :func:`train_recommender`. Either table can be a ``ShardedEmbedding`` (``table=``), rows split
-over the ranks of a group.
+over the ranks of a group: :func:`sharded_step_on_rank` proves one step of both tables sharded
+equal to the plain tables'. :func:`shuffled_users` is the positive control: the same
+interactions with the link from a user to its items broken.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -33,6 +35,8 @@ from torch import nn
 from chapter20.core.checks import check_int, check_positive, check_real
 from chapter20.core.corpora import lee_background, wiki_articles
 from chapter20.core.device import set_seed
+from chapter20.techniques.distributed import group_rank_and_size
+from chapter20.techniques.sharding import ShardedEmbedding
 
 __all__ = [
     "Interactions",
@@ -42,6 +46,8 @@ __all__ = [
     "train_recommender",
     "heldout_recall",
     "popularity_recall",
+    "shuffled_users",
+    "sharded_step_on_rank",
 ]
 
 
@@ -202,3 +208,67 @@ def popularity_recall(data: Interactions, k: int = 10) -> float:
     k = check_int("k", k, 1)
     popular = data.popularity.float()
     return _recall(lambda users: popular.expand(len(users), -1), data, k)
+
+
+def shuffled_users(data: Interactions, seed: int = 0) -> Interactions:
+    """``data`` with the users of its training interactions permuted (seeded): the items and
+    their popularity stay, the link from a user to its items is gone. Trained on these, the
+    tables can learn popularity but nothing about a user: the positive control of §20.1's
+    recommender, which held-out recall must tell from the real run."""
+    generator = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    train = data.train.clone()
+    train[:, 0] = train[torch.randperm(len(train), generator=generator), 0]
+    return replace(data, train=train)
+
+
+def sharded_step_on_rank(
+    batch: int = 512,
+    negatives: int = 5,
+    dim: int = 16,
+    seed: int = 0,
+    data: Interactions | None = None,
+):
+    """On every rank of a group: one SGD step of the two-tower model on a batch of real
+    interactions (:func:`passage_interactions`), once with both tables row-sharded over the
+    group (``ShardedEmbedding``, ``per_rank`` inputs: each rank holds its share of the batch)
+    and once with plain tables on the whole batch in this process. Returns the loss of each
+    and the largest difference of the two tables after the step (the sharded tables gathered);
+    float32 rounding, since the ranks sum the gradients in another order. ``data``: the
+    interactions already built by the caller (else each rank builds them)."""
+    batch, negatives = check_int("batch", batch, 1), check_int("negatives", negatives, 1)
+    dim, seed = check_int("dim", dim, 1), check_int("seed", seed, 0)
+    rank, world = group_rank_and_size()
+    data = passage_interactions() if data is None else data
+    generator = torch.Generator().manual_seed(seed)
+    rows = data.train[torch.randint(0, len(data.train), (batch,), generator=generator)]
+    sampled = sample_negatives(batch, data.num_items, negatives, generator)
+    set_seed(seed)
+    plain = TwoTower(data.users, data.num_items, dim)
+    full = {name: t.weight.detach().clone() for name, t in (("users", plain.users),
+                                                            ("items", plain.items))}  # fmt: skip
+
+    def sharded_table(name, rows_, width):
+        return ShardedEmbedding.from_full_weight(full[name], inputs="per_rank")
+
+    sharded = TwoTower(data.users, data.num_items, dim, table=sharded_table)
+    with torch.no_grad():  # undo the constructor's scaling: both start from ``full``
+        sharded.users.weight.copy_(full["users"][sharded.users.row_ids()])
+        sharded.items.weight.copy_(full["items"][sharded.items.row_ids()])
+    mine = torch.arange(batch).tensor_split(world)[rank]
+    losses = {}
+    for name, model, part in (("sharded", sharded, mine), ("plain", plain, torch.arange(batch))):
+        loss = model(rows[part, 0], rows[part, 1], sampled[part]).sum() / batch
+        loss.backward()
+        torch.optim.SGD(model.parameters(), lr=1.0).step()
+        losses[name] = float(loss.detach())
+    if world > 1:
+        box = torch.tensor([losses["sharded"]])
+        torch.distributed.all_reduce(box)
+        losses["sharded"] = float(box)
+    with torch.no_grad():
+        gap = max(
+            float((sharded.users.full_weight() - plain.users.weight).abs().max()),
+            float((sharded.items.full_weight() - plain.items.weight).abs().max()),
+        )
+    return {"rank": rank, "loss_sharded": losses["sharded"], "loss_plain": losses["plain"],
+            "max_weight_diff": gap, "users": data.users, "items": data.num_items}  # fmt: skip
