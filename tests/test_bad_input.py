@@ -970,6 +970,22 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "demos.recommender.sharded_step_on_rank": lambda: {
         "batch": 4, "negatives": 1, "dim": 2, "seed": 0, "data": _interactions(),
     },
+    "techniques.checkpointing_policies.make_encoder": lambda: {
+        "layers": 1, "vocab": 10, "d_model": 8, "dropout": 0.0, "seed": 0,
+    },
+    "techniques.checkpointing_policies.checkpointed": lambda: {
+        "model": _encoder(), "policy": "every_k", "k": 1,
+    },
+    "techniques.checkpointing_policies.encoder_ids": lambda: {
+        "batch": 2, "seq_len": 4, "vocab": 10, "seed": 0,
+    },
+    "techniques.checkpointing_policies.gradient_proof": lambda: {
+        "layers": 1, "dropout": 0.1, "batch": 2, "seq_len": 4,
+    },
+    "techniques.checkpointing_policies.layer_measurements": lambda: {
+        "batch": 2, "seq_len": 4, "d_model": 8,
+    },
+    "techniques.checkpointing_policies.policy_roles": lambda: {"layers": 4},
 }  # fmt: skip
 
 _WALL = {
@@ -1143,6 +1159,10 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.skipgram_config.Word2VecConfig.seed",
             "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
             "word2vec.data_parallel.RankSync.syncs",
+            "techniques.checkpointing_policies.make_encoder.dropout",
+            "techniques.checkpointing_policies.make_encoder.seed",
+            "techniques.checkpointing_policies.encoder_ids.seed",
+            "techniques.checkpointing_policies.gradient_proof.dropout",
             "techniques.sharding_proofs.batch_ids.rank",
             "techniques.sharding_proofs.batch_ids.seed",
             "techniques.sharding_proofs.equivalence_on_rank.seed",

@@ -11,19 +11,19 @@ import pytest
 import torch
 
 from chapter20.core.measure import saved_activation_bytes
-from chapter20.labs.nb04_activation_checkpointing import (
-    activation_vs_depth,
-    checkpointed,
-    gradient_proof,
-    layer_measurements,
-    make_encoder,
-)
+from chapter20.labs.nb04_activation_checkpointing import activation_vs_depth
 from chapter20.techniques.activation_checkpointing import (
     POLICIES,
     CheckpointedSegment,
     apply_checkpointing,
     predicted_activation_bytes,
     segment_size,
+)
+from chapter20.techniques.checkpointing_policies import (
+    checkpointed,
+    gradient_proof,
+    layer_measurements,
+    make_encoder,
 )
 
 
@@ -265,7 +265,7 @@ def test_policy_roles_follow_the_segments_apply_checkpointing_builds():
     """Notebook 04's map: under every_k (k=4) on 8 layers, layers 1 and 5 keep their input and
     the others are recomputed from it; none keeps everything; every layer under every_layer is
     its own segment."""
-    from chapter20.labs.nb04_activation_checkpointing import ROLES, policy_roles
+    from chapter20.techniques.checkpointing_policies import ROLES, policy_roles
 
     roles = policy_roles(8).set_index(["policy", "layer"])
     every_4 = roles.loc["every_k (k=4)"]
@@ -294,7 +294,7 @@ def test_the_depth_record_matches_the_code_to_the_byte():
 
 
 def test_predicted_time_ratio_is_four_thirds_for_full_recomputation():
-    from chapter20.labs.nb04_activation_checkpointing import POLICY_CASES, predicted_time_ratio
+    from chapter20.techniques.checkpointing_policies import POLICY_CASES, predicted_time_ratio
 
     ratios = {label: predicted_time_ratio(label) for label, _, _ in POLICY_CASES}
     assert ratios["none"] == ratios["selective"] == 1.0

@@ -3,12 +3,13 @@
 
 Memory is measured with ``chapter20.core.measure.peak_memory``: ``retained_bytes`` of a forward pass
 is what autograd keeps for backward (it also sees the selective policy's cache, which
-``saved_tensors_hooks`` do not), and the peak of a whole step is the figure that must fit.
+``saved_tensors_hooks`` do not), and the peak of a whole step is the figure that must fit. The
+policies compared, what each keeps, their gradient proof and one layer's measured bytes are
+``chapter20.techniques.checkpointing_policies``.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import matplotlib.ticker
@@ -16,37 +17,34 @@ import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.core.device import get_device, set_seed, size_scale
+from chapter20.core.device import get_device, size_scale
 from chapter20.core.findings import compare
 from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
-from chapter20.core.models import TransformerEncoder
 from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, plain_log_ticks, stacked_memory_bars
 from chapter20.core.seed_statistics import range_text
 from chapter20.labs.common import compare_times, run_or_record, timing_columns
-from chapter20.techniques.activation_checkpointing import (
-    CheckpointedTransformerLayer,
-    apply_checkpointing,
-    predicted_activation_bytes,
-    segment_size,
+from chapter20.techniques.activation_checkpointing import predicted_activation_bytes
+from chapter20.techniques.checkpointing_policies import (
+    POLICY_CASES,
+    ROLES,
+    checkpointed,
+    encoder_ids,
+    layer_measurements,
+    make_encoder,
+    predicted_time_ratio,
+    retained_bytes,
 )
 from chapter20.techniques.contrastive import info_nce
 
 __all__ = [
-    "POLICY_CASES",
-    "make_encoder",
-    "checkpointed",
-    "gradient_proof",
-    "layer_measurements",
     "activation_vs_depth",
     "DEPTHS",
     "LIVE_DEPTHS",
     "DEPTH_STUDY",
     "judged_depth",
     "record_agreement",
-    "policy_roles",
     "plot_policy_map",
-    "predicted_time_ratio",
     "depth_table",
     "step_report",
     "versus_none",
@@ -55,7 +53,6 @@ __all__ = [
     "checkpointing_ratio",
     "depth_reaching",
     "activation_saving_note",
-    "ROLES",
     "plot_activation_vs_depth",
     "POLICY_COLOURS",
     "plot_trade",
@@ -63,15 +60,6 @@ __all__ = [
     "benchmark",
 ]
 
-#: (label, policy, k) of every policy the notebook compares, plus listing L7's layer.
-POLICY_CASES = (
-    ("none", "none", None),
-    ("every_layer", "every_layer", None),
-    ("every_k (k=4)", "every_k", 4),
-    ("sqrt", "sqrt", None),
-    ("selective", "selective", None),
-    ("listing L7", "L7", None),
-)
 #: One colour per policy label, the same in every figure of notebook 04 (kept apart from the
 #: colours of the memory components and of the policy map's roles).
 POLICY_COLOURS = {
@@ -82,75 +70,6 @@ POLICY_COLOURS = {
     "selective": "#CCB974",
     "listing L7": "#64B5CD",
 }
-
-
-def make_encoder(
-    layers: int, *, vocab: int = 1_000, d_model: int = 64, dropout: float = 0.0, seed: int = 0
-) -> TransformerEncoder:
-    """The shared Transformer encoder at ``layers`` deep (64 dims, 4 heads, 64 tokens max)."""
-    set_seed(seed)
-    return TransformerEncoder(
-        vocab, d_model=d_model, n_heads=4, n_layers=layers, max_len=64, dropout=dropout
-    )
-
-
-def checkpointed(model: TransformerEncoder, policy: str, k: int | None = None) -> nn.Module:
-    """A deep copy of ``model`` under ``policy``; ``"L7"`` wraps every layer as listing L7."""
-    model = copy.deepcopy(model)
-    if policy == "L7":
-        model.layers = nn.ModuleList(CheckpointedTransformerLayer(layer) for layer in model.layers)
-        return model
-    return apply_checkpointing(model, policy, k=k)
-
-
-def _ids(batch: int, seq_len: int, vocab: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(1, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(seed))
-
-
-def gradient_proof(layers: int = 7, dropout: float = 0.1, batch: int = 4, seq_len: int = 16):
-    """Max gradient difference of every policy against the plain model, dropout on (§20.3.1).
-    Each run starts from the same RNG state, so a correct recomputation draws the same masks."""
-    base = make_encoder(layers, dropout=dropout)
-    ids = _ids(batch, seq_len, 1_000)
-
-    def gradients(model: nn.Module) -> list[torch.Tensor]:
-        set_seed(123)
-        model.zero_grad(set_to_none=True)
-        model(ids).square().sum().backward()
-        return [p.grad for p in model.parameters()]
-
-    reference = gradients(base)
-    records = []
-    for label, policy, k in POLICY_CASES[1:]:
-        got = gradients(checkpointed(base, policy, k))
-        diff = max(float((a - b).abs().max()) for a, b in zip(got, reference))
-        records.append({"policy": label, "layers": layers, "max_abs_diff": diff})
-    return pd.DataFrame(records)
-
-
-def _retained(model: nn.Module, ids: torch.Tensor) -> int:
-    return peak_memory(lambda: model(ids), model=model, inputs=ids).retained_bytes
-
-
-def layer_measurements(batch: int = 16, seq_len: int = 64, d_model: int = 64) -> dict[str, int]:
-    """One layer's activation bytes, measured on 1- and 2-layer encoders: ``layer_bytes`` (plain),
-    ``selective_layer_bytes``, ``boundary_bytes`` (a checkpointed layer's saved input) and
-    ``other_bytes`` (embeddings, norm, pooling) — the inputs of the prediction."""
-    ids = _ids(batch, seq_len, 1_000)
-    one, two = make_encoder(1, d_model=d_model), make_encoder(2, d_model=d_model)
-    layer = _retained(two, ids) - _retained(one, ids)
-    selective = _retained(checkpointed(two, "selective"), ids) - _retained(
-        checkpointed(one, "selective"), ids
-    )
-    boundary = _retained(checkpointed(two, "every_layer"), ids) - _retained(
-        checkpointed(one, "every_layer"), ids
-    )
-    return {
-        "layer_bytes": layer,
-        "selective_layer_bytes": selective,
-        "boundary_bytes": boundary,
-        "other_bytes": _retained(one, ids) - layer,
-    }
 
 
 def _train_step(model: nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor):
@@ -172,7 +91,7 @@ def activation_vs_depth(
     ``activation_peak``: the activations at their own peak during forward + backward, claim
     C10's quantity) next to :func:`predicted_activation_bytes`."""
     unit = layer_measurements(batch, seq_len)
-    ids = _ids(batch, seq_len, 1_000)
+    ids = encoder_ids(batch, seq_len, 1_000)
     records = []
     for depth in depths:
         base = make_encoder(depth)
@@ -190,7 +109,7 @@ def activation_vs_depth(
                 {
                     "layers": depth,
                     "policy": label,
-                    "retained_bytes": _retained(model, ids),
+                    "retained_bytes": retained_bytes(model, ids),
                     "predicted_retained": predicted["saved"],
                     "predicted_backward_peak": predicted["backward_peak"],
                     "activation_peak": own.peak_bytes - own.baseline_bytes,
@@ -256,7 +175,7 @@ def step_report(
     checkpointing. ``vocab`` large makes an embedding-table-heavy model; ``repeat=0`` measures
     memory only (no time columns), after one untimed step."""
     base = make_encoder(layers, vocab=vocab, d_model=d_model)
-    ids = _ids(batch, seq_len, vocab)
+    ids = encoder_ids(batch, seq_len, vocab)
     device = get_device()
     models = {label: checkpointed(base, policy, k).to(device) for label, policy, k in cases}
     optimizers = {label: torch.optim.Adam(m.parameters(), lr=1e-4) for label, m in models.items()}
@@ -376,15 +295,6 @@ def activation_saving_note(ratios: pd.DataFrame, limit: float, deep: pd.DataFram
     )
 
 
-#: What each layer does between forward and backward under a policy (:func:`policy_roles`).
-ROLES = {
-    "kept": "keeps every tensor it saves",
-    "input": "keeps its input, recomputed in backward",
-    "inside": "keeps nothing, recomputed from its segment's input",
-    "selective": "keeps matmul and attention outputs, recomputes the rest",
-    "blocks": "keeps each block's input (2), recomputed in backward",
-}
-
 #: How :func:`plot_policy_map` draws a role inside its policy's colour: (opacity, hatch); the
 #: more a layer keeps, the more solid its cell, and a layer that keeps nothing is hatched.
 _ROLE_STYLE = {
@@ -405,26 +315,6 @@ def _role_cell(corner, colour, alpha, hatch):
     return patches.Rectangle(
         corner, 1, 0.8, facecolor=face, edgecolor=colour, hatch=hatch, linewidth=0.8
     )
-
-
-def policy_roles(layers: int = 8, cases=POLICY_CASES) -> pd.DataFrame:
-    """Section 1 of notebook 04: for each policy of ``cases`` (rows) and each layer (columns,
-    1 = nearest the embeddings), its role, a key of :data:`ROLES`, and ``segment`` (the index
-    of the checkpointed unit it belongs to), from ``segment_size`` as ``apply_checkpointing``
-    deals the layers."""
-    records = []
-    for label, policy, k in cases:
-        size = 1 if policy == "L7" else segment_size(policy, layers, k)
-        for layer in range(layers):
-            if size == 0:
-                role = "kept"
-            elif policy in ("selective", "L7"):
-                role = "selective" if policy == "selective" else "blocks"
-            else:
-                role = "input" if layer % size == 0 else "inside"
-            segment = layer if size == 0 else layer // size
-            records.append({"policy": label, "layer": layer + 1, "role": role, "segment": segment})
-    return pd.DataFrame(records)
 
 
 def plot_policy_map(roles: pd.DataFrame):
@@ -466,14 +356,6 @@ def plot_policy_map(roles: pd.DataFrame):
     ax.legend(handles, [ROLES[role] for role in used], loc="upper center",
               bbox_to_anchor=(0.5, -0.15), fontsize=8, ncol=2, frameon=False)  # fmt: skip
     return fig
-
-
-def predicted_time_ratio(label: str) -> float:
-    """Section 3's prediction of a policy's step time over no checkpointing: backward costs
-    about two forwards, so recomputing every layer once adds one forward to three, 4/3; the
-    selective policy recomputes only pointwise operations, nearly free by FLOPs, 1."""
-    policy = dict((case[0], case[1]) for case in POLICY_CASES)[label]
-    return 1.0 if policy in ("none", "selective") else 4 / 3
 
 
 # --------------------------------------------------------------------------------------------
