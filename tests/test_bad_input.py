@@ -190,6 +190,10 @@ def _curves():
                          "recall@1": 0.1, "lee_pearson": 0.5})  # fmt: skip
 
 
+#: deep_encoder's arguments, small (techniques.pipeline).
+_DEEP = {"vocab_size": 10, "width": 4, "depth": 1, "classes": 2}
+
+
 def _count_encode(texts):
     return torch.arange(3.0 * len(texts)).reshape(len(texts), 3) % 5 + 1
 
@@ -986,6 +990,10 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "batch": 2, "seq_len": 4, "d_model": 8,
     },
     "techniques.checkpointing_policies.policy_roles": lambda: {"layers": 4},
+    "techniques.ddp_practices.unused_search_prediction": lambda: {
+        "batch": 2, "model": _DEEP, "repeat": 1,
+    },
+    "techniques.pipeline.pipeline_batch": lambda: {"batch": 2, "model": _DEEP, "seed": 0},
 }  # fmt: skip
 
 _WALL = {
@@ -1159,6 +1167,7 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.skipgram_config.Word2VecConfig.seed",
             "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
             "word2vec.data_parallel.RankSync.syncs",
+            "techniques.pipeline.pipeline_batch.seed",
             "techniques.checkpointing_policies.make_encoder.dropout",
             "techniques.checkpointing_policies.make_encoder.seed",
             "techniques.checkpointing_policies.encoder_ids.seed",

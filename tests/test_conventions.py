@@ -39,6 +39,7 @@ OWN_LOOPS: dict[str, str] = {
     "demos.elastic_run": "the elastic run: state independent of the world size",
     "labs.nb04_activation_checkpointing": "each policy's memory alone, without the optimizer",
     "labs.nb06_distributed": "the plain DDP module the step's DDP is proven against",
+    "techniques.ddp_practices": "find_unused_parameters and a barrier: DDP options the step lacks",
 }
 
 

@@ -1,9 +1,8 @@
 """§20.4 notebook 06's experiments in one group per world size (``labs.nb06_distributed``): the
 jobs run in order on a rank, their results are found by world size and name, the sweep and the
 scaling table are assembled from the ranks' results as the single-experiment launches return
-them, and the prediction of ``find_unused_parameters``' graph walk counts the graph's nodes.
-No process is started here: the group itself is exercised by notebook 06 and by the launches of
-``tests/test_distributed.py``."""
+them. No process is started here: the group itself is exercised by notebook 06 and by the
+launches of ``tests/test_distributed.py``."""
 
 import pytest
 
@@ -33,13 +32,6 @@ def test_scaling_table_uses_the_groups_slowest_rank():
     table = lab.scaling_table(single, pair)
     assert table["speedup"].tolist() == pytest.approx([1.0, 0.2 / 0.15])
     assert table["efficiency"].iloc[1] == pytest.approx(0.2 / 0.15 / 2)
-
-
-def test_unused_search_prediction_counts_the_graph():
-    small = {"vocab_size": 50, "width": 8, "depth": 2, "classes": 4}
-    deeper = {**small, "depth": 4}
-    few, more = (lab.unused_search_prediction(4, model, repeat=2) for model in (small, deeper))
-    assert 0 < few["nodes"] < more["nodes"] and few["ms"] >= 0
 
 
 def test_straggler_job_carries_the_overrides():

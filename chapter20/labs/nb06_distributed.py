@@ -4,8 +4,9 @@
 Measured here (gloo on this machine): what gloo's all-reduce puts on the wire and how long it
 takes, for growing messages on 2 and 3 ranks (claims C02, C03); the step time of the contrastive
 encoder on 1 and 2 processes; §20.4.1's practices (``find_unused_parameters``, a barrier per
-step, the error DDP raises for a parameter the loss does not use). A rank with a slow input
-pipeline is ``chapter20.labs.nb06_stragglers``; the alpha-beta model and the scaling it predicts
+step, the error DDP raises for a parameter the loss does not use: the model, the step and the
+error are ``chapter20.techniques.ddp_practices``). A rank with a slow input pipeline is
+``chapter20.labs.nb06_stragglers``; the alpha-beta model and the scaling it predicts
 are ``chapter20.techniques.communication_model``. Timings: medians with their min–max range."""
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from chapter20.techniques.allreduce_timing import (
 )
 from chapter20.techniques.communication_model import fit_alpha_beta, ring_allreduce_seconds
 from chapter20.techniques.contrastive import distributed_info_nce
+from chapter20.techniques.ddp_practices import (
+    PRACTICE_MODEL,
+    WithUnusedHead,
+    ddp_step,
+    unused_parameter_error,
+)
 from chapter20.techniques.distributed import group_rank_and_size, run_in_one_group, run_local_group
 from chapter20.techniques.pipeline import deep_encoder
 
@@ -53,7 +60,6 @@ __all__ = [
     "practices_on_rank",
     "measure_practices",
     "plot_allreduce_sweep",
-    "unused_search_prediction",
     "allreduce_growth_note",
     "fp16_compression_note",
     "link_speed_note",
@@ -259,46 +265,6 @@ def scaling_table(single: dict, pair: list[dict]) -> pd.DataFrame:
 # §20.4.1 practices: find_unused_parameters, barriers, the unused-parameter error
 # --------------------------------------------------------------------------------------------
 
-#: The deep encoder of the practices experiment (``deep_encoder`` arguments).
-PRACTICE_MODEL = {"vocab_size": 1_000, "width": 128, "depth": 8, "classes": 16}
-
-
-class _WithUnusedHead(nn.Module):
-    """The deep encoder and a head its forward never calls: a parameter the loss does not use."""
-
-    def __init__(self, model: dict):
-        super().__init__()
-        self.encoder = deep_encoder(**model)
-        self.unused = nn.Linear(model["classes"], model["classes"])
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.encoder(ids)
-
-
-def _ddp_step(ddp: nn.Module, optimizer, ids, labels, barrier: bool = False):
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(ddp(ids), labels).backward()
-        optimizer.step()
-        if barrier:
-            dist.barrier()
-
-    return step
-
-
-def _unused_parameter_error(model: dict, ids, labels) -> str:
-    """The first two sentences of the error DDP raises at the second step when a parameter got no
-    gradient and ``find_unused_parameters=False``; '' if none was raised."""
-    set_seed(0)
-    ddp = nn.parallel.DistributedDataParallel(_WithUnusedHead(model))
-    step = _ddp_step(ddp, torch.optim.SGD(ddp.parameters(), lr=0.1), ids, labels)
-    try:
-        step()
-        step()
-    except RuntimeError as error:
-        return ". ".join(str(error).split(". ")[:2]).strip() + "."
-    return ""
-
 
 def practices_on_rank(batch: int = 64, repeat: int = 15, model: dict = PRACTICE_MODEL) -> dict:
     """§20.4.1's practices on this rank of a group: the step time (forward, backward, SGD) of
@@ -321,14 +287,14 @@ def practices_on_rank(batch: int = 64, repeat: int = 15, model: dict = PRACTICE_
             deep_encoder(**model), find_unused_parameters=unused
         )
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        variants[name] = _ddp_step(ddp, optimizer, ids, labels, barrier)
+        variants[name] = ddp_step(ddp, optimizer, ids, labels, barrier)
     timing = time_interleaved(variants, warmup=2, repeat=repeat, device="cpu")
-    error = _unused_parameter_error(model, ids, labels)
+    error = unused_parameter_error(model, ids, labels)
     set_seed(0)
     tolerant = nn.parallel.DistributedDataParallel(
-        _WithUnusedHead(model), find_unused_parameters=True
+        WithUnusedHead(model), find_unused_parameters=True
     )
-    step = _ddp_step(tolerant, torch.optim.SGD(tolerant.parameters(), lr=0.1), ids, labels)
+    step = ddp_step(tolerant, torch.optim.SGD(tolerant.parameters(), lr=0.1), ids, labels)
     step()
     step()  # the step that raised without the flag
     return {
@@ -359,35 +325,6 @@ def practices_table(results: list[dict]) -> tuple[pd.DataFrame, dict]:
         "unused_grad_with_flag": results[0]["unused_grad_with_flag"],
     }
     return pd.DataFrame(rows), extra
-
-
-def unused_search_prediction(
-    batch: int = 64, model: dict = PRACTICE_MODEL, repeat: int = 20
-) -> dict:
-    """What ``find_unused_parameters=True`` adds to a step, predicted (§20.4.1): after each
-    forward DDP walks the autograd graph from the output to find the parameters outside it.
-    Returns the nodes of that graph for the deep encoder of :func:`practices_on_rank` at
-    ``batch``, and the median milliseconds of the same walk written in Python over ``repeat``
-    walks: an upper bound, since DDP walks it in C++."""
-    set_seed(0)
-    ids = torch.randint(0, model["vocab_size"], (batch, 16), generator=torch.Generator())
-    output = deep_encoder(**model)(ids)
-
-    def walk() -> int:
-        seen, stack = set(), [output.grad_fn]
-        while stack:
-            node = stack.pop()
-            if node is not None and node not in seen:
-                seen.add(node)
-                stack.extend(parent for parent, _ in node.next_functions)
-        return len(seen)
-
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        nodes = walk()
-        times.append(time.perf_counter() - start)
-    return {"nodes": nodes, "ms": 1e3 * float(np.median(times))}
 
 
 # --------------------------------------------------------------------------------------------

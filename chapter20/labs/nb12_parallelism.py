@@ -35,7 +35,9 @@ from chapter20.techniques.distributed import group_rank_and_size, run_local_grou
 from chapter20.techniques.memory_model import EncoderShape
 from chapter20.techniques.pipeline import (
     bubble_fraction,
+    cross_entropy_per_example,
     deep_encoder,
+    pipeline_batch,
     pipeline_p2p_bytes,
     pipeline_schedule,
     split_stages,
@@ -47,8 +49,6 @@ from chapter20.training.trainer import Trainer
 
 __all__ = [
     "PIPELINE_MODEL",
-    "pipeline_batch",
-    "cross_entropy_per_example",
     "single_process_gradients",
     "pipeline_on_rank",
     "measure_pipeline",
@@ -70,19 +70,6 @@ __all__ = [
 
 #: The deep encoder the pipeline and overlap experiments split or replicate.
 PIPELINE_MODEL = {"vocab_size": 1_000, "width": 256, "depth": 8, "classes": 16}
-
-
-def pipeline_batch(batch: int, model: dict, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A seeded batch for the deep encoder: ``batch`` rows of 16 token ids and a class each."""
-    ids = uniform_ids((batch, 16), model["vocab_size"], seed=seed)
-    labels = uniform_ids(batch, model["classes"], seed=seed + 1)
-    return ids, labels
-
-
-def cross_entropy_per_example(model: nn.Module, batch) -> torch.Tensor:
-    """The per-example loss the Trainer accumulates exactly (one value per row)."""
-    ids, labels = batch
-    return nn.functional.cross_entropy(model(ids), labels, reduction="none")
 
 
 def _mean_cross_entropy(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """§20.1.1 Pipeline parallelism: a deep encoder cut into stages, one per rank, and its schedules.
 
 - :func:`deep_encoder` is a stack of equal dense blocks that :func:`split_stages` cuts into
-  contiguous stages, one per rank; :class:`TimedStage` is
+  contiguous stages, one per rank (:func:`pipeline_batch`: a seeded batch for it, and
+  :func:`cross_entropy_per_example`, its loss); :class:`TimedStage` is
   ``torch.distributed.pipelining.PipelineStage`` that also counts the seconds it computes and the
   bytes it sends point to point, so that the idle share of a step (the *bubble*) and the traffic
   between stages are measured, next to :func:`bubble_fraction` = (S−1)/(M+S−1) and
@@ -22,12 +23,15 @@ import torch
 from torch import nn
 
 from chapter20.core.checks import check_int
+from chapter20.core.corpora import uniform_ids
 
 __all__ = [
     "SCHEDULES",
     "bubble_fraction",
     "pipeline_p2p_bytes",
     "deep_encoder",
+    "pipeline_batch",
+    "cross_entropy_per_example",
     "split_stages",
     "TimedStage",  # noqa: F822 (built on first access, see __getattr__)
     "pipeline_schedule",
@@ -89,6 +93,22 @@ def deep_encoder(vocab_size: int, width: int, depth: int, classes: int) -> nn.Se
     layers += [_Block(width) for _ in range(depth)]
     layers.append(nn.Linear(width, classes))
     return nn.Sequential(*layers)
+
+
+def pipeline_batch(batch: int, model: dict, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded batch for :func:`deep_encoder` (``model``: its arguments): ``batch`` rows of 16
+    token ids and a class each."""
+    batch, seed = check_int("batch", batch, 1), check_int("seed", seed, 0)
+    ids = uniform_ids((batch, 16), model["vocab_size"], seed=seed)
+    labels = uniform_ids(batch, model["classes"], seed=seed + 1)
+    return ids, labels
+
+
+def cross_entropy_per_example(model: nn.Module, batch) -> torch.Tensor:
+    """The deep encoder's per-example cross-entropy on ``batch = (ids, labels)``: one value per
+    row, the loss the Trainer accumulates exactly."""
+    ids, labels = batch
+    return nn.functional.cross_entropy(model(ids), labels, reduction="none")
 
 
 def split_stages(model: nn.Sequential, stages: int) -> list[nn.Sequential]:
