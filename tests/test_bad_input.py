@@ -194,6 +194,11 @@ def _curves():
 _DEEP = {"vocab_size": 10, "width": 4, "depth": 1, "classes": 2}
 
 
+def _sparse_rows():
+    """A 12 x 5 sparse count matrix, for the compressions' proofs."""
+    return (torch.arange(60.0).reshape(12, 5) % 3).to_sparse()
+
+
 def _count_encode(texts):
     return torch.arange(3.0 * len(texts)).reshape(len(texts), 3) % 5 + 1
 
@@ -994,6 +999,16 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "batch": 2, "model": _DEEP, "repeat": 1,
     },
     "techniques.pipeline.pipeline_batch": lambda: {"batch": 2, "model": _DEEP, "seed": 0},
+    "word2vec.equivalence.hs_normalisation_proof": lambda: {
+        "n": 10, "dim": 4, "rows": 2, "seed": 0,
+    },
+    "word2vec.equivalence.gradient_proof": lambda: {"seed": 0},
+    "vocab.compression_proofs.pca_proof": lambda: {
+        "x": _sparse_rows(), "rows": 10, "k": 2, "seed": 0,
+    },
+    "vocab.compression_proofs.autoencoder_proof": lambda: {
+        "x": _sparse_rows(), "rows": 10, "k": 2, "epochs": 1, "seed": 0,
+    },
 }  # fmt: skip
 
 _WALL = {
@@ -1167,6 +1182,10 @@ ACCEPTS: dict[str, set[str]] = {
             "word2vec.skipgram_config.Word2VecConfig.seed",
             "word2vec.data_parallel.train_word2vec_data_parallel.syncs_per_epoch",
             "word2vec.data_parallel.RankSync.syncs",
+            "word2vec.equivalence.hs_normalisation_proof.seed",
+            "word2vec.equivalence.gradient_proof.seed",
+            "vocab.compression_proofs.pca_proof.seed",
+            "vocab.compression_proofs.autoencoder_proof.seed",
             "techniques.pipeline.pipeline_batch.seed",
             "techniques.checkpointing_policies.make_encoder.dropout",
             "techniques.checkpointing_policies.make_encoder.seed",

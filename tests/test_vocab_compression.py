@@ -1,12 +1,13 @@
-"""chapter20.labs.nb10_compression: notebook 10's proofs of the randomized sparse PCA and of the
-autoencoder, on small random sparse matrices (fast), and the check of a subword record's row."""
+"""chapter20.vocab.compression_proofs: notebook 10's proofs of the randomized sparse PCA and of the
+autoencoder, on small random sparse matrices (fast); and the check of a subword record's row
+(``labs.nb10_word_vectors``)."""
 
 import pandas as pd
 import pytest
 import torch
 
-from chapter20.labs import nb10_compression as compression
 from chapter20.labs import nb10_word_vectors as vectors_lab
+from chapter20.vocab import compression_proofs as compression
 
 
 def _sparse(rows=80, cols=200, seed=0):

@@ -1,6 +1,7 @@
 """Tests for chapter20.word2vec.equivalence (note, topic 1): the fast paths that train (the C loop,
 the batched step) equal the plain step and the few-line reference updates, pair after pair, to
-float32 rounding; where the step cap binds, they part."""
+float32 rounding; where the step cap binds, they part. The objectives' proofs hold to float64
+rounding."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import pytest
 import torch
 
 from chapter20.core.corpora import zipf_counts
-from chapter20.word2vec.equivalence import fused_equals_plain, reference_equals_fast
+from chapter20.word2vec.equivalence import (
+    fused_equals_plain,
+    gradient_proof,
+    hs_normalisation_proof,
+    huffman_proof,
+    reference_equals_fast,
+)
 from chapter20.word2vec.fused import compiler_available
 
 
@@ -45,3 +52,13 @@ def test_the_c_loop_equals_the_plain_step_within_float32_rounding(objective):
         pytest.skip("needs a C compiler")
     tables, loss = fused_equals_plain(objective, pairs=60)
     assert 0 <= tables < 1e-5 and 0 <= loss < 1e-5
+
+
+def test_the_objectives_proofs_hold():
+    """The hand-written gradients equal autograd's and the hierarchical softmax sums to 1, both
+    to float64 rounding (the notebook's 1e-12); the Huffman tree keeps its guarantees."""
+    assert max(gradient_proof().values()) < 1e-12
+    assert hs_normalisation_proof(n=300) < 1e-12
+    proof = huffman_proof(zipf_counts(300))
+    assert proof["prefix_free"] and proof["frequent_not_longer"]
+    assert proof["entropy_bits"] <= proof["mean_code_bits"] < proof["entropy_bits"] + 1

@@ -1,10 +1,10 @@
-"""The note on efficient embedding training, topic 1, proven and timed: sections 2 and 3 of
-notebook 09.
+"""The note on efficient embedding training, topic 1, timed: sections 2 and 3 of notebook 09.
 
-The proofs (the Huffman tree's guarantees, the hand-written gradients against autograd, the
-hierarchical softmax's probabilities summing to 1), the time of one SGD step of each objective
-as the vocabulary grows (O(n), O(log n), O(k)), and where the time of one negative-sampling step
-goes (``torch.profiler``), next to the fused kernel's.
+The time of one SGD step of each objective as the vocabulary grows (O(n), O(log n), O(k)), the
+hierarchical softmax's path per pair, and where the time of one negative-sampling step goes
+(``torch.profiler``), next to the fused kernel's. The proofs these sections print first (the
+Huffman tree's guarantees, the hand-written gradients against autograd, the hierarchical
+softmax's probabilities summing to 1) are ``chapter20.word2vec.equivalence``.
 """
 
 from __future__ import annotations
@@ -28,19 +28,12 @@ from chapter20.word2vec.corpus import corpus_sentences, encode_corpus
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
     OBJECTIVES,
-    full_softmax_grads,
-    hierarchical_softmax_grads,
-    hierarchical_softmax_log_probs,
-    negative_sampling_grads,
 )
 from chapter20.word2vec.sampling import keep_probabilities, skipgram_pairs
 from chapter20.word2vec.skipgram import SkipGram
 from chapter20.word2vec.skipgram_config import Word2VecConfig
 
 __all__ = [
-    "huffman_proof",
-    "hs_normalisation_proof",
-    "gradient_proof",
     "step_time_vs_vocab",
     "step_time_table",
     "path_length_vs_vocab",
@@ -49,99 +42,6 @@ __all__ = [
     "profile_step",
     "profile_findings",
 ]
-
-
-# --- proofs ---------------------------------------------------------------------------------
-
-
-def huffman_proof(counts: np.ndarray) -> dict[str, float | bool]:
-    """The Huffman tree's guarantees, checked on ``counts`` (note, topic 1): prefix-free codes,
-    frequent words never longer, mean code length within 1 bit of the entropy."""
-    counts = np.asarray(counts)
-    tree = build_huffman_tree(counts)
-    codes = sorted(tree.code(w) for w in range(len(counts)))
-    p = counts / counts.sum()
-    # Longest code among words of each count, most frequent first, against the shortest code
-    # among rarer words: a frequent word is never longer when max(earlier) <= min(later).
-    by_count = pd.DataFrame({"count": counts, "length": tree.lengths}).groupby("count")["length"]
-    longest = by_count.max().sort_index(ascending=False).cummax().to_numpy()
-    shortest = by_count.min().sort_index(ascending=False).to_numpy()
-    return {
-        "words": len(counts),
-        "prefix_free": not any(b.startswith(a) for a, b in zip(codes, codes[1:])),
-        "frequent_not_longer": bool(np.all(longest[:-1] <= shortest[1:])),
-        "entropy_bits": float(-(p * np.log2(p)).sum()),
-        "mean_code_bits": tree.mean_code_length(counts),
-        "max_depth": tree.max_depth,
-        "log2_n": math.log2(len(counts)),
-    }
-
-
-def hs_normalisation_proof(n: int = 2000, dim: int = 32, rows: int = 8, seed: int = 0) -> float:
-    """Largest ``|Σ_w P(w | h) - 1|`` over ``rows`` random inputs, for random node vectors of
-    a ``n``-word Huffman tree (float64): hierarchical softmax is a proper distribution."""
-    gen = torch.Generator().manual_seed(seed)
-    tree = build_huffman_tree(zipf_counts(n))
-    nodes = torch.randn(n - 1, dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
-    inputs = torch.randn(rows, dim, generator=gen, dtype=torch.float64)
-    total = hierarchical_softmax_log_probs(inputs, nodes, tree).exp().sum(1)
-    return float((total - 1).abs().max())
-
-
-def _autograd(loss_fn, *tensors):
-    leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
-    loss_fn(*leaves).backward()
-    return [leaf.grad for leaf in leaves]
-
-
-def gradient_proof(seed: int = 0) -> dict[str, float]:
-    """Largest ``|ours - autograd|`` over every gradient of each objective, float64, on a
-    small case (note, topic 1). The hand-written gradients are what training applies."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-    h, u = randn(16, 24), randn(16, 6, 24)
-    ns = negative_sampling_grads(h, u)
-
-    def ns_loss(h, u):
-        s = (u * h.unsqueeze(1)).sum(-1)
-        return -(
-            torch.log(torch.sigmoid(s[:, 0])).sum() + torch.log(torch.sigmoid(-s[:, 1:])).sum()
-        )
-
-    diffs = {"negative": _max_diff((ns.grad_input, ns.grad_output), _autograd(ns_loss, h, u))}
-    tree = build_huffman_tree(zipf_counts(100))
-    words = torch.randint(0, 100, (16,), generator=gen)
-    mask = torch.as_tensor(tree.mask)[words]
-    rows = torch.repeat_interleave(torch.as_tensor(tree.lengths)[words])
-    codes = torch.as_tensor(tree.codes)[words][mask]
-    h_rows, n_rows = (
-        randn(16, 24)[rows],
-        randn(99, 24)[torch.as_tensor(tree.points)[words][mask].long()],
-    )
-    hs = hierarchical_softmax_grads(h_rows, n_rows, codes)
-
-    def hs_loss(h, n):
-        p = torch.sigmoid((h * n).sum(-1))
-        return -torch.log(torch.where(codes == 0, p, 1 - p)).sum()
-
-    diffs["hierarchical"] = _max_diff(
-        (hs.grad_input, hs.grad_output), _autograd(hs_loss, h_rows, n_rows)
-    )
-    w, targets = randn(100, 24), torch.randint(0, 100, (16,), generator=gen)
-    sm = full_softmax_grads(h, w, targets)
-
-    def sm_loss(h, w):
-        return torch.nn.functional.cross_entropy(h @ w.T, targets, reduction="sum")
-
-    diffs["softmax"] = _max_diff((sm.grad_input, sm.grad_output), _autograd(sm_loss, h, w))
-    return diffs
-
-
-def _max_diff(ours, theirs) -> float:
-    return max(float((a - b).abs().max()) for a, b in zip(ours, theirs))
 
 
 # --- cost per step vs vocabulary size ---------------------------------------------------------

@@ -37,6 +37,8 @@ from chapter20.labs.common import study_output, write_study
 from chapter20.techniques.optimizers import sparse_optimizers
 from chapter20.vocab.autoencoder import train_autoencoder
 from chapter20.vocab.bag_of_words import (
+    LAYER_WIDTH,
+    STEP_BATCH,
     BagOfWordsData,
     CompressedInput,
     adam_optimizer,
@@ -151,8 +153,8 @@ def sparse_projection_benchmark(
     compressed: CompressedInput | None = None,
     *,
     variants: Sequence[str] = VARIANTS,
-    out_dim: int = 128,
-    batch_size: int = 256,
+    out_dim: int = LAYER_WIDTH,
+    batch_size: int = STEP_BATCH,
     lr: float = 1e-3,
     warmup: int = 3,
     repeat: int = 15,

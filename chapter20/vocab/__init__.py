@@ -6,6 +6,8 @@ carries.
   are learnt and applied, in a few lines tested equal to ``tokenizers``;
 - ``pca``: PCA compression of dense or sparse inputs (C28);
 - ``autoencoder``: a small autoencoder, the alternative to PCA for a sparse input;
+- ``compression_proofs``: both compressions of a sparse input proven (the randomized sparse PCA
+  against the exact one, the autoencoder's bound);
 - ``sparse_input``: the ways a learned layer reads a sparse bag-of-words row, directly or through
   a fixed PCA projection (C28);
 - ``bag_of_words``: the note's PCA example as a pipeline: sentences as bag-of-words rows, their

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "LAYER_WIDTH",
+    "STEP_BATCH",
     "BagOfWordsData",
     "CompressedInput",
     "adam_optimizer",
@@ -44,6 +46,11 @@ __all__ = [
     "projection_accuracy",
     "projection_model",
 ]
+
+#: The width of the learned layer each variant feeds and the rows of one training step: the
+#: defaults of :func:`projection_accuracy` and of notebook 10's timing of one step.
+LAYER_WIDTH = 128
+STEP_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -209,9 +216,9 @@ def projection_accuracy(
     compressed: CompressedInput | None = None,
     *,
     variants: Sequence[str] = ("embedding_bag", "pca_precomputed"),
-    out_dim: int = 128,
+    out_dim: int = LAYER_WIDTH,
     epochs: int = 3,
-    batch_size: int = 256,
+    batch_size: int = STEP_BATCH,
     lr: float = 3e-3,
     seed: int = 0,
     device: torch.device | str | None = None,

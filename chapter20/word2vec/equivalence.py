@@ -1,5 +1,5 @@
-"""The fast paths of skip-gram training proven equal to their references, pair after pair (note,
-topic 1).
+"""The fast paths of skip-gram training proven equal to their references, pair after pair, and the
+objectives' own guarantees (note, topic 1).
 
 Training steps by the fused C loop on a CPU (``chapter20.word2vec.fused``) and by batched tensor
 ops elsewhere (:meth:`~chapter20.word2vec.skipgram.SkipGram.step`); the few-line updates of
@@ -8,16 +8,31 @@ runs the C loop and the plain step on the same pairs one after another, from the
 tables; :func:`reference_equals_fast` runs the few-line updates against what trains. Each update
 starts from what the previous ones left, so a difference in any single step would grow from
 pair to pair. Notebook 09 prints both; the tests hold them to float32 rounding.
+
+Before them, notebook 09 proves what the objectives rest on: the Huffman tree's guarantees
+(:func:`huffman_proof`), the hierarchical softmax a proper distribution
+(:func:`hs_normalisation_proof`), and the hand-written gradients that training applies equal to
+autograd's (:func:`gradient_proof`).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.corpora import zipf_counts
 from chapter20.word2vec.fused import load_kernels
+from chapter20.word2vec.huffman import build_huffman_tree
+from chapter20.word2vec.objectives import (
+    full_softmax_grads,
+    hierarchical_softmax_grads,
+    hierarchical_softmax_log_probs,
+    negative_sampling_grads,
+)
 from chapter20.word2vec.pair_updates import (
     hierarchical_pair_step,
     negative_pair_step,
@@ -27,9 +42,100 @@ from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
 from chapter20.word2vec.skipgram_training import _torch_threads
 
 __all__ = [
+    "huffman_proof",
+    "hs_normalisation_proof",
+    "gradient_proof",
     "fused_equals_plain",
     "reference_equals_fast",
 ]
+
+
+def huffman_proof(counts: np.ndarray) -> dict[str, float | bool]:
+    """The Huffman tree's guarantees, checked on ``counts`` (note, topic 1): prefix-free codes,
+    frequent words never longer, mean code length within 1 bit of the entropy."""
+    counts = np.asarray(counts)
+    tree = build_huffman_tree(counts)
+    codes = sorted(tree.code(w) for w in range(len(counts)))
+    p = counts / counts.sum()
+    # Longest code among words of each count, most frequent first, against the shortest code
+    # among rarer words: a frequent word is never longer when max(earlier) <= min(later).
+    by_count = pd.DataFrame({"count": counts, "length": tree.lengths}).groupby("count")["length"]
+    longest = by_count.max().sort_index(ascending=False).cummax().to_numpy()
+    shortest = by_count.min().sort_index(ascending=False).to_numpy()
+    return {
+        "words": len(counts),
+        "prefix_free": not any(b.startswith(a) for a, b in zip(codes, codes[1:])),
+        "frequent_not_longer": bool(np.all(longest[:-1] <= shortest[1:])),
+        "entropy_bits": float(-(p * np.log2(p)).sum()),
+        "mean_code_bits": tree.mean_code_length(counts),
+        "max_depth": tree.max_depth,
+        "log2_n": math.log2(len(counts)),
+    }
+
+
+def hs_normalisation_proof(n: int = 2000, dim: int = 32, rows: int = 8, seed: int = 0) -> float:
+    """Largest ``|Σ_w P(w | h) - 1|`` over ``rows`` random inputs, for random node vectors of
+    a ``n``-word Huffman tree (float64): hierarchical softmax is a proper distribution."""
+    n, dim = check_int("n", n, 2), check_int("dim", dim, 1)
+    rows, seed = check_int("rows", rows, 1), check_int("seed", seed, 0)
+    gen = torch.Generator().manual_seed(seed)
+    tree = build_huffman_tree(zipf_counts(n))
+    nodes = torch.randn(n - 1, dim, generator=gen, dtype=torch.float64) / math.sqrt(dim)
+    inputs = torch.randn(rows, dim, generator=gen, dtype=torch.float64)
+    total = hierarchical_softmax_log_probs(inputs, nodes, tree).exp().sum(1)
+    return float((total - 1).abs().max())
+
+
+def _autograd(loss_fn, *tensors):
+    leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+    loss_fn(*leaves).backward()
+    return [leaf.grad for leaf in leaves]
+
+
+def gradient_proof(seed: int = 0) -> dict[str, float]:
+    """Largest ``|ours - autograd|`` over every gradient of each objective, float64, on a
+    small case (note, topic 1). The hand-written gradients are what training applies."""
+    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    h, u = randn(16, 24), randn(16, 6, 24)
+    ns = negative_sampling_grads(h, u)
+
+    def ns_loss(h, u):
+        s = (u * h.unsqueeze(1)).sum(-1)
+        return -(
+            torch.log(torch.sigmoid(s[:, 0])).sum() + torch.log(torch.sigmoid(-s[:, 1:])).sum()
+        )
+
+    diffs = {"negative": _max_diff((ns.grad_input, ns.grad_output), _autograd(ns_loss, h, u))}
+    tree = build_huffman_tree(zipf_counts(100))
+    words = torch.randint(0, 100, (16,), generator=gen)
+    mask = torch.as_tensor(tree.mask)[words]
+    rows = torch.repeat_interleave(torch.as_tensor(tree.lengths)[words])
+    codes = torch.as_tensor(tree.codes)[words][mask]
+    h_rows, n_rows = (
+        randn(16, 24)[rows],
+        randn(99, 24)[torch.as_tensor(tree.points)[words][mask].long()],
+    )
+    hs = hierarchical_softmax_grads(h_rows, n_rows, codes)
+
+    def hs_loss(h, n):
+        p = torch.sigmoid((h * n).sum(-1))
+        return -torch.log(torch.where(codes == 0, p, 1 - p)).sum()
+
+    diffs["hierarchical"] = _max_diff(
+        (hs.grad_input, hs.grad_output), _autograd(hs_loss, h_rows, n_rows)
+    )
+    w, targets = randn(100, 24), torch.randint(0, 100, (16,), generator=gen)
+    sm = full_softmax_grads(h, w, targets)
+
+    def sm_loss(h, w):
+        return torch.nn.functional.cross_entropy(h @ w.T, targets, reduction="sum")
+
+    diffs["softmax"] = _max_diff((sm.grad_input, sm.grad_output), _autograd(sm_loss, h, w))
+    return diffs
 
 
 def fused_equals_plain(objective: str, pairs: int = 100, *, lr: float = 0.5, seed: int = 7):

@@ -1,5 +1,5 @@
-"""Notebook 10's proofs of the two compressions of a sparse input, and its live check of the
-subword record (the note on efficient embedding training, topic 3; claims C28 and C30).
+"""The two compressions of a sparse input proven (the note on efficient embedding training, topic
+3; claim C28), as notebook 10 prints them.
 
 - :func:`pca_proof`: the randomized PCA of ``chapter20.vocab.pca`` on sparse rows, with the
   centring left implicit, against the exact SVD of the same rows densified and centred: the
@@ -40,7 +40,7 @@ def _exact(dense: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, flo
 
 def pca_proof(x: torch.Tensor, rows: int = 500, k: int = 20, seed: int = 0) -> dict:
     """The randomized sparse PCA against the exact one on the first ``rows`` rows of the sparse
-    ``x`` (note, topic 3; C28). Returns:
+    ``x`` (note, topic 3; C28), ``seed`` seeding its random range finder and probe. Returns:
 
     - ``centring_max_diff``: max |(X − 1μᵀ)B − (XB − 1(μᵀB))| for a random B, the identity that
       keeps the centred matrix implicit (float64 rounding);
@@ -48,6 +48,7 @@ def pca_proof(x: torch.Tensor, rows: int = 500, k: int = 20, seed: int = 0) -> d
       (the randomized one can only be lower: its components span a subspace of the data's);
     - ``top_relative_error``: the largest relative error of the first ``k // 2`` components'
       variances (the trailing ones converge last, the leading ones first)."""
+    k, seed = check_int("k", k, 1), check_int("seed", seed, 0)
     sub = _first_rows(x, rows).double()
     fit = pca_compress(sub, k, exact=False, seed=seed)
     variance, _, total = _exact(sub.to_dense(), k)
@@ -79,6 +80,7 @@ def autoencoder_proof(
     at the same ``k`` (``pca_error``, one minus the share of variance its k components keep),
     since its linear decoder reconstructs within a k-dim affine subspace and PCA's is the best
     one. ``bound_holds`` says whether it did."""
+    k, seed = check_int("k", k, 1), check_int("seed", seed, 0)
     sub = _first_rows(x, rows)
     ae = train_autoencoder(sub, k, epochs=check_int("epochs", epochs, 1), seed=seed)
     dense = sub.to_dense()
