@@ -19,7 +19,15 @@ from chapter20.core.checks import check_int, check_positive
 from chapter20.cost.catalog import catalog_or_default, gpu_models
 from chapter20.cost.hardware import gpu_link_gb_s, instance_network_gbps
 
-__all__ = ["SPOT_QUOTES", "Config", "cheapest_config", "configuration"]
+__all__ = ["CHAPTER_PRICES", "SPOT_QUOTES", "Config", "cheapest_config", "configuration"]
+
+#: Listing L12's three instance types as the chapter types them: its price per hour, GPU count
+#: and GPU label (its label for the g5.xlarge is a T4), checked against the catalog in notebook 08.
+CHAPTER_PRICES = {
+    "p3.2xlarge": (3.06, 1, "V100"),
+    "p4d.24xlarge": (32.77, 8, "A100"),
+    "g5.xlarge": (1.006, 1, "T4"),
+}
 
 #: Which spot price of the region's zones :meth:`Config.spot_price` quotes: the lowest, the
 #: median or the highest zone's.

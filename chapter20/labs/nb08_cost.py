@@ -30,10 +30,9 @@ from chapter20.cost.estimates import (
 )
 from chapter20.cost.fleet_choices import cheapest_fleet
 from chapter20.cost.hardware import PRECISIONS, load_gpu_datasheets
-from chapter20.cost.selection import cheapest_config
+from chapter20.cost.selection import CHAPTER_PRICES, cheapest_config
 
 __all__ = [
-    "CHAPTER_PRICES",
     "benchmark",
     "training_cost_over_workloads",
     "compute_share_over_scenarios",
@@ -50,14 +49,6 @@ __all__ = [
     "spot_figure",
     "pareto_figure",
 ]
-
-#: Listing L12's three instance types: the chapter's price per hour, GPU count and GPU label
-#: (its label for the g5.xlarge is a T4).
-CHAPTER_PRICES = {
-    "p3.2xlarge": (3.06, 1, "V100"),
-    "p4d.24xlarge": (32.77, 8, "A100"),
-    "g5.xlarge": (1.006, 1, "T4"),
-}
 
 
 def chapter_prices() -> tuple[pd.DataFrame, float, bool]:
