@@ -489,10 +489,21 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "batch": 2,
         "seq_len": 4,
     },
+    "training.memory_plan.plan_grid": lambda: {
+        "shapes": {"m": (memory.EncoderShape(50, 8, 2, 1, max_len=8), 2, 4)},
+        "settings": {"s": TrainConfig()},
+        "gpu_bytes": 8e9,
+    },
     "training.memory_plan.plan_vs_measured": lambda: {
         "cases": [(memory.EncoderShape(50, 8, 2, 1, max_len=8), TrainConfig(), 2, 4)]
     },
     "techniques.contrastive.logit_matrix_bytes": lambda: {"batch": 8, "bytes_per_element": 4},
+    "demos.chaos_launch.chaos_run": lambda: {
+        "directory": _tmp(), "run": {"steps": 2, "batch": 4, "checkpoint_every": 1},
+        "nproc": 1, "kills": 1,
+    },
+    "demos.chaos_launch.launch": lambda: {"argv": [], "nproc": 1, "max_restarts": 0},
+    "demos.node_launch.two_node_torchrun": lambda: {"steps": 1, "timeout": 1.0},
     "techniques.optimizer_proofs.reference_step_proof": lambda: {
         "steps": 1, "size": 8, "tolerance": 1e-6,
     },
@@ -1035,6 +1046,16 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",
             "capstone.evaluation.early_stopping.min_delta",
+            "demos.chaos_launch.chaos_run.kills",
+            "demos.chaos_launch.launch.max_restarts",
+            "techniques.contrastive_proofs.distributed_proof_on_rank.hard",
+            "techniques.contrastive_proofs.distributed_proof_on_rank.seed",
+            "techniques.contrastive_proofs.grad_cache_proof.dropout",
+            "techniques.contrastive_proofs.grad_cache_proof.seed",
+            "techniques.contrastive_proofs.grad_cache_reference_proof.seed",
+            "techniques.contrastive_proofs.info_nce_proof.seed",
+            "techniques.optimizer_proofs.quantisation_proof.tolerance",
+            "techniques.optimizer_proofs.reference_step_proof.tolerance",
             "capstone.evaluation.heldout_sentence_pairs.validation_fraction",
             "capstone.views.article_splits.seed",
             "capstone.views.article_splits.validation_fraction",
@@ -1093,14 +1114,6 @@ ACCEPTS: dict[str, set[str]] = {
             "core.measure.format_difference.max_abs_diff",
             "core.measure.format_difference.tolerance",
             "techniques.memory_model.optimizer_state_bytes_predicted.parameter_sizes",
-            "techniques.contrastive_proofs.distributed_proof_on_rank.hard",
-            "techniques.contrastive_proofs.distributed_proof_on_rank.seed",
-            "techniques.contrastive_proofs.grad_cache_proof.dropout",
-            "techniques.contrastive_proofs.grad_cache_proof.seed",
-            "techniques.contrastive_proofs.grad_cache_reference_proof.seed",
-            "techniques.contrastive_proofs.info_nce_proof.seed",
-            "techniques.optimizer_proofs.quantisation_proof.tolerance",
-            "techniques.optimizer_proofs.reference_step_proof.tolerance",
             "core.measure.time_fn.warmup",
             "core.measure.time_interleaved.warmup",
             "training.memory_plan.plan.zero_stage",
@@ -1221,6 +1234,8 @@ ACCEPTS: dict[str, set[str]] = {
     "core.seed_statistics.range_text.lows": {"zero", "negative"},
     "core.seed_statistics.range_text.highs": {"inf"},
     "core.measure.format_difference.max_abs_diff": {"zero", "nan", "inf"},
+    # a launch may wait as long as it needs: a huge timeout is a real launch, not a wrong value
+    "demos.node_launch.two_node_torchrun.timeout": {"huge"},
 }
 
 # Public callables with numeric parameters that this test does not call, and why.

@@ -286,13 +286,8 @@ def test_a_shape_builds_the_encoder_it_describes():
 def test_notebook_05s_plan_grid_and_claim_notes():
     import pandas as pd
 
-    from chapter20.labs.nb05_optimizers import (
-        checklist_config,
-        checklist_notes,
-        plan_grid,
-        replay_ratios,
-    )
-    from chapter20.training.memory_plan import plan
+    from chapter20.labs.nb05_optimizers import checklist_config, checklist_notes, replay_ratios
+    from chapter20.training.memory_plan import plan, plan_grid
 
     bert = EncoderShape(30_522, 768, 12, 12, max_len=512)
     shapes = {

@@ -633,7 +633,7 @@ def test_training_runs_in_deterministic_mode_and_gives_the_threads_back(tmp_path
 
 
 def test_state_table_lists_every_component_of_the_state():
-    from chapter20.labs.nb07_spot import state_table
+    from chapter20.training.state import state_table
 
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters())

@@ -8,7 +8,9 @@
   :func:`stress_resume`), which kills spot demo launches from outside;
 - ``fault_writer``: notebook 07's checkpoint writers that a fault strikes for real;
   ``fault_injection``: the faults of its matrix injected, and what the next run finds;
-  ``elastic_run``: a sharded run resumed at another world size;
+  ``elastic_run``: a sharded run resumed at another world size; ``chaos_launch``: notebook 07's
+  chaos run (a SIGKILL and torchrun's restart) beside the same run uninterrupted;
+- ``node_launch``: §20.4 the DDP demo launched as two torchrun "nodes" on localhost;
 - ``recommender``: §20.1's two-tower recommender with sampled negatives.
 
 ``ddp_run``, ``spot_run`` and ``resume_stress`` each carry their command line (``main(argv)``),

@@ -53,7 +53,6 @@ __all__ = [
     "CHECKLIST",
     "checklist_findings",
     "checklist_replay",
-    "plan_grid",
     "checklist_notes",
     "replay_ratios",
     "plot_state_bytes",
@@ -261,37 +260,6 @@ def checklist_findings(replay: pd.DataFrame) -> list[str]:
             lines.append("   " + compare(name, now, "the row before", then, quantity="memory",
                                          unit="MiB", tolerance=0.005))  # fmt: skip
     return lines
-
-
-def plan_grid(
-    shapes: dict[str, tuple[EncoderShape, int, int]],
-    settings: dict[str, TrainConfig],
-    *,
-    gpu_bytes: float = 80e9,
-) -> tuple[dict, pd.DataFrame]:
-    """§20.3, notebook 05 section 5: ``memory_plan.plan`` for every model of ``shapes`` (name ->
-    (shape, batch, seq_len)) under every setting of ``settings`` (name -> config), against one
-    GPU of ``gpu_bytes``. Returns the plans by (model, setting) and one table row per plan
-    (size, components, peak, the phase of the peak, whether it fits)."""
-    plans, rows = {}, []
-    for name, (shape, batch, seq_len) in shapes.items():
-        for setting, config in settings.items():
-            plans[name, setting] = p = plan(
-                shape, config, batch=batch, seq_len=seq_len, gpu_bytes=gpu_bytes
-            )
-            rows.append(
-                {
-                    "model": name,
-                    "size": f"{shape.num_parameters / 1e6:,.0f}M",
-                    "batch x tokens": f"{batch} x {seq_len}",
-                    "setting": setting,
-                    **{k: format_bytes(v) for k, v in p.components.items() if k != "logits"},
-                    "peak": format_bytes(p.peak_bytes),
-                    "phase": p.settings["peak_phase"],
-                    f"fits {gpu_bytes / 1e9:.0f} GB": p.fits,
-                }
-            )
-    return plans, pd.DataFrame(rows)
 
 
 def checklist_notes(

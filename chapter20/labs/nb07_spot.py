@@ -1,8 +1,8 @@
-"""The experiments of notebook 07 (§20.5.2): what a saved training state holds, preemptions
-drawn as a timeline (with the restart time measured; the run itself is
-``chapter20.labs.nb07_chaos``), the cost of one
-checkpoint and of deterministic mode on this machine, and the checkpoint interval under
-simulated preemptions. The fault matrix is ``chapter20.labs.nb07_faults``.
+"""The experiments of notebook 07 (§20.5.2): preemptions drawn as a timeline (with the restart
+time measured; the run itself is ``chapter20.demos.chaos_launch``), the cost of one checkpoint
+and of deterministic mode on this machine, and the checkpoint interval under simulated
+preemptions. What a saved state holds is ``chapter20.training.state.state_table``; the fault
+matrix is ``chapter20.labs.nb07_faults``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.core.measure import format_bytes
 from chapter20.core.paths import cache_dir
 from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.core.seed_statistics import timing_spread_ms
@@ -33,7 +32,6 @@ from chapter20.training.checkpoints import CheckpointManager
 from chapter20.training.loop import LoopConfig
 
 __all__ = [
-    "state_table",
     "restart_seconds",
     "fresh_directory",
     "plot_timeline",
@@ -54,57 +52,11 @@ def fresh_directory(name: str) -> Path:
     return path
 
 
-def _tensor_bytes(value) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, dict):
-        return sum(_tensor_bytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in value)
-    return 0
-
-
-def _holds(name: str, value) -> str:
-    if value is None:
-        return "none in this run"
-    if name == "model":
-        return f"{len(value)} tensors: " + ", ".join(value)
-    if name == "optimizer":
-        kinds = sorted({k for per in value["state"].values() for k in per})
-        group = [k for k in value["param_groups"][0] if k != "params"][:4]
-        return f"{', '.join(kinds)} for {len(value['state'])} tensors; {', '.join(group)}, ..."
-    if name == "rng":
-        return f"{len(value)} rank(s) × " + ", ".join(value[0])
-    if isinstance(value, dict):
-        shown = {
-            k: v for k, v in value.items() if k[0] != "_" and isinstance(v, (int, float, list))
-        }
-        return ", ".join(f"{k}={v}" for k, v in shown.items()) or "(empty)"
-    return repr(value)
-
-
-def state_table(state: dict) -> pd.DataFrame:
-    """§20.5.2 what a saved training state holds, one row per component of
-    ``chapter20.training.state.capture_state``: what it holds (tensor names, optimizer slots,
-    the schedule's and the sampler's counters, the RNG streams per rank) and its tensor bytes."""
-    if not isinstance(state, dict) or "step" not in state:
-        raise TypeError("state must be a dict from capture_state / CheckpointManager.load_latest")
-    return pd.DataFrame(
-        [
-            {
-                "component": name,
-                "holds": _holds(name, value),
-                "tensor bytes": format_bytes(_tensor_bytes(value)),
-            }  # fmt: skip
-            for name, value in state.items()
-        ]
-    )
-
-
 def restart_seconds(progress: list[dict]) -> list[float]:
-    """§20.5.2 for each kill in a run's progress records (``nb07_chaos.chaos_run``), the seconds
-    from the kill to the first step that the next launch completed: the restart time R as this
-    machine pays it (the agent's restart, a new process group, the checkpoint load, one step)."""
+    """§20.5.2 for each kill in a run's progress records (``demos.chaos_launch.chaos_run``), the
+    seconds from the kill to the first step that the next launch completed: the restart time R as
+    this machine pays it (the agent's restart, a new process group, the checkpoint load, one
+    step)."""
     waits = []
     for i, record in enumerate(progress):
         if "kill" in record:

@@ -1,16 +1,11 @@
 """§20.3.2, §20.4 practices of notebook 12, run and measured: listing L2 corrected by the composed
 ``Trainer``, AdamW's implementations timed, the input pipeline (DataLoader workers, pinned memory)
-and a two-node ``torchrun`` on localhost; ``python -m chapter20 bench practices``.
+and a two-node ``torchrun`` on localhost (launched by ``chapter20.demos.node_launch``);
+``python -m chapter20 bench practices``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 import warnings
 from functools import partial
@@ -27,9 +22,9 @@ from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
 from chapter20.core.study_record import read_study, study_output, write_study
 from chapter20.demos.ddp_run import DemoConfig
+from chapter20.demos.node_launch import two_node_torchrun
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
 from chapter20.techniques.distributed import (
-    free_port,
     group_rank_and_size,
     run_local_group,
 )
@@ -43,7 +38,6 @@ from chapter20.techniques.parallelism import (
     TokenizingPairs,
 )
 from chapter20.training.config import TrainConfig
-from chapter20.training.run_config import RunConfig
 from chapter20.training.trainer import Trainer
 
 __all__ = [
@@ -55,7 +49,6 @@ __all__ = [
     "optimizer_step_times",
     "loader_throughput",
     "demo_step_throughput",
-    "two_node_torchrun",
     "TWO_NODE_RECORD",
     "two_node_row",
     "two_node_launch",
@@ -254,48 +247,13 @@ def demo_step_throughput(batch: int = 96, repeat: int = 5):
     }
 
 
-def two_node_torchrun(steps: int = 4, timeout: float = 240.0) -> dict:
-    """The DDP demo (``python -m chapter20.demos.ddp_run``) launched as two single-process
-    "nodes" on localhost (two torchrun agents, ``--nnodes=2 --node_rank=0/1``, one rendezvous):
-    listing L11's multi-node launch, cheaply. Returns node 0's command (shortened), its summary
-    line and the run's summary dict."""
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="chapter20-nodes-")
-    run = RunConfig(output_dir=os.path.join(workdir, "run"))
-    args = ["--steps", str(steps), "--batch", "64", "--vocab", "2000", "--dim", "32",
-            "--lr", "0.02", "--warmup-steps", "2", "--no-progress"]  # fmt: skip
-    results = {}
-
-    def node(rank: int) -> None:
-        launch = ["--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
-                  "--master_addr=127.0.0.1", f"--master_port={port}"]  # fmt: skip
-        command = [sys.executable, "-m", "torch.distributed.run", *launch, "-m",
-                   "chapter20.demos.ddp_run", *args, "--output-dir", run.output_dir]  # fmt: skip
-        results[rank] = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
-                                       timeout=timeout)  # fmt: skip
-
-    threads = [threading.Thread(target=node, args=(rank,)) for rank in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for rank, result in results.items():
-        if result.returncode != 0:
-            raise RuntimeError(f"node {rank} failed:\n{result.stderr[-2000:]}")
-    with open(run.summary_file, encoding="utf-8") as fh:
-        data = json.load(fh)
-    lines = [line for line in results[0].stdout.splitlines() if line.startswith("done:")]
-    shown = "torchrun --nnodes=2 --node_rank=0 --nproc_per_node=1 --master_addr=127.0.0.1 ..."
-    return {"command": shown, "line": lines[-1] if lines else "", "summary": data}
-
-
 #: The committed record of the two-node launch under ``data/``.
 TWO_NODE_RECORD = "two_node_launch.csv"
 
 
 def two_node_row(nodes: dict) -> pd.DataFrame:
-    """:func:`two_node_torchrun`'s result as one row: node 0's command and summary line, the
-    world size, the backend and the first and final loss of the run."""
+    """``demos.node_launch.two_node_torchrun``'s result as one row: node 0's command and summary
+    line, the world size, the backend and the first and final loss of the run."""
     summary = nodes["summary"]
     return pd.DataFrame(
         [{"command_shown": nodes["command"], "line": nodes["line"],

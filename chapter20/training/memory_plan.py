@@ -6,7 +6,8 @@ accumulation or gradient caching, activation checkpointing, 32-bit table state) 
 every component of one step's memory and its peak; :func:`parallelism_advice` applies the
 chapter's rules to a plan that does not fit. Measurements (``chapter20.core.measure.peak_memory``
 of a real step, :func:`measure_step_memory`) are checked against these predictions
-(:func:`plan_vs_measured`), so a reader can trust them for sizes too large to run here.
+(:func:`plan_vs_measured`), so a reader can trust them for sizes too large to run here;
+:func:`plan_grid` plans every model of a list under every setting.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
 from chapter20.core.checks import check_int, check_optional_positive, check_positive
+from chapter20.core.measure import format_bytes
 from chapter20.techniques.memory_model import (
     BagShape,
     EncoderShape,
@@ -28,12 +31,17 @@ from chapter20.techniques.precision import PRECISIONS, resolve_precision
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import Trainer, step_peak_memory
 
+# pandas costs every torchrun worker half a second to import; only the tables need it.
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "MemoryPlan",
     "plan",
     "parallelism_advice",
     "measure_step_memory",
     "plan_vs_measured",
+    "plan_grid",
 ]
 
 
@@ -336,7 +344,7 @@ def measure_step_memory(
     return step_peak_memory(trainer, tuple(ids.to(device)), device)
 
 
-def plan_vs_measured(cases: list[tuple[EncoderShape, TrainConfig, int, int]]):
+def plan_vs_measured(cases: list[tuple[EncoderShape, TrainConfig, int, int]]) -> pd.DataFrame:
     """:func:`plan` next to the measured peak (:func:`measure_step_memory`) for each case
     ``(shape, config, batch, seq_len)`` (§20.3): a row per case with its sizes, precision,
     optimizer and checkpointing policy, the two peaks, the phase of the planned peak and
@@ -366,3 +374,37 @@ def plan_vs_measured(cases: list[tuple[EncoderShape, TrainConfig, int, int]]):
             }
         )
     return pd.DataFrame(records)
+
+
+def plan_grid(
+    shapes: dict[str, tuple[EncoderShape, int, int]],
+    settings: dict[str, TrainConfig],
+    *,
+    gpu_bytes: float = 80e9,
+) -> tuple[dict, pd.DataFrame]:
+    """:func:`plan` for every model of ``shapes`` (name -> (shape, batch, seq_len)) under every
+    setting of ``settings`` (name -> config), against one GPU of ``gpu_bytes`` (§20.3). Returns
+    the plans by (model, setting) and one table row per plan (size, components, peak, the phase
+    of the peak, whether it fits)."""
+    import pandas as pd
+
+    gpu_bytes = check_positive("gpu_bytes", gpu_bytes)
+    plans, rows = {}, []
+    for name, (shape, batch, seq_len) in shapes.items():
+        for setting, config in settings.items():
+            plans[name, setting] = p = plan(
+                shape, config, batch=batch, seq_len=seq_len, gpu_bytes=gpu_bytes
+            )
+            rows.append(
+                {
+                    "model": name,
+                    "size": f"{shape.num_parameters / 1e6:,.0f}M",
+                    "batch x tokens": f"{batch} x {seq_len}",
+                    "setting": setting,
+                    **{k: format_bytes(v) for k, v in p.components.items() if k != "logits"},
+                    "peak": format_bytes(p.peak_bytes),
+                    "phase": p.settings["peak_phase"],
+                    f"fits {gpu_bytes / 1e9:.0f} GB": p.fits,
+                }
+            )
+    return plans, pd.DataFrame(rows)

@@ -5,7 +5,7 @@ LR scheduler, the GradScaler, the step, the data position and every rank's RNG s
 :func:`capture_state` gathers them (in types that ``torch.load(weights_only=True)`` reads back)
 and :func:`restore_state` puts them back; :func:`parameter_fingerprint` tells two runs' weights
 apart. ``chapter20.training.checkpoints.CheckpointManager`` writes what :func:`capture_state`
-returns.
+returns; :func:`state_table` says what it holds, component by component.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from chapter20.core.checks import check_int
 from chapter20.core.device import set_seed
+from chapter20.core.measure import format_bytes
 from chapter20.techniques.distributed import group_rank_and_size
 from chapter20.training.sampler import ResumableBatchSampler
 from chapter20.training.sharded_checkpoint import (
@@ -36,6 +37,7 @@ __all__ = [
     "capture_state",
     "restore_state",
     "parameter_fingerprint",
+    "state_table",
 ]
 
 
@@ -212,3 +214,52 @@ def parameter_fingerprint(model: torch.nn.Module) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def _tensor_bytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def _holds(name: str, value) -> str:
+    if value is None:
+        return "none in this run"
+    if name == "model":
+        return f"{len(value)} tensors: " + ", ".join(value)
+    if name == "optimizer":
+        kinds = sorted({k for per in value["state"].values() for k in per})
+        group = [k for k in value["param_groups"][0] if k != "params"][:4]
+        return f"{', '.join(kinds)} for {len(value['state'])} tensors; {', '.join(group)}, ..."
+    if name == "rng":
+        return f"{len(value)} rank(s) × " + ", ".join(value[0])
+    if isinstance(value, dict):
+        shown = {
+            k: v for k, v in value.items() if k[0] != "_" and isinstance(v, (int, float, list))
+        }
+        return ", ".join(f"{k}={v}" for k, v in shown.items()) or "(empty)"
+    return repr(value)
+
+
+def state_table(state: dict):
+    """§20.5.2 what a saved training state holds, one row per component of
+    :func:`capture_state`: what it holds (tensor names, optimizer slots, the schedule's and the
+    sampler's counters, the RNG streams per rank) and its tensor bytes."""
+    import pandas as pd  # only the table needs it, not the training processes
+
+    if not isinstance(state, dict) or "step" not in state:
+        raise TypeError("state must be a dict from capture_state / CheckpointManager.load_latest")
+    return pd.DataFrame(
+        [
+            {
+                "component": name,
+                "holds": _holds(name, value),
+                "tensor bytes": format_bytes(_tensor_bytes(value)),
+            }  # fmt: skip
+            for name, value in state.items()
+        ]
+    )

@@ -1,5 +1,5 @@
-"""§20.5.2 notebook 07's chaos run: 2 processes under torchrun's elastic agent, one SIGKILL, a
-restart, and the uninterrupted run to compare with, cheaply. The agent is the one the
+"""§20.5.2 The chaos run of notebook 07: 2 processes under torchrun's elastic agent, one SIGKILL,
+a restart, and the uninterrupted run to compare with, cheaply. The agent is the one the
 ``torchrun`` command runs (``torch.distributed.launcher.api.elastic_launch``), started from Python
 so that its workers can be forked from the launcher instead of started as fresh interpreters:
 forking saves every worker the seconds of importing PyTorch and loading the data, which on a
@@ -8,7 +8,7 @@ SIGKILL are the real ones. Each worker runs the spot demo's ``main``; rank 0 SIG
 the agent restarts the whole group, which resumes from the newest valid checkpoint. The same
 launcher then runs the uninterrupted reference on the same number of processes.
 
-    python -m chapter20.labs.nb07_chaos DIRECTORY STEPS BATCH EVERY NPROC KILLS
+    python -m chapter20.demos.chaos_launch DIRECTORY STEPS BATCH EVERY NPROC KILLS
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from chapter20.core.checks import check_int
 from chapter20.core.paths import repo_root
 from chapter20.training.loop import read_progress
 from chapter20.training.run_config import RunConfig
@@ -37,6 +38,7 @@ def launch(argv: list[str], *, nproc: int, max_restarts: int) -> None:
     ``max_restarts`` (a standalone rendezvous on localhost, as ``torchrun --standalone``)."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    nproc, max_restarts = check_int("nproc", nproc, 1), check_int("max_restarts", max_restarts, 0)
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nproc,  # one node, nproc workers
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()),
@@ -74,6 +76,7 @@ def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 
     processes twice, in one launcher process (:func:`main`): with ``kills`` SIGKILLs and
     torchrun's restarts, then uninterrupted. Returns both fingerprints and both runs' progress
     records (launch, step, wall time, kills)."""
+    nproc, kills = check_int("nproc", nproc, 1), check_int("kills", kills, 0)
     directory = Path(directory)
     args = [str(directory), *(str(run[k]) for k in ("steps", "batch", "checkpoint_every")),
             str(nproc), str(kills)]  # fmt: skip
