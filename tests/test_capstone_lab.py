@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from chapter20.capstone import evaluation
+from chapter20.core.claim_criteria import section_order
 from chapter20.core.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
 from chapter20.labs import nb11_ablation as ablation_lab
 from chapter20.labs import nb11_capstone as capstone_lab
@@ -44,14 +45,14 @@ def test_audit_table_lists_every_claim_in_the_chapters_section_order(tmp_path):
     frame = audit(tmp_path, record=False)
     table = capstone_lab.audit_table(frame)
     assert sorted(table.index) == sorted(frame["id"]) and len(table) == 30
-    keys = [capstone_lab.section_order(s) for s in table["§"]]
+    keys = [section_order(s) for s in table["§"]]
     assert keys == sorted(keys)
     assert list(table.columns) == ["§", "claim", "verdict", "claimed", "measured", "notebook"]
     assert table["claim"].str.endswith("…").sum() == 0  # the claims' words in full
     by_section = capstone_lab.verdicts_by_section(frame)
     assert list(by_section.index) == list(dict.fromkeys(table["§"]))  # one order for both
     order = ["overview", "20.1.1", "20.2", "20.2.1", "20.10", "note"]
-    assert sorted(reversed(order), key=capstone_lab.section_order) == order
+    assert sorted(reversed(order), key=section_order) == order
 
 
 def test_further_reading_has_the_13_entries_of_20_8_each_placed_in_the_notebooks():
@@ -113,7 +114,7 @@ def test_goal_check_compares_the_worst_seed_with_the_best_same_text_baseline():
             "lee_pearson": [0.58, 0.56, np.nan, 0.9],
         }
     )
-    goal = capstone_lab.goal_check(encoder, baselines).set_index("figure")
+    goal = evaluation.goal_check(encoder, baselines).set_index("figure")
     assert goal.loc["recall@1", "met"] and goal.loc["mrr", "met"]  # lee_background ignored
     assert not goal.loc["recall@10", "met"]  # the worst seed (0.2) is below TF-IDF's 0.23
     assert goal.loc["lee_pearson", "met"]  # mean 0.56 reaches LSI's 0.56

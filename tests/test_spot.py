@@ -655,7 +655,7 @@ def test_state_table_lists_every_component_of_the_state():
 
 
 def test_restart_seconds_measure_from_each_kill_to_the_next_step():
-    from chapter20.labs.nb07_spot import restart_seconds
+    from chapter20.demos.chaos_launch import restart_seconds
 
     progress = [
         {"launch": 0, "step": 1, "time": 0.0},

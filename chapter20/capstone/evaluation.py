@@ -21,8 +21,9 @@ A study's runs are read from their evaluations, with the seed statistics of
 ``chapter20.core.seed_statistics``: what training adds to its start (:func:`start_share`), where
 §20.5's early stopping would have stopped (:func:`early_stopping`), whether the runs of a batch
 left their untrained start (:func:`untrained_start`, :func:`past_start`), where gains in the
-batch stop (:func:`saturation_batch`, :func:`batch_trend`), and an ablation's effects against the
-seeds' noise (:func:`ablation_summary`).
+batch stop (:func:`saturation_batch`, :func:`batch_trend`), whether the encoder meets the
+capstone's goal against the baselines (:func:`goal_check`), and an ablation's effects against
+the seeds' noise (:func:`ablation_summary`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "early_stopping",
     "encoder_scorer",
     "evaluate_scores",
+    "goal_check",
     "heldout_sentence_pairs",
     "lee_score",
     "past_start",
@@ -378,6 +380,42 @@ def batch_trend(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str
     if not past_start(frame, start, mode, column)["past_start"].all():
         return None
     return saturation_batch(frame, mode, column)
+
+
+def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    """The capstone's goal (§20.6), from the numbers: the encoder from a random start
+    (``encoder``: one row per seed) against every baseline fitted on the same text
+    (``baselines``: rows of corpus "training text", as
+    ``chapter20.capstone.baselines.baseline_table`` gives them), on held-out recall@1, recall@10
+    and MRR (beat every baseline: the encoder's worst seed above the best baseline) and on Lee
+    (reach LSI: the encoder's mean at least LSI's). One row per comparison with the encoder's
+    value compared (``of the seeds``: worst or mean), the target and whether it is met."""
+    same = baselines[baselines["corpus"] == "training text"]
+    rows = []
+    for column in ("recall@1", "recall@10", "mrr"):
+        best = same.groupby("method")[column].mean().dropna()
+        rows.append(
+            {
+                "figure": column,
+                "encoder": encoder[column].min(),
+                "of the seeds": "worst",
+                "target": f"best same-text baseline ({best.idxmax()})",
+                "target value": best.max(),
+                "met": encoder[column].min() > best.max(),
+            }
+        )
+    lsi = same.loc[same["method"] == "lsi", "lee_pearson"].mean()
+    rows.append(
+        {
+            "figure": "lee_pearson",
+            "encoder": encoder["lee_pearson"].mean(),
+            "of the seeds": "mean",
+            "target": "same-text LSI (mean)",
+            "target value": lsi,
+            "met": encoder["lee_pearson"].mean() >= lsi,
+        }
+    )
+    return pd.DataFrame(rows)
 
 
 def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:

@@ -7,6 +7,7 @@ least as large as claimed (``favourable``), the criterion in our words, the **ba
 verdict (:data:`BASES`) and the notebook that owns it. It says whether a value lies in the range
 and which way it misses (:data:`LARGER`, :data:`SMALLER`). :func:`read_claims` reads and checks
 the table; ``chapter20.core.claims`` judges measured values against these rows.
+:func:`section_order` puts the claims' sections in the chapter's order.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "SMALLER",
     "Claim",
     "read_claims",
+    "section_order",
 ]
 
 #: Which side of the claimed range a measured value may pass and the claim still hold.
@@ -159,3 +161,12 @@ def read_claims(path: Path) -> dict[str, Claim]:
                 raise ValueError(f"{path.name} line {line}: duplicate claim id {claim.id}")
             claims[claim.id] = claim
     return claims
+
+
+def section_order(section: str) -> tuple:
+    """Where a claim's section falls in the chapter, as a sort key: the overview first, then
+    the numbered sections by number (20.1.1 < 20.2 < 20.2.1 < 20.10), then the note."""
+    if section == "overview":
+        return (0,)
+    parts = section.split(".")
+    return (1, *map(int, parts)) if all(p.isdigit() for p in parts) else (2, section)

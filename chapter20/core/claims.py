@@ -94,10 +94,7 @@ class ClaimRow:
     def judgement(self) -> str:
         """The verdict with its direction: ``'holds, larger than claimed'``, ``'does not hold:
         smaller than claimed'``, or the verdict alone."""
-        if not self.direction:
-            return self.verdict
-        joiner = ", " if self.verdict in (HOLDS, CONSISTENT) else ": "
-        return f"{self.verdict}{joiner}{self.direction}"
+        return verdict_with_direction(self.verdict, self.direction)
 
 
 @cache
@@ -454,18 +451,20 @@ def audit_text(frame: pd.DataFrame, width: int = 70) -> str:
     for row in frame.itertuples(index=False):
         claim = row.claim if len(row.claim) <= width else row.claim[: width - 1] + "…"
         source = f"  [{row.source}]" if row.source else ""
+        judged = verdict_with_direction(row.verdict, getattr(row, "direction", "") or "")
         lines.append(
-            f"{row.id:<4} {row.section:<8} {_judgement(row):<32} {claim:<{width}}  "
+            f"{row.id:<4} {row.section:<8} {judged:<32} {claim:<{width}}  "
             f"{row.expected} → {row.measured}{source}"
         )
     return "\n".join(lines)
 
 
-def _judgement(row) -> str:
-    direction = getattr(row, "direction", "") or ""
+def verdict_with_direction(verdict: str, direction: str = "") -> str:
+    """A verdict with the direction of the measured value when it has one: ``'holds, larger than
+    claimed'``, ``'does not hold: smaller than claimed'``, or the verdict alone."""
     if not direction:
-        return row.verdict
-    return f"{row.verdict}{', ' if row.verdict in (HOLDS, CONSISTENT) else ': '}{direction}"
+        return verdict
+    return f"{verdict}{', ' if verdict in (HOLDS, CONSISTENT) else ': '}{direction}"
 
 
 def _claim_fields(claim: Claim) -> dict[str, str]:

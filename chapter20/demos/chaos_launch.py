@@ -6,7 +6,8 @@ forking saves every worker the seconds of importing PyTorch and loading the data
 small machine are most of a launch. The restart, the rendezvous, the process group and the
 SIGKILL are the real ones. Each worker runs the spot demo's ``main``; rank 0 SIGKILLs itself and
 the agent restarts the whole group, which resumes from the newest valid checkpoint. The same
-launcher then runs the uninterrupted reference on the same number of processes.
+launcher then runs the uninterrupted reference on the same number of processes;
+:func:`restart_seconds` reads the restart time R from the run's progress records.
 
     python -m chapter20.demos.chaos_launch DIRECTORY STEPS BATCH EVERY NPROC KILLS
 """
@@ -24,7 +25,7 @@ from chapter20.core.paths import repo_root
 from chapter20.training.loop import read_progress
 from chapter20.training.run_config import RunConfig
 
-__all__ = ["chaos_run", "launch", "main"]
+__all__ = ["chaos_run", "launch", "main", "restart_seconds"]
 
 
 def _worker(argv: list[str]) -> None:
@@ -89,6 +90,19 @@ def chaos_run(directory: str | Path, run: dict, *, nproc: int = 2, kills: int = 
               for name, run in runs.items()}  # fmt: skip
     return {**prints, "progress": read_progress(runs["chaos"].checkpoint_dir),
             "clean_progress": read_progress(runs["clean"].checkpoint_dir)}  # fmt: skip
+
+
+def restart_seconds(progress: list[dict]) -> list[float]:
+    """§20.5.2 for each kill in a run's progress records (:func:`chaos_run`'s), the seconds from
+    the kill to the first step that the next launch completed: the restart time R as this machine
+    pays it (the agent's restart, a new process group, the checkpoint load, one step)."""
+    waits = []
+    for i, record in enumerate(progress):
+        if "kill" in record:
+            later = [r for r in progress[i + 1 :] if "step" in r]
+            if later:
+                waits.append(later[0]["time"] - record["time"])
+    return waits
 
 
 if __name__ == "__main__":

@@ -23,10 +23,7 @@ from chapter20.core.measure import (
 from chapter20.core.models import BagOfEmbeddingsEncoder, TransformerEncoder
 from chapter20.core.plotting import new_figure, plain_log_ticks
 from chapter20.techniques.accumulation import accumulate_reference, listing_l4_backward
-from chapter20.techniques.contrastive import (
-    DEFAULT_TEMPERATURE,
-    info_nce,
-)
+from chapter20.techniques.contrastive import micro_batch_info_nce
 from chapter20.training.config import TrainConfig
 from chapter20.training.trainer import Trainer
 
@@ -81,11 +78,6 @@ def accumulation_proof(sizes: tuple[int, ...] = (7, 3, 5, 1), seed: int = 0) -> 
     }
 
 
-def _pair_loss(model: nn.Module, batch) -> torch.Tensor:
-    anchors, positives = batch
-    return info_nce(model(anchors), model(positives), DEFAULT_TEMPERATURE, reduction="none")
-
-
 def naive_info_nce_accumulation_gap(
     batch: int = 64, micro: int = 16, vocab: int = 500, seed: int = 0
 ) -> dict[str, float]:
@@ -97,7 +89,7 @@ def naive_info_nce_accumulation_gap(
     full = _frozen_trainer(model).step((anchors, positives))
     full_grads = named_gradients(model)
     chunks = list(zip(anchors.split(micro), positives.split(micro)))
-    naive = _frozen_trainer(model, loss=_pair_loss).step(chunks)
+    naive = _frozen_trainer(model, loss=micro_batch_info_nce).step(chunks)
     return {
         "full_batch_loss": full.loss,
         "accumulated_loss": naive.loss,
@@ -126,7 +118,7 @@ def _strategy_steps(
     trainers = {
         "large batch": _frozen_trainer(model),
         "naive accumulation": _frozen_trainer(
-            model, loss=_pair_loss, config={"micro_batches": -(-len(anchors) // micro)}
+            model, loss=micro_batch_info_nce, config={"micro_batches": -(-len(anchors) // micro)}
         ),
         "gradient caching": _frozen_trainer(model, config={"chunk_size": micro}),
     }

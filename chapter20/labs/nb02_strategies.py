@@ -22,7 +22,7 @@ from chapter20.core.device import size_scale
 from chapter20.core.plotting import new_figure
 from chapter20.core.study_record import read_study, study_output, write_study
 from chapter20.labs.common import UNTRAINED
-from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, info_nce
+from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, micro_batch_info_nce
 from chapter20.training.config import TrainConfig
 from chapter20.training.pair_training import PairRunConfig, heldout_run
 
@@ -40,11 +40,6 @@ __all__ = [
     "live_agreement",
     "plot_recalls",
 ]
-
-
-def _accumulated_info_nce(model: torch.nn.Module, batch) -> torch.Tensor:
-    """One InfoNCE loss per pair of a micro-batch, against that micro-batch's keys only."""
-    return info_nce(model(batch[0]), model(batch[1]), DEFAULT_TEMPERATURE, reduction="none")
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +100,7 @@ def train_pairs(
     config = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.0, temperature=temperature)
     loss = None
     if method == "naive accumulation":
-        config, loss = replace(config, micro_batches=batch // micro), _accumulated_info_nce
+        config, loss = replace(config, micro_batches=batch // micro), micro_batch_info_nce
     elif method == "gradient caching":
         config = replace(config, chunk_size=micro)
     step_size = micro if method == "small batch" else batch

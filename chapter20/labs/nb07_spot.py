@@ -1,5 +1,5 @@
-"""The experiments of notebook 07 (§20.5.2): preemptions drawn as a timeline (with the restart
-time measured; the run itself is ``chapter20.demos.chaos_launch``), the cost of one checkpoint
+"""The experiments of notebook 07 (§20.5.2): preemptions drawn as a timeline (the run and its
+restart time are ``chapter20.demos.chaos_launch``'s), the cost of one checkpoint
 and of deterministic mode on this machine, and the checkpoint interval under simulated
 preemptions. What a saved state holds is ``chapter20.training.state.state_table``; the fault
 matrix is ``chapter20.labs.nb07_faults``.
@@ -32,7 +32,6 @@ from chapter20.training.checkpoints import CheckpointManager
 from chapter20.training.loop import LoopConfig
 
 __all__ = [
-    "restart_seconds",
     "fresh_directory",
     "plot_timeline",
     "checkpoint_cost",
@@ -50,20 +49,6 @@ def fresh_directory(name: str) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
-
-
-def restart_seconds(progress: list[dict]) -> list[float]:
-    """§20.5.2 for each kill in a run's progress records (``demos.chaos_launch.chaos_run``), the
-    seconds from the kill to the first step that the next launch completed: the restart time R as
-    this machine pays it (the agent's restart, a new process group, the checkpoint load, one
-    step)."""
-    waits = []
-    for i, record in enumerate(progress):
-        if "kill" in record:
-            later = [r for r in progress[i + 1 :] if "step" in r]
-            if later:
-                waits.append(later[0]["time"] - record["time"])
-    return waits
 
 
 def plot_timeline(progress: list[dict], clean_progress: list[dict] | None = None):

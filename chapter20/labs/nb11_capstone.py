@@ -7,8 +7,8 @@
   (:func:`audit_table`), and per section: :func:`verdicts_by_section`,
   :func:`plot_verdicts_by_section`;
 - the encoder next to the baselines fitted on the same text, on every §20.7 figure:
-  :func:`quality_table`, :func:`plot_quality`, and the goal of issue 34 checked from the
-  numbers (:func:`goal_check`);
+  :func:`quality_table`, :func:`plot_quality` (the goal checked from the numbers is
+  ``chapter20.capstone.evaluation.goal_check``);
 - the composed run in a temporary directory (:func:`composed_run`) and the encoder file's
   round trip (:func:`saved_and_loaded_difference`);
 - §20.8's further reading and this notebook's own references (:func:`reading_list`).
@@ -29,7 +29,8 @@ import pandas as pd
 from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import run_capstone
-from chapter20.core.claims import CONSISTENT, HOLDS, NOT_YET_MEASURED, VERDICTS, audit
+from chapter20.core.claim_criteria import section_order
+from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit, verdict_with_direction
 from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.training.config import TrainConfig
@@ -45,14 +46,12 @@ __all__ = [
     "audit_table",
     "composed_run",
     "composed_training",
-    "goal_check",
     "method_rows",
     "plot_quality",
     "plot_verdicts_by_section",
     "quality_table",
     "reading_list",
     "saved_and_loaded_difference",
-    "section_order",
     "takeaways",
     "takeaways_table",
     "verdicts_by_section",
@@ -128,15 +127,6 @@ def audit_sources(frame: pd.DataFrame) -> pd.Series:
     return shown.value_counts(sort=False).rename("claims")
 
 
-def section_order(section: str) -> tuple:
-    """Where a claim's section falls in the chapter, as a sort key: the overview first, then
-    the numbered sections by number (20.1.1 < 20.2 < 20.2.1 < 20.10), then the note."""
-    if section == "overview":
-        return (0,)
-    parts = section.split(".")
-    return (1, *map(int, parts)) if all(p.isdigit() for p in parts) else (2, section)
-
-
 def _in_chapter_order(frame: pd.DataFrame) -> pd.DataFrame:
     keys = [(section_order(s), i) for s, i in zip(frame["section"], frame["id"])]
     return frame.iloc[sorted(range(len(frame)), key=keys.__getitem__)]
@@ -144,14 +134,11 @@ def _in_chapter_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 def audit_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """The audit (``chapter20.core.claims.audit``) as a table to display, one row per claim in
-    the chapter's section order (:func:`section_order`), then by id: the claim's words in full,
-    its verdict with the direction of a miss, what was claimed and measured, and the notebook
-    that judged it."""
+    the chapter's section order (``core.claim_criteria.section_order``), then by id: the
+    claim's words in full, its verdict with the direction of a miss, what was claimed and
+    measured, and the notebook that judged it."""
     rows = _in_chapter_order(audit() if frame is None else frame)
-    verdicts = [
-        v if not d else f"{v}{', ' if v in (HOLDS, CONSISTENT) else ': '}{d}"
-        for v, d in zip(rows["verdict"], rows["direction"].fillna(""))
-    ]
+    verdicts = list(map(verdict_with_direction, rows["verdict"], rows["direction"].fillna("")))
     return pd.DataFrame(
         {
             "§": rows["section"].to_numpy(),
@@ -166,7 +153,7 @@ def audit_table(frame: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def verdicts_by_section(frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Claims per section and verdict (sections in the chapter's order, :func:`section_order`;
+    """Claims per section and verdict (sections in the chapter's order, ``section_order``;
     "not yet measured" where neither this run nor the committed record has the owner's
     verdict)."""
     frame = audit() if frame is None else frame
@@ -247,41 +234,6 @@ def plot_quality(rows: pd.DataFrame):
             loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, fontsize=8
         )  # off the bars
     return fig
-
-
-def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
-    """Issue 34's goal, from the numbers: the encoder from a random start (``encoder``: one row
-    per seed) against every baseline fitted on the same text (``baselines``: rows of corpus
-    "training text"), on held-out recall@1, recall@10 and MRR (beat every baseline: the
-    encoder's worst seed above the best baseline) and on Lee (reach LSI: the encoder's mean at
-    least LSI's). One row per comparison with the encoder's value compared (``of the seeds``:
-    worst or mean), the target and whether it is met."""
-    same = baselines[baselines["corpus"] == "training text"]
-    rows = []
-    for column in ("recall@1", "recall@10", "mrr"):
-        best = same.groupby("method")[column].mean().dropna()
-        rows.append(
-            {
-                "figure": column,
-                "encoder": encoder[column].min(),
-                "of the seeds": "worst",
-                "target": f"best same-text baseline ({best.idxmax()})",
-                "target value": best.max(),
-                "met": encoder[column].min() > best.max(),
-            }
-        )
-    lsi = same.loc[same["method"] == "lsi", "lee_pearson"].mean()
-    rows.append(
-        {
-            "figure": "lee_pearson",
-            "encoder": encoder["lee_pearson"].mean(),
-            "of the seeds": "mean",
-            "target": "same-text LSI (mean)",
-            "target value": lsi,
-            "met": encoder["lee_pearson"].mean() >= lsi,
-        }
-    )
-    return pd.DataFrame(rows)
 
 
 def saved_and_loaded_difference(setup, texts: list[str]) -> float:

@@ -58,6 +58,12 @@ def _pairs(shape: EncoderShape, batch: int, seq_len: int, device: torch.device):
     return tuple(ids.to(device))
 
 
+def _timed_steps(trainers: dict[str, Trainer], pairs, repeat: int, device: torch.device):
+    """One step of each trainer on ``pairs``, timed in alternation after one warm-up step."""
+    return time_interleaved({name: (lambda t=t: t.step(pairs)) for name, t in trainers.items()},
+                            warmup=1, repeat=repeat, device=device)  # fmt: skip
+
+
 #: Each technique alone, then all of them: what ``composed_vs_plain`` measures.
 TECHNIQUES = {
     "plain fp32 AdamW": {},
@@ -79,12 +85,7 @@ def composed_vs_plain(
     configs = {name: replace(PLAIN, **options) for name, options in TECHNIQUES.items()}
     pairs = _pairs(shape, batch, seq_len, device)
     trainers = {name: _trainer(shape, config, device) for name, config in configs.items()}
-    timing = time_interleaved(
-        {name: (lambda t=t: t.step(pairs)) for name, t in trainers.items()},
-        warmup=1,
-        repeat=repeat,
-        device=device,
-    )
+    timing = _timed_steps(trainers, pairs, repeat, device)
     records = []
     for name, config in configs.items():
         report = step_peak_memory(_trainer(shape, config, device), pairs, device)
@@ -122,12 +123,7 @@ def grad_cache_overhead(
         "direct": _trainer(shape, PLAIN, device),
         "gradient caching": _trainer(shape, replace(PLAIN, chunk_size=chunk_size), device),
     }
-    timing = time_interleaved(
-        {name: (lambda t=t: t.step(pairs)) for name, t in trainers.items()},
-        warmup=1,
-        repeat=repeat,
-        device=device,
-    )
+    timing = _timed_steps(trainers, pairs, repeat, device)
     times = pd.DataFrame(
         [{"step": name, "seconds": t.median} for name, t in timing.items()]
     ).assign(vs_direct=lambda f: f["seconds"] / f["seconds"].iloc[0])

@@ -323,22 +323,21 @@ def recipe_search(
 # --- the benches ------------------------------------------------------------------------------
 
 
-def _line(row: dict, *keys: str) -> str:
-    return "  ".join(
-        f"{k} {row[k]:.3f}" if isinstance(row[k], float) else f"{k} {row[k]}" for k in keys
-    )
+def _printer(*keys: str) -> Callable[[dict], None]:
+    """A bench's ``log``: prints ``keys`` of each row as it comes (floats to 3 decimals)."""
+
+    def log(row: dict) -> None:
+        print("  ".join(f"{k} {row[k]:.3f}" if isinstance(row[k], float) else f"{k} {row[k]}"
+                        for k in keys), flush=True)  # fmt: skip
+
+    return log
 
 
 def curves_benchmark(steps: int = 600, batch: int = 512, eval_every: int = 50, out: str = ""):
     """``chapter20 bench curves``: :func:`training_curves` (both starts, 3 seeds) and the early
     stopping of each run, printed; with ``out`` written as ``data/capstone_training_curves.csv``
     reads."""
-
-    def log(row):
-        print(
-            _line(row, "init", "seed", "step", "loss", "lee_pearson", "mrr", "val_mrr"), flush=True
-        )
-
+    log = _printer("init", "seed", "step", "loss", "lee_pearson", "mrr", "val_mrr")
     curves = training_curves(steps=steps, batch=batch, eval_every=eval_every, log=log)
     if study_output(out):
         command = (
@@ -352,23 +351,8 @@ def curves_benchmark(steps: int = 600, batch: int = 512, eval_every: int = 50, o
 def batch_benchmark(epochs: float = 16.0, steps: int = 50, chunk: int = 256, out: str = ""):
     """``chapter20 bench batch``: :func:`batch_study` (3 seeds) and where gains stop, printed;
     with ``out`` written as ``data/capstone_batch_study.csv`` reads."""
-
-    def log(row):
-        print(
-            _line(
-                row,
-                "mode",
-                "batch",
-                "seed",
-                "step",
-                "recall@1",
-                "mrr",
-                "lee_pearson",
-                "wall_seconds",
-            ),
-            flush=True,
-        )
-
+    log = _printer("mode", "batch", "seed", "step", "recall@1", "mrr", "lee_pearson",
+                   "wall_seconds")  # fmt: skip
     frame = batch_study(epochs=epochs, steps=steps, chunk=chunk, log=log)
     for mode in dict.fromkeys(frame["mode"]):
         print(f"{mode}: gains stop at a batch of {saturation_batch(frame, mode):,} documents")
@@ -380,13 +364,7 @@ def batch_benchmark(epochs: float = 16.0, steps: int = 50, chunk: int = 256, out
 def recipe_benchmark(steps: int = 300, batch: int = 512, out: str = ""):
     """``chapter20 bench recipe``: :func:`recipe_search`, printed; with ``out`` written as
     ``data/capstone_recipe_study.csv`` reads."""
-
-    def log(row):
-        print(
-            _line(row, "variant", "val_mrr", "mrr", "recall@1", "lee_pearson", "seconds"),
-            flush=True,
-        )
-
+    log = _printer("variant", "val_mrr", "mrr", "recall@1", "lee_pearson", "seconds")
     frame = recipe_search(steps=steps, batch=batch, log=log)
     if study_output(out):
         command = f"chapter20 bench recipe --steps {steps} --batch {batch}"

@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_TEMPERATURE",
     "info_nce",
     "info_nce_reference",
+    "micro_batch_info_nce",
     "logit_matrix_bytes",
     "grad_cache_reference",
     "gather_with_grad",
@@ -142,6 +143,14 @@ def info_nce_reference(
     logits = q @ k.T / temperature  # [B, B]: query i against every key of the batch
     labels = torch.arange(len(q), device=q.device)  # query i's positive is key i
     return F.cross_entropy(logits, labels)  # the mean over the batch
+
+
+def micro_batch_info_nce(model: nn.Module, batch) -> torch.Tensor:
+    """One InfoNCE loss per pair of a (micro-)batch ``(anchors, positives)``, against that batch's
+    keys only (§20.2.1): what accumulation computes when each micro-batch is its own batch, as a
+    ``loss(model, batch)`` of the composed step (``chapter20.training.trainer.Trainer``)."""
+    anchors, positives = batch
+    return info_nce(model(anchors), model(positives), DEFAULT_TEMPERATURE, reduction="none")
 
 
 def logit_matrix_bytes(batch: int, bytes_per_element: int = 4) -> int:
