@@ -2,8 +2,9 @@
 
 The plain-text form of every output is compared; HTML renderings of the same objects (pandas
 tables) and SVG figures are skipped, as nbval already skips PNG images. The kernels run in the
-environment the outputs were recorded in (``recording_environment``: PyTorch's AVX2 kernels on
-an x86 CPU), so that they print the recorded digits on AVX2 and AVX-512 machines alike.
+environment the outputs were recorded in (``recording_environment``: AVX2 kernels, PyTorch's and
+oneDNN's, on an x86 CPU), so that they print the recorded digits on AVX2, AVX-512 and AMX machines
+alike.
 """
 
 import os

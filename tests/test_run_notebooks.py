@@ -83,25 +83,33 @@ def test_one_line_per_notebook_and_the_failing_cell(nbformat, tmp_path, capsys, 
 def test_recording_refuses_a_busy_machine_unless_forced(nbformat, tmp_path, capsys, monkeypatch):
     """Committed outputs (--inplace) are recorded on a quiet machine only: above the threshold
     the script waits, then refuses with the reason and exit status 3; --force records. The
-    kernel that records runs PyTorch's AVX2 kernels on an x86 CPU, whatever the CPU offers."""
+    kernel that records runs PyTorch's AVX2 kernels on an x86 CPU, whatever the CPU offers, and
+    bf16 attention runs there (on a CPU with AMX, oneDNN must be held to AVX2 too)."""
     import platform
 
     import chapter20.core.measure as measure
 
     # Recording sets the variable in this process, for its kernels: set here, then removed, so
     # that monkeypatch takes it away again after the test.
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "")
-    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     notebook = _notebook(nbformat, tmp_path / "01_good.ipynb", "print('ok')")
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.9)
     status = run_notebooks.main(["--inplace", "--wait", "0", str(notebook)])
     out = capsys.readouterr().out
     assert status == 3 and "refusing to record 01_good.ipynb" in out and "90%" in out
     assert run_notebooks.main(["--inplace", "--wait", "0", "--force", str(notebook)]) == 0
-    capability = "import torch\nprint(torch.backends.cpu.get_cpu_capability())"
+    capability = (
+        "import torch\nimport torch.nn.functional as F\n"
+        "print(torch.backends.cpu.get_cpu_capability())\n"
+        "q = torch.randn(1, 2, 64, 32, dtype=torch.bfloat16)\n"
+        "print(F.scaled_dot_product_attention(q, q, q).dtype)  # fails with AMX and AVX2 alone"
+    )
     _notebook(nbformat, notebook, capability)
     monkeypatch.setattr(measure, "machine_busy", lambda seconds=1.0: 0.05)
     assert run_notebooks.main(["--inplace", "--wait", "0", str(notebook)]) == 0
-    printed = nbformat.read(notebook, as_version=4).cells[0].outputs[0]["text"].strip()
+    printed = nbformat.read(notebook, as_version=4).cells[0].outputs[0]["text"].split()
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    assert printed == "AVX2" if x86 else printed != "AVX2"
+    assert printed[0] == "AVX2" if x86 else printed[0] != "AVX2"
+    assert printed[1] == "torch.bfloat16"

@@ -110,12 +110,14 @@ def execute(
 
 def recording_environment() -> dict[str, str]:
     """The environment committed outputs are recorded and checked in: on an x86 CPU, PyTorch's
-    AVX2 kernels. An AVX-512 CPU would otherwise pick kernels that sum in another order, and a
-    live rerun that matches its record to the last digit on one machine prints another held-out
-    recall on the next (notebook 02's strategies: one pair of 1,246). Every x86 CPU since 2013
-    has AVX2; other CPUs keep their own kernels ({})."""
+    AVX2 kernels, its own and oneDNN's. An AVX-512 CPU would otherwise pick kernels that sum in
+    another order, and a live rerun that matches its record to the last digit on one machine
+    prints another held-out recall on the next (notebook 02's strategies: one pair of 1,246).
+    oneDNN is held to AVX2 too: on a CPU with AMX, bf16 attention otherwise packs its operands
+    for AMX and then fails in PyTorch's AVX2 kernel ("pack_vnni2 is only supported when avx512
+    is supported"). Every x86 CPU since 2013 has AVX2; other CPUs keep their own kernels ({})."""
     if platform.machine().lower() in ("x86_64", "amd64"):
-        return {"ATEN_CPU_CAPABILITY": "avx2"}
+        return {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     return {}
 
 
