@@ -279,7 +279,7 @@ def test_policy_roles_follow_the_segments_apply_checkpointing_builds():
 def test_the_depth_record_matches_the_code_to_the_byte():
     """The committed sweep of notebook 04 (byte counts) is what the current code measures: the
     shallowest depth is remeasured here and compared, every column, exactly."""
-    from chapter20.labs.common import read_study
+    from chapter20.core.study_record import read_study
     from chapter20.labs.nb04_activation_checkpointing import (
         DEPTH_SIZES,
         DEPTH_STUDY,

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from chapter20.core.study_record import provenance_line, read_study
 from chapter20.labs import nb10_records as records
 from chapter20.labs import nb10_vocab as vocab_lab
-from chapter20.labs.common import provenance_line, read_study
 
 TRAIN = [["the", "cat", "sat", "on", "the", "mat"] * 20, ["a", "dog", "ran", "far"] * 20]
 TEST = [["the", "dog", "sat", "far", "away"]]

@@ -668,7 +668,7 @@ def test_restart_seconds_measure_from_each_kill_to_the_next_step():
 
 
 def test_fault_record_holds_every_row_of_the_matrix_and_every_row_holds():
-    from chapter20.labs.common import read_study
+    from chapter20.core.study_record import read_study
     from chapter20.labs.nb07_faults import FAULT_RECORD, FAULTS, LIVE_FAULTS
 
     record = read_study(FAULT_RECORD)

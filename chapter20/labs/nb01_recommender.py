@@ -81,7 +81,7 @@ def recommender_benchmark(out: str = "") -> None:
     """``chapter20 bench recommender``: :func:`recommender_study` on :func:`passage_interactions`
     (three seeds, the default training); with ``out`` written as the record
     ``data/recommender_recall.csv`` that notebook 01 judges the tables on."""
-    from chapter20.labs.common import study_output, write_study
+    from chapter20.core.study_record import study_output, write_study
 
     frame = recommender_study(passage_interactions())
     print(frame.round(4).to_string(index=False))

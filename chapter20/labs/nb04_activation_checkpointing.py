@@ -18,12 +18,18 @@ import torch
 from torch import nn
 
 from chapter20.core.device import get_device, size_scale
-from chapter20.core.findings import compare
-from chapter20.core.measure import CATEGORIES, format_bytes, peak_memory, time_interleaved
+from chapter20.core.findings import compare, compare_times
+from chapter20.core.measure import (
+    CATEGORIES,
+    format_bytes,
+    peak_memory,
+    time_interleaved,
+    timing_columns,
+)
 from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, plain_log_ticks, stacked_memory_bars
 from chapter20.core.seed_statistics import range_text
-from chapter20.labs.common import compare_times, run_or_record, timing_columns
+from chapter20.core.study_record import run_or_record
 from chapter20.techniques.activation_checkpointing import predicted_activation_bytes
 from chapter20.techniques.checkpointing_policies import (
     POLICY_CASES,
@@ -239,7 +245,7 @@ def timing_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def time_findings(frame: pd.DataFrame) -> list[str]:
     """Each policy's step time against no checkpointing, one computed line per policy
-    (``labs.common.compare_times``: indistinguishable within the repeats' spread)."""
+    (``core.findings.compare_times``: indistinguishable within the repeats' spread)."""
     rows = list(frame.itertuples(index=False))
     return [compare_times(row.policy, row, "none", rows[0]) for row in rows[1:]]
 
@@ -438,7 +444,7 @@ def benchmark(layers: int = 12, out: str = "") -> None:
     """``python -m chapter20 bench checkpointing``: activation-memory and step-time ratios of
     each policy to no checkpointing for a ``layers``-deep encoder, in one run; with ``out``, also
     section 2's sweep over :data:`DEPTHS` written there (``data/checkpointing_depth.csv``)."""
-    from chapter20.labs.common import study_output, write_study
+    from chapter20.core.study_record import study_output, write_study
 
     if study_output(out):
         depth = activation_vs_depth(DEPTHS, **DEPTH_SIZES)

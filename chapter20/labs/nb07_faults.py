@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from chapter20.core.device import size_scale
+from chapter20.core.study_record import read_study, study_output, write_study
 from chapter20.demos.elastic_run import resume_at_other_world_size
 from chapter20.demos.fault_injection import (
     WRITER_FAULTS,
@@ -21,7 +22,6 @@ from chapter20.demos.fault_injection import (
     two_writers,
     writer_faults,
 )
-from chapter20.labs.common import read_study, study_output, write_study
 from chapter20.training.checkpoints import SAVE_PHASES
 
 __all__ = [

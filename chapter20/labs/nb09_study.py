@@ -3,7 +3,7 @@ skip-gram trainers and of data-parallel word2vec, and its one live check.
 
 Training every trainer on the real corpus for three seeds takes minutes on two cores, so it runs
 once, by :func:`quality_benchmark`, and is committed as ``data/word2vec_quality.csv``
-(``labs.common.write_study``: date, machine, load, command). The notebook reads it back
+(``core.study_record.write_study``: date, machine, load, command). The notebook reads it back
 (:func:`study_rows`) and reruns one seed of our negative sampling live (:func:`live_check`).
 The record holds, per seed:
 
@@ -168,7 +168,7 @@ def quality_benchmark(
     """``chapter20 bench word2vec-quality``: :func:`trainer_study` (with ``config``) and the
     data-parallel runs (:func:`data_parallel_runs`, :data:`DP_VARIANTS`) for ``seeds``; with
     ``out`` written as the record notebook 09 reads (``data/word2vec_quality.csv``)."""
-    from chapter20.labs.common import study_output, write_study
+    from chapter20.core.study_record import study_output, write_study
 
     seeds = tuple(check_int("seed", s, 0) for s in seeds)
     trainers = trainer_study(corpus, seeds, config).assign(study="trainers")
@@ -191,7 +191,7 @@ def study_rows(live: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         trainers = trainer_study()
         variants = {**DP_VARIANTS, **DP_MORE_VARIANTS}
         return trainers, data_parallel_runs("wiki+lee", (1, 2, 3), variants), "this run"
-    from chapter20.labs.common import read_study, value_span
+    from chapter20.core.study_record import read_study, value_span
 
     record = read_study(QUALITY_STUDY)
     trainers = record[record.study == "trainers"].reset_index(drop=True)

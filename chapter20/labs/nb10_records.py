@@ -22,7 +22,7 @@ import pandas as pd
 from chapter20.core.checks import check_int
 from chapter20.core.findings import compare
 from chapter20.core.plotting import new_figure, new_panels
-from chapter20.labs.common import study_output, write_study
+from chapter20.core.study_record import study_output, write_study
 from chapter20.vocab.bpe import bpe_table
 from chapter20.vocab.pca import PCAResult
 

@@ -33,7 +33,7 @@ from chapter20.core.measure import (
     tensor_bytes,
     time_interleaved,
 )
-from chapter20.labs.common import study_output, write_study
+from chapter20.core.study_record import study_output, write_study
 from chapter20.techniques.optimizers import sparse_optimizers
 from chapter20.vocab.autoencoder import train_autoencoder
 from chapter20.vocab.bag_of_words import (

@@ -299,7 +299,7 @@ def subword_benchmark(out: str = "", config: Word2VecConfig = SUBWORD_CONFIG):
     and the live check's row (:data:`CHECK_MODEL`); with ``out`` written as
     ``data/subword_quality.csv`` reads."""
     from chapter20.core.corpora import train_test_split_articles, wiki_articles
-    from chapter20.labs.common import study_output, write_study
+    from chapter20.core.study_record import study_output, write_study
 
     train, _ = train_test_split_articles(wiki_articles(), 0.1, seed=0)
     frame = subword_study(train, config=config).frame
