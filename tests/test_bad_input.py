@@ -361,11 +361,11 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "test_fraction": 0.2,
         "seed": 0,
     },
-    "core.corpora.uniform_ids": lambda: {"shape": 5, "num_embeddings": 10, "seed": 0},
+    "core.id_streams.uniform_ids": lambda: {"shape": 5, "num_embeddings": 10, "seed": 0},
     "core.corpora.word_vocabulary": lambda: {"texts": TEXTS, "max_size": 5},
-    "core.corpora.zipf_ids": lambda: {"shape": 5, "num_embeddings": 10, "s": 1.1, "seed": 0},
-    "core.corpora.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
-    "core.corpora.zipf_counts": lambda: {"num_words": 10, "s": 1.1, "total": 100},
+    "core.id_streams.zipf_ids": lambda: {"shape": 5, "num_embeddings": 10, "s": 1.1, "seed": 0},
+    "core.id_streams.zipf_probabilities": lambda: {"num_embeddings": 10, "s": 1.1},
+    "core.id_streams.zipf_counts": lambda: {"num_words": 10, "s": 1.1, "total": 100},
     "core.device.set_seed": lambda: {"seed": 0},
     "core.device.scaled": lambda: {"size": 10, "minimum": 1},
     "techniques.communication_model.ring_allreduce_seconds": lambda: {
@@ -1099,12 +1099,12 @@ ACCEPTS: dict[str, set[str]] = {
             "cost.estimates.data_parallel_efficiency.network_latency_s",
             "cost.fleet_choices.training_options.overlap",
             "core.corpora.train_test_split_articles.seed",
-            "core.corpora.uniform_ids.shape",
-            "core.corpora.uniform_ids.seed",
-            "core.corpora.zipf_ids.shape",
-            "core.corpora.zipf_ids.s",
-            "core.corpora.zipf_ids.seed",
-            "core.corpora.zipf_probabilities.s",
+            "core.id_streams.uniform_ids.shape",
+            "core.id_streams.uniform_ids.seed",
+            "core.id_streams.zipf_ids.shape",
+            "core.id_streams.zipf_ids.s",
+            "core.id_streams.zipf_ids.seed",
+            "core.id_streams.zipf_probabilities.s",
             "core.device.set_seed.seed",
             "core.device.seeded.seed",
             "techniques.distributed.distributed_loader.seed",
@@ -1178,7 +1178,7 @@ ACCEPTS: dict[str, set[str]] = {
             "vocab.word_vectors.pca_quality_curve.seed",
             "word2vec.equivalence.fused_equals_plain.seed",
             "word2vec.equivalence.reference_equals_fast.seed",
-            "core.corpora.zipf_counts.s",
+            "core.id_streams.zipf_counts.s",
             "vocab.autoencoder.train_autoencoder.seed",
             "vocab.pca.pca_compress.niter",
             "vocab.pca.pca_compress.oversample",
@@ -1240,7 +1240,7 @@ ACCEPTS: dict[str, set[str]] = {
 
 # Public callables with numeric parameters that this test does not call, and why.
 OUT_OF_SCOPE = {
-    "techniques.sharding.listing_lookup_done_right": "a teaching reference: the chapter's "
+    "techniques.sharding_proofs.listing_lookup_done_right": "a teaching reference: the chapter's "
     "replicated lookup (listing L1) with its two faults fixed, shown in notebook 01 and proven "
     "equal to ShardedEmbedding (its one check, ids in range, is one of the fixes it shows)",
     "demos.recommender.train_recommender": "real training of the two-tower recommender on its "

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from chapter20.core import corpora as data
+from chapter20.core import id_streams
 
 
 @pytest.fixture(scope="module")
@@ -194,16 +195,16 @@ def test_word_similarity_unknown_name():
 
 
 def test_zipf_probabilities_exact():
-    p = data.zipf_probabilities(1000, 1.1)
+    p = id_streams.zipf_probabilities(1000, 1.1)
     assert p.dtype == np.float64 and p.shape == (1000,)
     assert math.isclose(p.sum(), 1.0, rel_tol=1e-12)
     assert np.all(np.diff(p) <= 0)
     assert math.isclose(p[0] / p[1], 2**1.1, rel_tol=1e-12)
-    np.testing.assert_array_equal(data.zipf_probabilities(7, 0), np.full(7, 1 / 7))
-    np.testing.assert_array_equal(data.zipf_probabilities(1, 3.0), [1.0])
+    np.testing.assert_array_equal(id_streams.zipf_probabilities(7, 0), np.full(7, 1 / 7))
+    np.testing.assert_array_equal(id_streams.zipf_probabilities(1, 3.0), [1.0])
 
 
-@pytest.mark.parametrize("make", [data.uniform_ids, data.zipf_ids])
+@pytest.mark.parametrize("make", [id_streams.uniform_ids, id_streams.zipf_ids])
 def test_ids_shape_dtype_range_and_determinism(make):
     ids = make((4, 5), 50, seed=1)
     assert ids.dtype == torch.int64 and ids.shape == (4, 5)
@@ -221,16 +222,16 @@ def test_ids_do_not_touch_global_rng():
     expected_t, expected_np = torch.rand(3), np.random.rand(3)
     torch.manual_seed(123)
     np.random.seed(123)
-    data.zipf_ids(100, 10)
-    data.uniform_ids(100, 10)
+    id_streams.zipf_ids(100, 10)
+    id_streams.uniform_ids(100, 10)
     assert torch.equal(torch.rand(3), expected_t)
     np.testing.assert_array_equal(np.random.rand(3), expected_np)
 
 
 def test_zipf_ids_match_probabilities():
     n, v = 200_000, 1000
-    p = data.zipf_probabilities(v, 1.1)
-    counts = np.bincount(data.zipf_ids(n, v, seed=0).numpy(), minlength=v)
+    p = id_streams.zipf_probabilities(v, 1.1)
+    counts = np.bincount(id_streams.zipf_ids(n, v, seed=0).numpy(), minlength=v)
     # Each count is Binomial(n, p_k); 5 binomial standard deviations is far outside chance
     # (the draw is seeded, so this cannot flake) yet catches an off-by-one in the inverse CDF.
     for k in range(10):
@@ -241,13 +242,13 @@ def test_zipf_ids_match_probabilities():
 
 def test_zipf_s0_is_uniform():
     n, v = 100_000, 100
-    counts = np.bincount(data.zipf_ids(n, v, s=0, seed=3).numpy(), minlength=v)
+    counts = np.bincount(id_streams.zipf_ids(n, v, s=0, seed=3).numpy(), minlength=v)
     std = math.sqrt(n * (1 / v) * (1 - 1 / v))  # binomial std of one id's count
     assert np.abs(counts - n / v).max() < 5 * std
 
 
 def test_zipf_large_vocabulary():
-    ids = data.zipf_ids(10_000, 10**7, seed=0)
+    ids = id_streams.zipf_ids(10_000, 10**7, seed=0)
     assert int(ids.min()) >= 0 and int(ids.max()) < 10**7
     assert (ids == 0).float().mean().item() > 0.05  # p[0] ≈ 0.10 for V = 10^7, s = 1.1
 
@@ -255,17 +256,17 @@ def test_zipf_large_vocabulary():
 @pytest.mark.parametrize(
     "call, exc, arg",
     [
-        (lambda: data.zipf_ids(5, 0), ValueError, "num_embeddings"),
-        (lambda: data.uniform_ids(5, -3), ValueError, "num_embeddings"),
-        (lambda: data.uniform_ids(5, 10.0), TypeError, "num_embeddings"),
-        (lambda: data.zipf_ids((2, -1), 10), ValueError, "shape"),
-        (lambda: data.zipf_ids((2, 1.5), 10), TypeError, "shape"),
-        (lambda: data.uniform_ids("4", 10), TypeError, "shape"),
-        (lambda: data.zipf_ids(5, 10, s=-0.5), ValueError, "s must"),
-        (lambda: data.zipf_ids(5, 10, s=float("nan")), ValueError, "s must"),
-        (lambda: data.zipf_probabilities(10, "1"), TypeError, "s must"),
-        (lambda: data.zipf_ids(5, 10, seed=-1), ValueError, "seed"),
-        (lambda: data.uniform_ids(5, True), TypeError, "num_embeddings"),
+        (lambda: id_streams.zipf_ids(5, 0), ValueError, "num_embeddings"),
+        (lambda: id_streams.uniform_ids(5, -3), ValueError, "num_embeddings"),
+        (lambda: id_streams.uniform_ids(5, 10.0), TypeError, "num_embeddings"),
+        (lambda: id_streams.zipf_ids((2, -1), 10), ValueError, "shape"),
+        (lambda: id_streams.zipf_ids((2, 1.5), 10), TypeError, "shape"),
+        (lambda: id_streams.uniform_ids("4", 10), TypeError, "shape"),
+        (lambda: id_streams.zipf_ids(5, 10, s=-0.5), ValueError, "s must"),
+        (lambda: id_streams.zipf_ids(5, 10, s=float("nan")), ValueError, "s must"),
+        (lambda: id_streams.zipf_probabilities(10, "1"), TypeError, "s must"),
+        (lambda: id_streams.zipf_ids(5, 10, seed=-1), ValueError, "seed"),
+        (lambda: id_streams.uniform_ids(5, True), TypeError, "num_embeddings"),
     ],
 )
 def test_id_stream_validation(call, exc, arg):

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.core.corpora import zipf_ids
+from chapter20.core.id_streams import zipf_ids
 from chapter20.demos.recommender import passage_interactions, sharded_step_on_rank
 from chapter20.labs.nb01_sharding import surveys_on_rank
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group
@@ -591,8 +591,8 @@ def test_sharded_state_on_cuda_round_trips_through_dcp(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# The replicated lookup written in a few lines (techniques.sharding.listing_lookup_done_right,
-# the chapter's listing with its faults fixed) against ShardedEmbedding(inputs="replicated",
+# The replicated lookup written in a few lines (sharding_proofs.listing_lookup_done_right, the
+# chapter's listing with its faults fixed) against ShardedEmbedding(inputs="replicated",
 # partition="range"). Bitwise: both look up the same rows and sum the same tensors; the short
 # version adds exact zeros where the package never looks a row up.
 # --------------------------------------------------------------------------------------------
@@ -613,7 +613,7 @@ def test_reference_lookup_equals_the_package_in_a_world_of_one():
 
 
 def test_reference_lookup_equals_the_package_on_a_group_and_its_sub_group(group_runs):
-    """``techniques.sharding.listing_lookup_done_right`` (the chapter's replicated lookup with its
+    """``sharding_proofs.listing_lookup_done_right`` (the chapter's replicated lookup with its
     faults fixed) against the package, bitwise: the group of 4 serves W = 2 and W = 3 (sub-groups
     of ranks 0-1 and 0-2), as in notebook 01; a sub-group's tables must agree with nn.Embedding
     like a whole group's."""

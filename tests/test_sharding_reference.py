@@ -1,5 +1,5 @@
 """§20.1 the replicated lookup of notebook 01 written in a few lines
-(``techniques.sharding.listing_lookup_done_right``: the chapter's listing with its faults fixed)
+(``sharding_proofs.listing_lookup_done_right``: the chapter's listing with its faults fixed)
 against ``ShardedEmbedding(inputs="replicated", partition="range")``: its out-of-range ids (its
 equality with the package, as a world of one and on real gloo groups, is checked beside the
 package's own checks in ``test_sharding.py``, whose W=3 group serves it); and the recommender's
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from chapter20.demos.recommender import Interactions, shuffled_users
-from chapter20.techniques.sharding import listing_lookup_done_right
+from chapter20.techniques.sharding_proofs import listing_lookup_done_right
 
 
 @pytest.mark.parametrize("bad", [[-1], [5], [0, 5]])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from chapter20.core.corpora import zipf_counts
+from chapter20.core.id_streams import zipf_counts
 from chapter20.word2vec.equivalence import (
     fused_equals_plain,
     gradient_proof,

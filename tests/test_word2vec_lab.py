@@ -56,7 +56,7 @@ def test_quality_verdicts_apply_the_stated_thresholds():
 
 
 def test_path_lengths_count_the_nodes_of_the_timed_batch():
-    from chapter20.core.corpora import zipf_counts, zipf_ids
+    from chapter20.core.id_streams import zipf_counts, zipf_ids
     from chapter20.labs.nb09_step_cost import path_length_vs_vocab
     from chapter20.word2vec.huffman import build_huffman_tree
 

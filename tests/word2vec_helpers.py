@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from chapter20.core import corpora
+from chapter20.core import id_streams
 from chapter20.word2vec.skipgram import SkipGram
 
 
 def zipf_counts(n: int, s: float = 1.1, total: int = 10**6) -> np.ndarray:
     """Counts of ``n`` words that follow a Zipf(``s``) law over ``total`` tokens (each >= 1):
-    ``chapter20.core.corpora.zipf_counts`` over a million tokens."""
-    return corpora.zipf_counts(n, s, total)
+    ``chapter20.core.id_streams.zipf_counts`` over a million tokens."""
+    return id_streams.zipf_counts(n, s, total)
 
 
 def small_model(objective, n=60, dim=8, seed=0):

@@ -15,8 +15,8 @@ import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int
-from chapter20.core.corpora import zipf_ids
 from chapter20.core.device import get_device, set_seed
+from chapter20.core.id_streams import zipf_ids
 from chapter20.core.measure import CATEGORIES, MemoryReport, peak_memory
 from chapter20.core.models import BagOfEmbeddingsEncoder, count_parameters
 from chapter20.core.plotting import new_panels, stacked_memory_bars

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.core.corpora import zipf_ids
+from chapter20.core.id_streams import zipf_ids
 from chapter20.core.measure import format_bytes, time_fn, time_interleaved
 from chapter20.core.seed_statistics import timing_spread_ms
 from chapter20.techniques.distributed import group_rank_and_size, run_local_group

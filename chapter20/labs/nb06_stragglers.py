@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.core.corpora import uniform_ids
 from chapter20.core.device import set_seed
+from chapter20.core.id_streams import uniform_ids
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.plotting import new_panels
 from chapter20.core.seed_statistics import timing_spread_ms

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from chapter20.core.corpora import zipf_counts, zipf_ids
 from chapter20.core.device import get_device
 from chapter20.core.findings import compare
+from chapter20.core.id_streams import zipf_counts, zipf_ids
 from chapter20.core.measure import time_fn
 from chapter20.core.seed_statistics import range_text
 from chapter20.vocab.vocabulary import build_vocab

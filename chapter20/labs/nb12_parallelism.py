@@ -19,9 +19,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from chapter20.core.corpora import uniform_ids
 from chapter20.core.device import set_seed
 from chapter20.core.findings import compare, share
+from chapter20.core.id_streams import uniform_ids
 from chapter20.core.measure import format_bytes, time_interleaved
 from chapter20.core.models import TransformerEncoder
 from chapter20.core.plotting import new_figure

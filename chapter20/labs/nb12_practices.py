@@ -15,8 +15,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from chapter20.core.corpora import next_sentence_pairs, uniform_ids, wiki_sentences, word_vocabulary
+from chapter20.core.corpora import next_sentence_pairs, wiki_sentences, word_vocabulary
 from chapter20.core.device import set_seed, size_scale
+from chapter20.core.id_streams import uniform_ids
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms

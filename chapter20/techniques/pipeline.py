@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from chapter20.core.checks import check_int
-from chapter20.core.corpora import uniform_ids
+from chapter20.core.id_streams import uniform_ids
 
 __all__ = [
     "SCHEDULES",

@@ -3,9 +3,9 @@
 The chapter's table (listing L1) splits the rows into contiguous blocks, looks up the ids a rank
 owns into a zero tensor and sums the ranks' tensors with an all-reduce. It drops the last
 ``V mod world_size`` rows, answers unknown ids with zeros, and is only right when every rank
-holds the same ids (:func:`listing_lookup_done_right` is that listing in its few lines with both
-faults fixed, for reading). :class:`ShardedEmbedding` keeps every row, rejects bad ids on every
-rank, and offers both communication patterns:
+holds the same ids (``sharding_proofs.listing_lookup_done_right`` is that listing in its few
+lines with both faults fixed, for reading). :class:`ShardedEmbedding` keeps every row, rejects
+bad ids on every rank, and offers both communication patterns:
 
 - ``inputs="replicated"`` (tensor parallel, as Megatron's ``VocabParallelEmbedding``): all
   ranks hold the same ids; each looks up the rows it owns, zeroes the rest, and a SUM
@@ -48,7 +48,6 @@ __all__ = [
     "CommRecord",
     "ShardedEmbedding",
     "ShardedBagEncoder",
-    "listing_lookup_done_right",
     "data_parallel_ignored_names",
     "all_to_all_bytes",
     "shard_load",
@@ -552,32 +551,3 @@ class ShardedBagEncoder(nn.Module):
         if bool((counts == 0).any()):
             raise ValueError("every row of ids needs a non-padding token")
         return self.projection((rows * keep).sum(dim=1) / counts)
-
-
-def listing_lookup_done_right(
-    ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int, group=None
-):
-    """The chapter's replicated lookup (listing L1: contiguous row ranges, a masked local
-    lookup, a SUM all-reduce), with its two faults fixed: blocks of ceil(V/W) rows keep the
-    last ``V mod W`` rows, and an id outside [0, V) raises instead of reading as zeros. This is
-    Megatron's ``VocabParallelEmbedding``. Every rank passes the same ``ids`` and its own
-    ``shard`` (rows [rank·block, rank·block + block) of the table). The backward is the identity
-    (the loss after the lookup is the same on every rank). For reading: the package's version
-    is :class:`ShardedEmbedding` with ``inputs="replicated", partition="range"`` (§20.1)."""
-    rank, world = group_rank_and_size(group)
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
-        raise IndexError(f"ids must be in [0, {num_embeddings}), got {ids.min()}..{ids.max()}")
-    block = -(-num_embeddings // world)  # ceil(V / W): no row is left without an owner
-    start = rank * block
-    outside = (ids < start) | (ids >= start + block)  # ids another rank owns
-    local = (ids - start).masked_fill(outside, 0)  # any valid row; its result is zeroed below
-    if len(shard):
-        rows = F.embedding(local, shard).masked_fill(outside.unsqueeze(-1), 0.0)
-    else:  # V < W: this rank owns no row, and sends zeros (with a gradient path to its shard)
-        rows = shard.new_zeros((*ids.shape, shard.shape[1])) + shard.sum()
-    total = rows.detach().clone()
-    if world > 1:
-        dist.all_reduce(
-            total, op=dist.ReduceOp.SUM, group=group
-        )  # each row comes from exactly one rank
-    return total + (rows - rows.detach())  # forward: the sum; backward: to this rank's rows

@@ -1,5 +1,6 @@
 """§20.1 The sharded table proven against ``nn.Embedding`` on every rank of a group: the proofs
-that notebook 01 runs at every world size and the tests hold bitwise.
+that notebook 01 runs at every world size and the tests hold bitwise, and the reference they hold
+the table to, the chapter's listing L1 done right (:func:`listing_lookup_done_right`).
 
 Functions named ``*_on_rank`` run inside a process group (one call per rank, e.g. through
 :func:`chapter20.techniques.distributed.run_local_group`, or as a world of one without a group) and
@@ -18,10 +19,11 @@ from __future__ import annotations
 from itertools import product
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from chapter20.core.checks import check_int, check_real
-from chapter20.core.corpora import uniform_ids
+from chapter20.core.id_streams import uniform_ids
 from chapter20.techniques.communication_model import ring_allreduce_bytes
 from chapter20.techniques.distributed import group_rank_and_size
 from chapter20.techniques.sharding import (
@@ -30,10 +32,10 @@ from chapter20.techniques.sharding import (
     RowPartition,
     ShardedEmbedding,
     all_to_all_bytes,
-    listing_lookup_done_right,
 )
 
 __all__ = [
+    "listing_lookup_done_right",
     "batch_ids",
     "equivalence_on_rank",
     "misuse_on_rank",
@@ -286,3 +288,32 @@ def _rows_requested_by_others(
         if other != rank:
             total += int((layout.owner(ids) == rank).sum())
     return total * dim * 4
+
+
+def listing_lookup_done_right(
+    ids: torch.Tensor, shard: torch.Tensor, num_embeddings: int, group=None
+):
+    """The chapter's replicated lookup (listing L1: contiguous row ranges, a masked local
+    lookup, a SUM all-reduce), with its two faults fixed: blocks of ceil(V/W) rows keep the
+    last ``V mod W`` rows, and an id outside [0, V) raises instead of reading as zeros. This is
+    Megatron's ``VocabParallelEmbedding``. Every rank passes the same ``ids`` and its own
+    ``shard`` (rows [rank·block, rank·block + block) of the table). The backward is the identity
+    (the loss after the lookup is the same on every rank). For reading: the package's version
+    is :class:`ShardedEmbedding` with ``inputs="replicated", partition="range"`` (§20.1)."""
+    rank, world = group_rank_and_size(group)
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
+        raise IndexError(f"ids must be in [0, {num_embeddings}), got {ids.min()}..{ids.max()}")
+    block = -(-num_embeddings // world)  # ceil(V / W): no row is left without an owner
+    start = rank * block
+    outside = (ids < start) | (ids >= start + block)  # ids another rank owns
+    local = (ids - start).masked_fill(outside, 0)  # any valid row; its result is zeroed below
+    if len(shard):
+        rows = F.embedding(local, shard).masked_fill(outside.unsqueeze(-1), 0.0)
+    else:  # V < W: this rank owns no row, and sends zeros (with a gradient path to its shard)
+        rows = shard.new_zeros((*ids.shape, shard.shape[1])) + shard.sum()
+    total = rows.detach().clone()
+    if world > 1:
+        dist.all_reduce(
+            total, op=dist.ReduceOp.SUM, group=group
+        )  # each row comes from exactly one rank
+    return total + (rows - rows.detach())  # forward: the sum; backward: to this rank's rows

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from chapter20.core.checks import check_int, check_real
-from chapter20.core.corpora import zipf_counts
+from chapter20.core.id_streams import zipf_counts
 from chapter20.word2vec.fused import load_kernels
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
