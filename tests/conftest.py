@@ -95,6 +95,15 @@ def pytest_unconfigure(config):
         shutil.rmtree(cache, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _corpora_parsed(request):
+    """In the process that parses the corpora in a thread (a run without pytest-xdist workers),
+    the tests wait for it first: a test importing gensim while that thread imports it can fail
+    ("partially initialized module")."""
+    if _CACHE in request.config.stash:
+        request.config.stash[_CACHE][1].join()
+
+
 @pytest.fixture(scope="session")
 def test_cache() -> Path:
     """The run's corpus cache (``$CHAPTER20_CACHE``, set up by :func:`pytest_configure`)."""

@@ -17,6 +17,13 @@ hooks it hands :func:`run_training`:
 - ``summarize(finished)`` adds what only the application measures to the summary before it is
   written (once, by rank 0, to ``summary.json`` in the output directory).
 
+With ``config.early_stopping`` on (a patience), the evaluations are the run's validation: the
+driver keeps the weights of the best ``monitor`` value, ends the run once ``patience``
+evaluations in a row bring none better (``chapter20.training.early_stopping``; the decision is
+rank 0's, sent to every rank), and restores those weights before the summary — whose
+``final`` evaluation, fingerprint and model are then the validation-chosen step's. The best
+weights and the rule's progress travel in the checkpoints.
+
 The driver builds the :class:`~chapter20.training.trainer.Trainer` (every technique of the step
 is a field of ``config.training``), shows a progress bar on rank 0, trains through
 :func:`~chapter20.training.loop.resumable_loop`, and returns a :class:`FinishedRun` — or the
@@ -41,6 +48,7 @@ from torch import nn
 from chapter20.core.checks import check_optional_int
 from chapter20.core.device import deterministic_mode, set_seed
 from chapter20.techniques.distributed import distributed, group_rank_and_size
+from chapter20.training.early_stopping import EarlyStopper
 from chapter20.training.loop import StoppedLaunch, resumable_loop
 from chapter20.training.run_config import RunConfig
 from chapter20.training.state import parameter_fingerprint
@@ -51,6 +59,7 @@ __all__ = [
     "FinishedRun",
     "RunProgress",
     "RunRefused",
+    "RunTracker",
     "run_on_this_rank",
     "run_training",
 ]
@@ -150,15 +159,21 @@ def run_training(
     _check_hooks(model, batches, hooks)
     eval_every = check_optional_int("eval_every", eval_every, 1)
     rank = group_rank_and_size()[0]
+    if config.early_stopping.enabled and (evaluate is None or eval_every is None):
+        raise RunRefused(
+            "early stopping (a patience) needs evaluations: an evaluate hook and eval_every"
+        )
     try:
         trainer, data = _set_up(config, model, batches, device, loss, optimizer)
     except ValueError as exc:
         raise RunRefused(str(exc)) from exc
     if announce is not None:
         announce(trainer)
-    tracker = _Tracker(config, trainer, evaluate, eval_every)
+    tracker = RunTracker(config, trainer, evaluate, eval_every)
     if evaluate is not None and evaluate_start:
         tracker.start = evaluate(trainer, RunProgress(0, (), 0.0))
+        if tracker.stopper is not None:  # the untrained weights are a candidate too
+            tracker.judge(0, tracker.start)
     began = tracker.last = time.perf_counter()
     resumed_from, save_seconds = 0, []
     if config.steps:
@@ -166,13 +181,14 @@ def run_training(
             run = resumable_loop(
                 trainer, data.sampler, data.next_batch, config.loop, steps=config.steps,
                 directory=config.checkpoint_dir, after_step=tracker, extra_state=tracker.state,
-                on_restore=tracker.restore,
+                on_restore=tracker.restore, finished=tracker.stopped,
             )  # fmt: skip
         finally:
             tracker.close()
         if run.stopped:
             return StoppedLaunch.from_loop(run, config.checkpoint_dir)
         resumed_from, save_seconds = run.resumed_from, run.save_seconds
+    tracker.restore_best()
     summary = _summary(config, trainer, tracker, resumed_from, save_seconds)
     summary["wall_seconds_this_launch"] = time.perf_counter() - began
     finished = FinishedRun(summary, None, trainer, tuple(tracker.losses))
@@ -204,6 +220,11 @@ def _set_up(config: RunConfig, model, batches, device, loss, optimizer) -> tuple
         raise TypeError(f"batches must return Batches, got {type(data).__name__}")
     if config.checkpoint_dir is not None and data.sampler is None:
         raise ValueError("a run that keeps checkpoints needs a data order that can be resumed")
+    if config.early_stopping.enabled and trainer.config.sharded_table and world > 1:
+        raise ValueError(
+            "early stopping keeps the best weights of one process; a table sharded over "
+            f"{world} ranks spreads them: turn off sharded_table or early stopping"
+        )
     return trainer, data
 
 
@@ -237,10 +258,11 @@ def run_on_this_rank(
     return result
 
 
-class _Tracker:
-    """The loop's ``after_step``: rank 0's progress bar (tqdm: loss, pairs/s), the training
-    seconds of this launch (evaluations and the bar excluded), the step losses, and the periodic
-    evaluations, which the checkpoints carry."""
+class RunTracker:
+    """What the driver keeps while a run trains, as the loop's ``after_step``: rank 0's progress
+    bar (tqdm: loss, pairs/s), the training seconds of this launch (evaluations and the bar
+    excluded), the step losses, the periodic evaluations, and early stopping (the best weights,
+    and when to stop); the checkpoints carry the evaluations and the rule's progress."""
 
     def __init__(self, config: RunConfig, trainer: Trainer, evaluate, eval_every: int | None):
         self.config, self.trainer = config, trainer
@@ -251,12 +273,27 @@ class _Tracker:
         self.bar = None
         self.last = time.perf_counter()
         self.train_seconds = 0.0
+        rule = config.early_stopping
+        self.stopper = EarlyStopper(rule) if rule.enabled else None
+        self.best_weights: dict[str, torch.Tensor] | None = None
 
     def restore(self, extra: dict) -> None:
         self.evaluations = json.loads(extra.get("evaluations", "[]"))
+        if self.stopper is not None and "early_stopping" in extra:
+            rule = self.config.early_stopping
+            self.stopper = EarlyStopper.from_state(rule, json.loads(extra["early_stopping"]))
+            self.best_weights = extra["best_weights"]
 
     def state(self) -> dict:
-        return {"evaluations": json.dumps(self.evaluations)}
+        state = {"evaluations": json.dumps(self.evaluations)}
+        if self.stopper is not None and self.best_weights is not None:
+            state.update(early_stopping=json.dumps(self.stopper.state()),
+                         best_weights=self.best_weights)  # fmt: skip
+        return state
+
+    def stopped(self) -> bool:
+        """Whether early stopping has ended the run (the same answer on every rank)."""
+        return self.stopper is not None and self.stopper.stopped
 
     def __call__(self, step: int, result: StepResult) -> None:
         now = time.perf_counter()
@@ -272,7 +309,29 @@ class _Tracker:
                 self.evaluations.append({"step": step, **record})
                 if self.bar is not None:
                     self.bar.write(_evaluation_line(self.evaluations[-1]))
+            if self.stopper is not None:
+                self.judge(step, record)
         self.last = time.perf_counter()
+
+    def judge(self, step: int, record: dict | None) -> None:
+        """Rank 0 judges the evaluation; every rank keeps the best weights and stops alike."""
+        decision = self.stopper.state()
+        if self.trainer.rank == 0:
+            self.stopper.observe(step, record or {})
+            decision = self.stopper.state()
+        if self.trainer.world_size > 1:
+            sent = [decision]
+            dist.broadcast_object_list(sent, src=0, group=self.trainer.group)
+            decision = sent[0]
+        self.stopper = EarlyStopper.from_state(self.config.early_stopping, decision)
+        if decision["best_step"] == step:
+            state = self.trainer.module.state_dict()
+            self.best_weights = {name: value.detach().clone() for name, value in state.items()}
+
+    def restore_best(self) -> None:
+        """Load the best weights early stopping kept (nothing without the rule)."""
+        if self.best_weights is not None:
+            self.trainer.module.load_state_dict(self.best_weights)
 
     def _show(self, step: int, result: StepResult) -> None:
         if self.bar is None:
@@ -300,7 +359,20 @@ def _evaluation_line(record: dict) -> str:
     return f"step {record['step']}: {figures}"
 
 
-def _summary(config: RunConfig, trainer: Trainer, tracker: _Tracker, resumed_from: int,
+def _final_evaluation(tracker: RunTracker) -> dict | None:
+    """The evaluation the run reports: the last one, or, under early stopping, the best step's
+    (the weights the run ends with)."""
+    if not tracker.evaluations:
+        return None
+    if tracker.stopper is None or tracker.stopper.best_step is None:
+        return tracker.evaluations[-1]
+    best = tracker.stopper.best_step
+    if best == 0:  # the untrained weights were the best (None: not evaluated in this launch)
+        return {"step": 0, **tracker.start} if tracker.start is not None else None
+    return next(e for e in tracker.evaluations if e["step"] == best)
+
+
+def _summary(config: RunConfig, trainer: Trainer, tracker: RunTracker, resumed_from: int,
              save_seconds: list[float]) -> dict[str, Any]:  # fmt: skip
     """The JSON-ready record of a finished launch, the same on every rank (but the seconds)."""
     seconds, steps_here = tracker.train_seconds, len(tracker.losses)
@@ -316,6 +388,7 @@ def _summary(config: RunConfig, trainer: Trainer, tracker: _Tracker, resumed_fro
         "checkpoint_seconds": save_seconds,
         "start": tracker.start,
         "evaluations": tracker.evaluations,
-        "final": tracker.evaluations[-1] if tracker.evaluations else None,
+        "final": _final_evaluation(tracker),
+        "early_stopping": None if tracker.stopper is None else tracker.stopper.state(),
         "config": asdict(config),
     }

@@ -152,6 +152,7 @@ def resumable_loop(
     after_step: Callable[[int, StepResult], None] | None = None,
     extra_state: Callable[[], dict[str, Any]] | None = None,
     on_restore: Callable[[dict[str, Any]], None] | None = None,
+    finished: Callable[[], bool] | None = None,
 ) -> LoopResult:
     """Train ``trainer`` from the newest checkpoint in ``directory`` to ``steps`` steps,
     surviving preemption as ``loop`` says (§20.5.2); every rank calls it.
@@ -162,7 +163,10 @@ def resumable_loop(
     Checkpoints go through :class:`~chapter20.training.checkpoints.CheckpointManager` on
     ``loop``'s schedule and at the last step, holding ``trainer.capture_state(sampler,
     **extra_state())``; ``on_restore(extra)`` sees those entries of the checkpoint it resumes
-    from, before the first step (e.g. the evaluations made before a kill). Chaos kills, the
+    from, before the first step (e.g. the evaluations made before a kill). ``finished()`` True
+    ends the run before ``steps`` (early stopping, ``chapter20.training.early_stopping``): it is
+    asked after each step, whose checkpoint is then saved as a last step's, and before the first
+    (a launch that resumes a finished run trains nothing). Chaos kills, the
     progress log and preemption notices (SIGTERM, SIGINT, the notice file: save, then exit with
     :data:`~chapter20.training.preemption.EXIT_PREEMPTED`) are those of the module docstring.
     ``directory=None`` keeps nothing: no checkpoint is read or written, no progress is logged,
@@ -188,7 +192,7 @@ def resumable_loop(
         keeper.progress_log() if keeper else contextlib.nullcontext() as progress,
         PreemptionHandler(notice_file=loop.notice_file) if keeper else _NoNotice() as preemption,
     ):
-        while done < steps:
+        while done < steps and not (finished is not None and finished()):
             result = trainer.step(next_batch())
             done += 1
             time.sleep(loop.step_delay)
@@ -203,7 +207,8 @@ def resumable_loop(
             if loop.stop_after is not None and done - start >= loop.stop_after:
                 return LoopResult(start, done, True, save_seconds, restored, launch)
             stop = preemption.should_stop(trainer.group)
-            if keeper and (stop or keeper.schedule.due(done, trainer.group) or done == steps):
+            last = done == steps or (finished is not None and finished())
+            if keeper and (stop or keeper.schedule.due(done, trainer.group) or last):
                 extra = extra_state() if extra_state is not None else {}
                 save_seconds.append(keeper.save(trainer.capture_state(sampler, **extra)))
             if stop:

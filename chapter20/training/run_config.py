@@ -4,8 +4,9 @@ A run is a number of steps of the composed step (``chapter20.training.trainer``)
 resumable loop (``chapter20.training.loop``), executed by ``chapter20.training.driver``. What
 every run has is written here once: how many steps of how large a global batch, the seed, where
 its files go, whether it shows progress, the step's :class:`~chapter20.training.config.TrainConfig`
-(``training``: precision, accumulation or caching, the rate and how it follows the batch, ...)
-and the loop's :class:`~chapter20.training.loop.LoopConfig` (``loop``: checkpoints, preemption).
+(``training``: precision, accumulation or caching, the rate and how it follows the batch, ...),
+the loop's :class:`~chapter20.training.loop.LoopConfig` (``loop``: checkpoints, preemption) and
+its :class:`~chapter20.training.early_stopping.EarlyStopping` rule (``early_stopping``).
 
 An application is a *preset*: a subclass that sets these defaults and adds the options only it
 has (the spot demo's token dropout, the capstone's encoder), and hands the driver its model and
@@ -21,6 +22,7 @@ from pathlib import Path
 from chapter20.core.checks import check_int
 from chapter20.core.options import option
 from chapter20.training.config import TrainConfig
+from chapter20.training.early_stopping import EarlyStopping
 from chapter20.training.loop import LoopConfig
 
 __all__ = ["CHECKPOINTS", "SUMMARY_FILE", "RunConfig"]
@@ -41,7 +43,8 @@ class RunConfig:
     None keeps nothing and resumes nothing. ``progress``: a progress bar on rank 0.
     ``training`` is the composed step as given; :meth:`train_config` completes it for this run
     (the global batch its rate is scaled to, the step where a cosine schedule ends). ``loop``:
-    how the run checkpoints and survives being killed.
+    how the run checkpoints and survives being killed. ``early_stopping``: when the run stops
+    on its validation score, and that its best weights are the ones it ends with.
     """
 
     output_dir: str | None = option(
@@ -59,6 +62,10 @@ class RunConfig:
         help="checkpoints and preemption (chapter20.training.loop.LoopConfig)",
         default_factory=LoopConfig,
     )
+    early_stopping: EarlyStopping = option(
+        help="stop on the validation score (chapter20.training.early_stopping.EarlyStopping)",
+        default_factory=EarlyStopping,
+    )
 
     def __post_init__(self) -> None:
         if self.output_dir is not None and (
@@ -74,6 +81,8 @@ class RunConfig:
             raise TypeError(f"training must be a TrainConfig, got {self.training!r}")
         if not isinstance(self.loop, LoopConfig):
             raise TypeError(f"loop must be a LoopConfig, got {self.loop!r}")
+        if not isinstance(self.early_stopping, EarlyStopping):
+            raise TypeError(f"early_stopping must be an EarlyStopping, got {self.early_stopping!r}")
 
     def train_config(self) -> TrainConfig:
         """The composed step of this run (§20.4.1): ``training`` with the run's global batch (to
