@@ -1,5 +1,5 @@
 """Notebook 11's printed attributions (§20.6): the composed step's time by technique, and where
-LSI's chosen size lies in its grid."""
+each baseline's chosen setting lies in its grid."""
 
 import pandas as pd
 
@@ -23,9 +23,15 @@ def test_cost_breakdown_subtracts_each_variant_from_the_composed_step():
     )
 
 
-def test_lsi_choice_lines_say_whether_the_chosen_size_is_at_the_grid_edge():
+def test_choice_lines_say_whether_a_chosen_setting_is_at_the_grid_edge():
     edge = pd.DataFrame({"topics": [50, 100, 200], "chosen": [False, False, True]})
     inside = pd.DataFrame({"topics": [50, 100, 200], "chosen": [False, True, False]})
-    lines = baselines_lab.lsi_choice_lines({"a": edge, "b": inside})
-    assert "200 topics chosen, the largest size tried" in lines[0]
-    assert "100 topics chosen, inside the grid, which goes up to 200" in lines[1]
+    grid = pd.DataFrame({"k1": [0.3, 0.6, 0.6], "b": [0.5, 0.5, 0.75], "chosen": [0, 1, 0]})
+    schemes = pd.DataFrame({"scheme": ["nfc", "lfc"], "chosen": [False, True]})
+    lines = baselines_lab.choice_lines({("lsi", "a"): edge, ("lsi", "b"): inside,
+                                        ("bm25", "c"): grid.astype({"chosen": bool}),
+                                        ("tfidf", "d"): schemes})  # fmt: skip
+    assert lines[0] == "lsi on a: topics 200 chosen, at the grid's edge in topics"
+    assert lines[1] == "lsi on b: topics 100 chosen, inside the grid"
+    assert lines[2] == "bm25 on c: k1 0.6, b 0.5 chosen, at the grid's edge in k1, b"
+    assert lines[3] == "tfidf on d: scheme lfc chosen, inside the grid"

@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from chapter20.capstone.baselines import baseline_name
 from chapter20.capstone.capstone_config import CapstoneConfig
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.findings import share
@@ -31,6 +32,7 @@ from chapter20.training.memory_plan import MemoryPlan, parallelism_advice, plan
 __all__ = [
     "PROJECTION_PREEMPTION",
     "baseline_lines",
+    "stopping_lines",
     "cost_projection",
     "memory_plan",
     "plan_lines",
@@ -220,6 +222,7 @@ def summary_lines(
             f"(chance {final['chance_mrr']:.4f})"
         )
         lines += start_lines(summary.get("start"), final)
+        lines += stopping_lines(summary)
     if "encoder_file" in summary:
         lines.append(
             f"encoder: {summary['encoder_file']} (chapter20.training.encoder_file.load_encoder)"
@@ -235,21 +238,36 @@ def baseline_lines(summary: dict[str, Any]) -> list[str]:
     if not summary.get("baselines"):
         return []
     lines = [
-        "baselines (measured now; LSI's size chosen on the validation pairs):",
-        f"  {'method':<8} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}",
+        "baselines (measured now; every setting chosen on the validation pairs):",
+        f"  {'method':<24} {'fitted on':<15} {'Lee r':>6} {'R@1':>6} {'R@10':>6} {'MRR':>6}",
     ]
     final = summary.get("final")
     rows = [("encoder", "training text", final)] if final else []
-    rows += [
-        (r["method"] + (f"-{r['settings']['topics']}" if "topics" in r["settings"] else ""),
-         r["corpus"], r)
-        for r in summary["baselines"]
-    ]  # fmt: skip
+    rows += [(baseline_name(r["method"], r["settings"]), r["corpus"], r)
+             for r in summary["baselines"]]  # fmt: skip
     for method, corpus, r in rows:
         lee = "—" if r["lee_pearson"] != r["lee_pearson"] else f"{r['lee_pearson']:.3f}"
-        lines.append(f"  {method:<8} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
+        lines.append(f"  {method:<24} {corpus:<15} {lee:>6} {r['recall@1']:>6.3f} "
                      f"{r['recall@10']:>6.3f} {r['mrr']:>6.3f}")  # fmt: skip
+    tuned = [r for r in summary["baselines"]
+             if r["method"] == "bm25" and r["corpus"] == "training text"]  # fmt: skip
+    if final and tuned:
+        lines.append(f"the encoder against the tuned BM25 of the same text: held-out MRR "
+                     f"{final['mrr']:.3f} vs {tuned[0]['mrr']:.3f} "
+                     f"({final['mrr'] - tuned[0]['mrr']:+.3f})")  # fmt: skip
     return lines
+
+
+def stopping_lines(summary: dict[str, Any]) -> list[str]:
+    """Which step's weights the run kept under early stopping (§20.5), and where it stopped;
+    no lines for a run without the rule."""
+    rule = summary.get("early_stopping")
+    if not rule or rule.get("best_step") is None:
+        return []
+    stopped = rule["stopped_at"]
+    end = f"stopped at step {stopped}" if stopped is not None else "trained every step"
+    return [f"early stopping: the final figures are step {rule['best_step']}'s, the best "
+            f"validation score ({rule['best_value']:.4f}); the run {end}"]  # fmt: skip
 
 
 def start_lines(start: dict | None, final: dict) -> list[str]:
