@@ -182,6 +182,11 @@ def _adamw_reference():
     return adamw_reference_step
 
 
+def _line(slope: float) -> dict:
+    """A doubling fit (capstone.scaling_readings.doubling_fit) of the given slope."""
+    return {"intercept": 0.1, "slope": slope, "slope_se": 1e-4, "covariance": np.eye(2) * 1e-8}
+
+
 def _curves():
     import pandas as pd
 
@@ -526,8 +531,34 @@ BASE: dict[str, typing.Callable[[], dict]] = {
         "grads": [[torch.ones(3)]],
         "lr": 1e-2,
     },
-    "capstone.evaluation.early_stopping": lambda: {
-        "curves": _curves(), "monitor": "val_mrr", "patience": 2, "min_delta": 0.001,
+    "training.early_stopping.EarlyStopping": lambda: {
+        "patience": 2, "monitor": "val_mrr", "min_delta": 0.001,
+    },
+    "capstone.scaling.ScalingPoint": lambda: {
+        "dim": 8, "init": "random", "batch": 4, "fraction": 1.0, "seed": 0, "budget": "steps",
+        "steps": 2,
+    },
+    "capstone.scaling_readings.crossing": lambda: {
+        "behind": _line(0.02), "ahead": _line(0.01), "draws": 10, "seed": 0,
+    },
+    "capstone.hybrid.fused_scores": lambda: {
+        "encoder": np.eye(3), "lexical": np.eye(3), "weight": 0.5,
+    },
+    "capstone.hybrid.hybrid_figures": lambda: {
+        "encoder": lambda q, c: np.eye(len(q)), "lexical": lambda q, c: np.eye(len(q)),
+        "validation": (["a", "b"], ["c", "d"]), "test": (["a", "b"], ["c", "d"]),
+        "weights": (0.0, 1.0),
+    },
+    "capstone.baselines.bm25_scores": lambda: {
+        "query_terms": __import__("scipy.sparse", fromlist=["x"]).csr_matrix(np.ones((1, 2))),
+        "candidate_counts": __import__("scipy.sparse", fromlist=["x"]).csr_matrix(np.ones((2, 2))),
+        "lengths": np.array([2.0, 3.0]), "idf": np.ones(2), "k1": 1.2, "b": 0.75,
+    },
+    "capstone.baselines.bm25_grid_study": lambda: {
+        "documents": TEXTS, "k1s": (1.2,), "bs": (0.75,),
+    },
+    "capstone.baselines.corpus_documents": lambda: {
+        "corpus": "lee_background", "fraction": 1.0,
     },
     "training.memory_plan.parallelism_advice": lambda: {
         "memory_plan": _plan(),
@@ -937,6 +968,7 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     "capstone.baselines.baseline_table": lambda: {
         "corpora": ("lee_background",), "methods": ("tfidf",), "seeds": (0,),
         "retrieval": (["the cat", "the dog"], ["cat sat", "dog sat"]), "doc2vec_epochs": 1,
+        "settings": {("tfidf", "lee_background"): {}}, "fraction": 1.0,
     },
     "core.seed_statistics.versus_reference": lambda: {
         "frame": __import__("pandas").DataFrame({"m": ["a", "b"], "r": [0.1, 0.2]}), "by": "m",
@@ -1045,7 +1077,17 @@ ACCEPTS: dict[str, set[str]] = {
             "capstone.baselines.baseline_table.seeds",
             "capstone.baselines.fit_baseline.seed",
             "capstone.evaluation.heldout_sentence_pairs.seed",
-            "capstone.evaluation.early_stopping.min_delta",
+            "training.early_stopping.EarlyStopping.min_delta",
+            "capstone.scaling.ScalingPoint.seed",
+            "capstone.scaling_readings.crossing.seed",
+            "capstone.hybrid.fused_scores.weight",
+            "capstone.baselines.bm25_scores.k1",
+            "capstone.baselines.bm25_scores.b",
+            "capstone.baselines.bm25_grid_study.k1s",
+            "capstone.baselines.bm25_grid_study.bs",
+            "capstone.baselines.fit_baseline.bm25_k1",
+            "capstone.baselines.fit_baseline.bm25_b",
+            "capstone.hybrid.hybrid_figures.weights",
             "demos.chaos_launch.chaos_run.kills",
             "demos.chaos_launch.launch.max_restarts",
             "techniques.contrastive_proofs.distributed_proof_on_rank.hard",
@@ -1292,6 +1334,10 @@ OUT_OF_SCOPE = {
     "numbers are its PairRunConfig's, whose checks are called here",
     "training.loop.resumable_loop": "its only int is in a callback's signature (after_step); "
     "the numbers it reads come from a checked LoopConfig",
+    "training.driver.RunTracker": "the driver's own state of a run, built by run_training from "
+    "its checked RunConfig and eval_every",
+    "capstone.scaling.scaling_run": "real training of one scaling point through the one run "
+    "driver; its numbers are its ScalingPoint's, whose checks are called here",
 }
 
 # How an awkward value is put into a parameter that holds several numbers.

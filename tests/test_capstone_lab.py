@@ -1,17 +1,19 @@
 """Tests of notebook 11's labs: chapter20.labs.nb11_capstone (the synthesis tables),
-nb11_studies (what training adds, early stopping, the batch study) and nb11_ablation, and of
-the readers of their records in chapter20.capstone.evaluation."""
+nb11_recipe, nb11_scaling (the batch claim), nb11_baselines and nb11_ablation, and of the
+readers of their records in chapter20.capstone.evaluation and scaling_readings."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from chapter20.capstone import evaluation
+from chapter20.capstone import evaluation, scaling_readings
 from chapter20.core.claim_criteria import section_order
 from chapter20.core.claims import HOLDS, NEEDS_GPU, NOT_YET_MEASURED, audit, load_claims
 from chapter20.labs import nb11_ablation as ablation_lab
 from chapter20.labs import nb11_capstone as capstone_lab
-from chapter20.labs import nb11_studies as studies
+from chapter20.labs import nb11_recipe as studies
+from chapter20.labs import nb11_scaling as scaling_lab
+from chapter20.training.early_stopping import EarlyStopping
 
 
 def test_every_takeaway_claim_exists_and_none_is_repeated():
@@ -95,32 +97,6 @@ def test_quality_table_means_spreads_and_undefined_figures():
     capstone_lab.plot_quality(_quality_rows())
 
 
-def test_goal_check_compares_the_worst_seed_with_the_best_same_text_baseline():
-    encoder = pd.DataFrame(
-        {
-            "recall@1": [0.07, 0.08],
-            "recall@10": [0.2, 0.3],
-            "mrr": [0.12, 0.13],
-            "lee_pearson": [0.55, 0.57],
-        }
-    )
-    baselines = pd.DataFrame(
-        {
-            "method": ["tfidf", "lsi", "bm25", "tfidf"],
-            "corpus": ["training text"] * 3 + ["lee_background"],
-            "recall@1": [0.06, 0.05, 0.065, 0.9],
-            "recall@10": [0.23, 0.21, 0.22, 0.9],
-            "mrr": [0.115, 0.11, 0.116, 0.9],
-            "lee_pearson": [0.58, 0.56, np.nan, 0.9],
-        }
-    )
-    goal = evaluation.goal_check(encoder, baselines).set_index("figure")
-    assert goal.loc["recall@1", "met"] and goal.loc["mrr", "met"]  # lee_background ignored
-    assert not goal.loc["recall@10", "met"]  # the worst seed (0.2) is below TF-IDF's 0.23
-    assert goal.loc["lee_pearson", "met"]  # mean 0.56 reaches LSI's 0.56
-    assert goal.loc["recall@1", "target"] == "best same-text baseline (bm25)"
-
-
 def _curve(values, init="random", seed=0, every=50):
     return pd.DataFrame(
         {
@@ -138,28 +114,13 @@ def _curve(values, init="random", seed=0, every=50):
 def test_early_stopping_follows_the_stated_rule():
     # best at step 100, then three evaluations without a gain above 0.001: stop at 250
     curve = _curve([0.10, 0.12, 0.13, 0.1305, 0.129, 0.1309, 0.14, 0.15])
-    row = evaluation.early_stopping(curve, patience=3, min_delta=0.001).iloc[0]
+    rule = EarlyStopping(patience=3, min_delta=0.001)
+    row = evaluation.early_stopping(curve, rule).iloc[0]
     assert (row["best_step"], row["stop_step"], row["steps"]) == (100, 250, 350)
     assert row["saved"] == pytest.approx(1 - 250 / 350)
     assert row["mrr_kept"] == 0.13 and row["mrr_end"] == 0.15  # what stopping gave up
-    rising = evaluation.early_stopping(_curve([0.1, 0.2, 0.3]), patience=3).iloc[0]
+    rising = evaluation.early_stopping(_curve([0.1, 0.2, 0.3]), rule).iloc[0]
     assert rising["stop_step"] == rising["steps"] == 100 and rising["saved"] == 0
-
-
-def test_start_share_is_the_start_over_the_final_score():
-    curves = pd.concat(
-        [
-            _curve([0.5, 0.55, 0.6], "lsa", 0),
-            _curve([0.5, 0.6, 0.7], "lsa", 1),
-            _curve([0.2, 0.4, 0.6], "random", 0),
-        ]
-    )
-    share = evaluation.start_share(curves, "lee_pearson").set_index("init")
-    assert share.loc["lsa", "start_share"] == pytest.approx(0.5 / 0.65)
-    assert share.loc["lsa", "added"] == pytest.approx(0.15)
-    assert share.loc["random", "start_share"] == pytest.approx(0.2 / 0.6)
-    fig = studies.plot_training_curves(curves, {"TF-IDF": {"lee_pearson": 0.58, "mrr": np.nan}})
-    assert fig is not None
 
 
 def test_saturation_batch_is_where_no_larger_batch_beats_the_noise():
@@ -175,54 +136,43 @@ def test_saturation_batch_is_where_no_larger_batch_beats_the_noise():
         evaluation.saturation_batch(frame, "equal documents")
     rows = [{**r, "recall@1": r["batch"] / 1e4} for r in rows]  # every step up helps
     assert evaluation.saturation_batch(pd.DataFrame(rows), "equal steps") == 2000
-    studies.plot_batch_study(pd.DataFrame(rows).assign(lee_pearson=0.5))
 
 
-def _batch_runs(values: dict[int, float], start_value: float = 0.05):
-    rows, starts = [], []
+def _batch_results(values: dict[int, float], start_value: float = 0.05):
+    """run_results-shaped rows of a batch study at equal steps: 3 seeds per batch."""
+    rows = []
     for seed, noise in enumerate((-0.002, 0.0, 0.002)):
-        starts.append({"init": "random", "seed": seed, "step": 0, "recall@1": start_value + noise})
         for batch, value in values.items():
-            rows.append({"mode": "equal steps", "batch": batch, "seed": seed, "step": 15,
-                         "recall@1": value + noise})  # fmt: skip
-    start = evaluation.untrained_start(pd.DataFrame(starts + [{**starts[0], "step": 25}]))
-    return pd.DataFrame(rows), start
+            rows.append({"budget": "steps", "batch": batch, "seed": seed, "mrr": value + noise,
+                         "start_mrr": start_value + noise})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def test_a_batch_study_at_the_untrained_level_gives_no_trend_and_no_verdict():
-    frame, start = _batch_runs({32: 0.051, 128: 0.052, 512: 0.07})  # 32, 128 within noise
-    table = evaluation.past_start(frame, start, "equal steps")
-    assert table["past_start"].tolist() == [False, False, True]
-    assert table["untrained_mean"].iloc[0] == pytest.approx(0.05)
-    assert evaluation.batch_trend(frame, start, "equal steps") is None
-    evidence = studies.batch_claim_evidence(frame, start)
-    assert evidence["trained_past_start"] is False and evidence["measured"] is None
-    assert "recall@1 of batches 32, 128 within" in evidence["note"]
-    with pytest.raises(ValueError, match="init"):
-        evaluation.untrained_start(start, init="lsa")
+    results = _batch_results({32: 0.051, 128: 0.052, 512: 0.07})  # 32, 128 within noise
+    evidence = scaling_readings.batch_evidence(results)
+    assert evidence["table"]["past_start"].tolist() == [False, False, True]
+    assert evidence["table"]["untrained_mean"].iloc[0] == pytest.approx(0.05)
+    assert evidence["trained"] is False and evidence["saturation"] is None
+    claim = scaling_lab.batch_claim(evidence)
+    assert claim["trained_past_start"] is False and claim["measured"] is None
+    with pytest.raises(ValueError, match="budget"):
+        scaling_readings.batch_evidence(results, "documents")
 
 
 def test_a_batch_study_past_its_start_gives_its_trend():
-    frame, start = _batch_runs({32: 0.07, 128: 0.08, 512: 0.0805})
-    assert bool(evaluation.past_start(frame, start, "equal steps")["past_start"].all())
-    assert evaluation.batch_trend(frame, start, "equal steps") == 128
-    evidence = studies.batch_claim_evidence(frame, start)
-    assert evidence["trained_past_start"] is True and evidence["measured"] == 128.0
-    studies.plot_batch_study(frame.assign(lee_pearson=0.5), start=start.assign(lee_pearson=0.3))
-
-
-def test_replaying_a_batch_row_needs_one_row_of_the_record():
-    frame, _ = _batch_runs({32: 0.07})
-    with pytest.raises(ValueError, match="no single row"):
-        studies.replay_batch_row(frame, "equal steps", batch=64, seed=0)
+    evidence = scaling_readings.batch_evidence(_batch_results({32: 0.07, 128: 0.08, 512: 0.0805}))
+    assert evidence["trained"] is True and evidence["saturation"] == 128
+    claim = scaling_lab.batch_claim(evidence)
+    assert claim["measured"] == 128.0 and "batch 512: MRR 0.0805" in claim["note"]
 
 
 def test_a_records_provenance_puts_the_command_on_a_reproduce_line():
     from chapter20.core.study_record import provenance_line, read_study
 
-    lines = provenance_line(read_study(studies.BATCH_FILE)).splitlines()
+    lines = provenance_line(read_study(studies.RECIPE_FILE)).splitlines()
     assert lines[0].startswith("measured 20") and "chapter20 bench" not in lines[0]
-    assert lines[1].startswith("reproduce: chapter20 bench batch") and len(lines) == 2
+    assert lines[1].startswith("reproduce: chapter20 bench recipe") and len(lines) == 2
 
 
 def test_ablation_configs_switch_one_technique_each():
@@ -281,7 +231,7 @@ def test_a_written_study_carries_its_provenance(tmp_path):
 
 @pytest.mark.parametrize(
     "name",
-    [studies.CURVES_FILE, studies.BATCH_FILE, studies.RECIPE_FILE, ablation_lab.ABLATION_FILE],
+    [studies.RECIPE_FILE, ablation_lab.ABLATION_FILE, *scaling_lab.SCALING_FILES.values()],
 )
 def test_the_committed_studies_read_and_say_where_they_come_from(name):
     from chapter20.core.study_record import provenance_line, read_study
@@ -293,28 +243,30 @@ def test_the_committed_studies_read_and_say_where_they_come_from(name):
 def _baseline_frame():
     lsi = pd.DataFrame(
         {"topics": [50, 100], "recall@1": [0.1, 0.2], "recall@10": [0.3, 0.4], "mrr": [0.15, 0.25]}
-    ).assign(chosen=[False, True], study="lsi size", corpus="lee_background")
+    ).assign(chosen=[False, True], study="choice", method="lsi", corpus="lee_background")
     table = pd.DataFrame(
         {
             "method": ["bm25", "doc2vec", "bm25", "doc2vec"],
             "corpus": "lee_background",
             "seed": [0, 0, 1, 1],
-            "settings": ["{}", "{'epochs': 40}", "{}", "{'epochs': 40}"],
+            "settings": ["{}", "{'doc2vec_epochs': 40}", "{}", "{'doc2vec_epochs': 40}"],
             "mrr": [0.08, 0.05, 0.08, 0.06],
         }
     ).assign(study="baselines")
     return pd.concat([lsi, table], ignore_index=True)
 
 
-def test_the_baseline_record_splits_into_the_size_study_and_the_table_of_one_seed():
+def test_the_baseline_record_splits_into_the_choice_studies_and_the_table_of_one_seed():
     from chapter20.labs import nb11_baselines as baselines_lab
 
-    sizes, table = baselines_lab.recorded_baselines(_baseline_frame(), seed=1)
-    assert list(sizes) == ["lee_background"] and sizes["lee_background"]["chosen"].tolist() == [
-        False,
-        True,
+    choices, table = baselines_lab.recorded_baselines(_baseline_frame(), seed=1)
+    assert list(choices) == [("lsi", "lee_background")]
+    assert choices[("lsi", "lee_background")]["chosen"].tolist() == [False, True]
+    assert table["seed"].tolist() == [1, 1]
+    assert table["settings"].tolist() == [{}, {"doc2vec_epochs": 40}]
+    assert baselines_lab.choice_lines(choices) == [
+        "lsi on lee_background: topics 100 chosen, at the grid's edge in topics"
     ]
-    assert table["seed"].tolist() == [1, 1] and table["settings"].tolist() == [{}, {"epochs": 40}]
     assert "topics" not in table.columns and "study" not in table.columns
 
 
@@ -332,8 +284,9 @@ def test_the_committed_baseline_record_holds_three_seeds_of_every_baseline_on_bo
     from chapter20.labs import nb11_baselines as baselines_lab
 
     record = read_study(baselines_lab.BASELINES_FILE)
-    sizes, table = baselines_lab.split_study(record)
-    assert set(sizes) == set(CORPORA) and all(s["chosen"].sum() == 1 for s in sizes.values())
+    choices, table = baselines_lab.split_study(record)
+    assert set(choices) == {(m, c) for m in ("lsi", "tfidf", "bm25") for c in CORPORA}
+    assert all(study["chosen"].sum() == 1 for study in choices.values())
     counts = table.groupby(["method", "corpus"]).size()
     assert set(counts.index) == {(m, c) for m in BASELINES for c in CORPORA}
     assert (counts == len(baselines_lab.BASELINE_SEEDS)).all()

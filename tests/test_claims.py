@@ -102,7 +102,8 @@ def test_every_claim_has_a_written_criterion_a_basis_and_an_existing_owner():
 def test_basis_of_the_rejudged_claims():
     basis = {c.id: c.basis for c in load_claims().values()}
     assert {k for k, v in basis.items() if v == "gpu"} == {"C06", "C07", "C21", "C26"}
-    assert {k for k, v in basis.items() if v == "missing"} == {"C01", "C15", "C16"}
+    assert {k for k, v in basis.items() if v == "missing"} == {"C15", "C16"}
+    assert basis["C01"] == "measured"  # judged on this corpus's batches (notebook 11)
     assert {"C17", "C22"} <= {k for k, v in basis.items() if v == "model"}
     assert basis["C05"] == basis["C14"] == "definition"  # fixed by their terms (C11: below)
     assert basis["C20"] == "measured"  # read off the catalog's own spot prices (notebook 08)
@@ -261,7 +262,7 @@ def test_check_missing_claim_is_not_measurable_and_says_what_is_missing():
     row = check("C15", None)
     assert row.verdict == NOT_MEASURABLE and row.measured == "—"
     assert "missing here: two nodes" in row.note
-    assert check("C01", 256).verdict == NOT_MEASURABLE  # a value is shown, never judged
+    assert check("C15", 256).verdict == NOT_MEASURABLE  # a value is shown, never judged
 
 
 def test_check_measured_claim_needs_a_value():
@@ -524,8 +525,9 @@ def test_check_a_study_not_trained_past_its_start_is_inconclusive():
     assert check("C27", 0.0, trained_past_start=False).verdict == NOT_TRAINED
     # trained runs are judged as usual; the basis rules come first
     assert check("C11", 3.0, trained_past_start=True).verdict == HOLDS
-    assert check("C01", None, trained_past_start=False).verdict == NOT_TRAINED  # before "missing"
-    assert check("C01", None).verdict == NOT_MEASURABLE
+    assert check("C15", None, trained_past_start=False).verdict == NOT_TRAINED  # before "missing"
+    assert check("C15", None).verdict == NOT_MEASURABLE
+    assert check("C01", 512.0, trained_past_start=True).verdict == DOES_NOT_HOLD  # below 4,096
     with pytest.raises(TypeError, match="trained_past_start"):
         check("C11", 3.0, trained_past_start="no")
     assert NOT_TRAINED in VERDICTS

@@ -18,12 +18,10 @@ an encoder's cosine similarities (:func:`encoder_scorer` of ``encode(texts) -> [
 (``chapter20.capstone.baselines``). :func:`evaluate_scores` measures every figure of one.
 
 A study's runs are read from their evaluations, with the seed statistics of
-``chapter20.core.seed_statistics``: what training adds to its start (:func:`start_share`), where
-§20.5's early stopping would have stopped (:func:`early_stopping`), whether the runs of a batch
-left their untrained start (:func:`untrained_start`, :func:`past_start`), where gains in the
-batch stop (:func:`saturation_batch`, :func:`batch_trend`), whether the encoder meets the
-capstone's goal against the baselines (:func:`goal_check`), and an ablation's effects against
-the seeds' noise (:func:`ablation_summary`).
+``chapter20.core.seed_statistics``: where §20.5's early stopping stops a recorded curve
+(:func:`early_stopping`, the loop's own rule replayed), whether the runs of a batch left their
+untrained start (:func:`past_start`), where gains in the batch stop (:func:`saturation_batch`),
+and an ablation's effects against the seeds' noise (:func:`ablation_summary`).
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ import torch
 
 from chapter20.capstone.metrics import geometry, retrieval_metrics
 from chapter20.capstone.views import TEST_FRACTION, VALIDATION_FRACTION, article_splits
-from chapter20.core.checks import check_int, check_real
+from chapter20.core.checks import check_int
 from chapter20.core.corpora import (
     LEE_DOCUMENTS,
     LEE_PAIRS,
@@ -47,26 +45,23 @@ from chapter20.core.corpora import (
     next_sentence_pairs,
 )
 from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
+from chapter20.training.early_stopping import EarlyStopper, EarlyStopping
 
 __all__ = [
     "LEE_INTER_RATER",
     "SPLITS",
     "LeeScore",
     "ablation_summary",
-    "batch_trend",
     "cosine_matrix",
     "early_stopping",
     "encoder_scorer",
     "evaluate_scores",
-    "goal_check",
     "heldout_sentence_pairs",
     "lee_score",
     "past_start",
     "retrieval_recall",
     "saturation_batch",
     "score_encoder_on_lee",
-    "start_share",
-    "untrained_start",
 ]
 
 #: Inter-rater agreement reported for the Lee set (Pearson of one rater against the others'
@@ -254,83 +249,37 @@ def _numpy(x) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def start_share(curves: pd.DataFrame, column: str = "lee_pearson") -> pd.DataFrame:
-    """Per start of ``curves`` (evaluations along runs: a row per ``init``, ``seed`` and
-    ``step``, as notebook 11's study of what training adds records them): ``column`` before
-    training and at the last step (mean and std over seeds), what training added, and
-    ``start_share``: the share of the final score the untrained start already had (§20.6)."""
-    if column not in curves.columns:
-        raise ValueError(f"column must be one of the curves' columns, got {column!r}")
-    rows = []
-    for init, runs in curves.groupby("init", sort=False):
-        first = runs[runs["step"] == runs["step"].min()].groupby("seed")[column].first()
-        last = runs[runs["step"] == runs["step"].max()].groupby("seed")[column].first()
-        rows.append(
-            {
-                "init": init,
-                "seeds": len(last),
-                "start": first.mean(),
-                "final": last.mean(),
-                "final_std": last.std(ddof=1),
-                "added": (last - first).mean(),
-                "start_share": first.mean() / last.mean(),
-                "steps": int(runs["step"].max()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def early_stopping(
     curves: pd.DataFrame,
+    rule: EarlyStopping,
     *,
-    monitor: str = "val_mrr",
-    patience: int = 3,
-    min_delta: float = 0.001,
     report: Sequence[str] = ("mrr", "recall@1", "lee_pearson"),
 ) -> pd.DataFrame:
-    """§20.5's early stopping applied to each run (init, seed) of ``curves``: walk its
-    evaluations in step order, keep the best ``monitor`` value, and stop once ``patience``
-    evaluations in a row have not beaten it by more than ``min_delta``. One row per run: the
-    step it stops at and the best step (whose weights it keeps), the share of the run's steps
-    saved, and each ``report`` column at the best step and at the run's end."""
-    patience = check_int("patience", patience, 1)
-    min_delta = check_real("min_delta", min_delta, minimum=0.0, finite=True)
+    """§20.5's early stopping replayed over each run (init, seed) of ``curves``: the same
+    :class:`~chapter20.training.early_stopping.EarlyStopper` a live run uses walks its
+    evaluations in step order (the start included) and stops where that run would have. One
+    row per run: the step it stops at and the best step (whose weights it keeps), the share of
+    the run's steps saved, and each ``report`` column at the best step and at the run's end."""
+    if not isinstance(rule, EarlyStopping) or not rule.enabled:
+        raise ValueError(f"rule must be an EarlyStopping with a patience, got {rule!r}")
     rows = []
     for (init, seed), run in curves.groupby(["init", "seed"], sort=False):
-        run = run.sort_values("step").reset_index(drop=True)
-        best, waited, stop = 0, 0, len(run) - 1
-        for i in range(1, len(run)):
-            if run.loc[i, monitor] > run.loc[best, monitor] + min_delta:
-                best, waited = i, 0
-            else:
-                waited += 1
-                if waited >= patience:
-                    stop = i
-                    break
+        run = run.sort_values("step").set_index("step", drop=False)
+        stopper = EarlyStopper(rule)
+        for step, record in run.iterrows():
+            stopper.observe(int(step), record.to_dict())
+            if stopper.stopped:
+                break
         total = int(run["step"].iloc[-1])
-        row = {
-            "init": init,
-            "seed": seed,
-            "stop_step": int(run.loc[stop, "step"]),
-            "best_step": int(run.loc[best, "step"]),
-            "steps": total,
-            "saved": 1 - run.loc[stop, "step"] / total,
-        }
+        stop = stopper.stopped_at if stopper.stopped else total
+        row = {"init": init, "seed": seed, "stop_step": int(stop),
+               "best_step": int(stopper.best_step), "steps": total,
+               "saved": 1 - stop / total if total else 0.0}  # fmt: skip
         for column in report:
-            row[f"{column}_kept"] = run.loc[best, column]
+            row[f"{column}_kept"] = run.loc[stopper.best_step, column]
             row[f"{column}_end"] = run[column].iloc[-1]
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def untrained_start(curves: pd.DataFrame, init: str = "random") -> pd.DataFrame:
-    """The untrained encoder of each seed, from ``init``'s step-0 rows of ``curves`` (as
-    :func:`start_share` reads them): the same model notebook 11's batch study starts from,
-    scored on the same pairs, with ``mode`` "untrained" and ``batch`` 0 (§20.6; C01)."""
-    rows = curves[(curves["init"] == init) & (curves["step"] == 0)]
-    if rows.empty:
-        raise ValueError(f"init must be one of {sorted(set(curves['init']))}, got {init!r}")
-    return rows.assign(mode="untrained", batch=0)
 
 
 def past_start(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
@@ -371,51 +320,6 @@ def saturation_batch(frame: pd.DataFrame, mode: str, column: str = "recall@1") -
         ):
             return size
     return sizes[-1]
-
-
-def batch_trend(frame: pd.DataFrame, start: pd.DataFrame, mode: str, column: str = "recall@1"):
-    """Where gains stop (:func:`saturation_batch`) for ``mode``'s runs, or None when a batch's
-    runs stayed at the untrained start's level (:func:`past_start`): runs that did not train
-    past their start give no trend (§20.6; C01)."""
-    if not past_start(frame, start, mode, column)["past_start"].all():
-        return None
-    return saturation_batch(frame, mode, column)
-
-
-def goal_check(encoder: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
-    """The capstone's goal (§20.6), from the numbers: the encoder from a random start
-    (``encoder``: one row per seed) against every baseline fitted on the same text
-    (``baselines``: rows of corpus "training text", as
-    ``chapter20.capstone.baselines.baseline_table`` gives them), on held-out recall@1, recall@10
-    and MRR (beat every baseline: the encoder's worst seed above the best baseline) and on Lee
-    (reach LSI: the encoder's mean at least LSI's). One row per comparison with the encoder's
-    value compared (``of the seeds``: worst or mean), the target and whether it is met."""
-    same = baselines[baselines["corpus"] == "training text"]
-    rows = []
-    for column in ("recall@1", "recall@10", "mrr"):
-        best = same.groupby("method")[column].mean().dropna()
-        rows.append(
-            {
-                "figure": column,
-                "encoder": encoder[column].min(),
-                "of the seeds": "worst",
-                "target": f"best same-text baseline ({best.idxmax()})",
-                "target value": best.max(),
-                "met": encoder[column].min() > best.max(),
-            }
-        )
-    lsi = same.loc[same["method"] == "lsi", "lee_pearson"].mean()
-    rows.append(
-        {
-            "figure": "lee_pearson",
-            "encoder": encoder["lee_pearson"].mean(),
-            "of the seeds": "mean",
-            "target": "same-text LSI (mean)",
-            "target value": lsi,
-            "met": encoder["lee_pearson"].mean() >= lsi,
-        }
-    )
-    return pd.DataFrame(rows)
 
 
 def ablation_summary(frame: pd.DataFrame, column: str = "mrr") -> pd.DataFrame:

@@ -86,9 +86,11 @@ class EncoderRecipe:
     """Every choice of the capstone's training signal (§20.6); checked on creation.
 
     Data: ``sources`` (of ``chapter20.capstone.views.SOURCES``), ``passage_tokens`` (Wikipedia
-    articles are cut into passages of about this many tokens). Tokens: ``tokenizer`` ("word" or
-    "bpe"), ``vocab_size``, ``min_count`` (words). Model: ``model`` ("bag": the weighted bag of
-    embeddings; "transformer": ``chapter20.core.models.TransformerEncoder`` of ``layers`` blocks),
+    articles are cut into passages of about this many tokens), ``fraction`` (the share of the
+    training documents kept; the tokeniser, IDF and LSA are fitted on those alone). Tokens:
+    ``tokenizer`` ("word" or "bpe"), ``vocab_size``, ``min_count`` (words). Model: ``model``
+    ("bag": the weighted bag of embeddings; "transformer":
+    ``chapter20.core.models.TransformerEncoder`` of ``layers`` blocks),
     ``dim``, ``init`` (of :data:`INITS`), ``idf`` (token weights start at the training documents'
     IDF, else uniform), ``learn_weights``. Views: ``min_span``, ``max_span``, ``word_dropout``,
     ``length_power``, ``fixed_views`` (see ``ViewSampler``). ``seed`` fixes everything.
@@ -96,6 +98,7 @@ class EncoderRecipe:
 
     sources: tuple[str, ...] = SOURCES
     passage_tokens: int = 200
+    fraction: float = 1.0
     tokenizer: str = "word"
     vocab_size: int = 30_000
     min_count: int = 2
@@ -132,6 +135,8 @@ class EncoderRecipe:
         if not 0 <= check_real("word_dropout", self.word_dropout, finite=True) < 1:
             raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
         check_real("length_power", self.length_power, minimum=-10.0, maximum=10.0)
+        if not 0 < check_real("fraction", self.fraction, finite=True) <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
 
 
 @dataclass
@@ -197,20 +202,22 @@ def _word2vec_rows(recipe, tokenizer, documents_tokens, table: torch.Tensor) -> 
 
 
 @functools.lru_cache(maxsize=4)
-def _prepared(sources, passage_tokens, kind, vocab_size, min_count):
+def _prepared(sources, passage_tokens, fraction, kind, vocab_size, min_count):
     """Documents, tokeniser, ids and IDF weights: the seed-free part of a recipe, kept for the
     next build (seeds and model variants share it)."""
-    tokens = training_documents(sources, passage_tokens=passage_tokens)
+    tokens = training_documents(sources, passage_tokens=passage_tokens, fraction=fraction)
     tokenizer = build_tokenizer(tokens, kind, vocab_size=vocab_size, min_count=min_count)
     documents = encode_documents(tokens, tokenizer)
     return tokens, tokenizer, documents, idf_weights(documents, tokenizer.vocab_size)
 
 
 @functools.lru_cache(maxsize=4)
-def _lsa_rows(sources, passage_tokens, kind, vocab_size, min_count, dim, seed) -> torch.Tensor:
+def _lsa_rows(sources, passage_tokens, fraction, kind, vocab_size, min_count, dim, seed):
     """The LSA start's rows of a recipe, kept for the next build of the same start (its SVD is
     the costly part of a build; it restores the global random state, so a kept copy is exact)."""
-    _, _, documents, weights = _prepared(sources, passage_tokens, kind, vocab_size, min_count)
+    _, _, documents, weights = _prepared(
+        sources, passage_tokens, fraction, kind, vocab_size, min_count
+    )
     return lsa_word_vectors(documents, weights, dim, seed=seed)
 
 
@@ -218,8 +225,8 @@ def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
     """Documents, tokeniser, weights and initial model of ``recipe`` (§20.6); seeded."""
     start = time.perf_counter()
     tokens, tokenizer, documents, weights = _prepared(
-        recipe.sources, recipe.passage_tokens, recipe.tokenizer, recipe.vocab_size,
-        recipe.min_count,
+        recipe.sources, recipe.passage_tokens, recipe.fraction, recipe.tokenizer,
+        recipe.vocab_size, recipe.min_count,
     )  # fmt: skip
     vocab = tokenizer.vocab_size
     set_seed(recipe.seed)
@@ -235,7 +242,8 @@ def build_encoder(recipe: EncoderRecipe = EncoderRecipe()) -> EncoderSetup:
         table = model.token_embedding.weight
     if recipe.init != "random":
         if recipe.init == "lsa":
-            key = (recipe.sources, recipe.passage_tokens, recipe.tokenizer, recipe.vocab_size)
+            key = (recipe.sources, recipe.passage_tokens, recipe.fraction, recipe.tokenizer,
+                   recipe.vocab_size)  # fmt: skip
             rows = _lsa_rows(*key, recipe.min_count, recipe.dim, recipe.seed)
         else:
             rows = _word2vec_rows(recipe, tokenizer, tokens, table.detach())
@@ -279,8 +287,10 @@ def train_encoder(
     views, its composed step; one process) with the one run driver, evaluating before the first
     step (unless ``evaluate_start`` is False), every ``eval_every`` steps and at the end (§20.6).
     ``run`` is typically :data:`RECIPE_RUN` with its steps. Returns one record per evaluation:
-    step, documents seen, seconds of training so far, loss (mean of the last 20 steps), and
-    :func:`evaluate_encoder`'s figures on ``retrieval`` (and ``validation``)."""
+    step, documents seen, seconds of training so far, loss (mean of the last 20 steps),
+    :func:`evaluate_encoder`'s figures on ``retrieval`` (and ``validation``), and ``chosen``:
+    True on the evaluation whose weights the run ends with (the last, or under ``run``'s early
+    stopping the validation-chosen step's, whose weights ``setup.model`` then holds)."""
     if not isinstance(setup, EncoderSetup):
         raise TypeError(f"setup must be an EncoderSetup, got {type(setup).__name__}")
     if not isinstance(run, RunConfig):
@@ -304,4 +314,5 @@ def train_encoder(
         evaluate_start=evaluate_start or not run.steps,
     )  # fmt: skip
     start = [{"step": 0, **finished.summary["start"]}] if finished.summary["start"] else []
-    return start + finished.summary["evaluations"]
+    kept = (finished.summary["final"] or {}).get("step")
+    return [{**r, "chosen": r["step"] == kept} for r in start + finished.summary["evaluations"]]

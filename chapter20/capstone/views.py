@@ -115,6 +115,7 @@ def training_documents(
     test_fraction: float = TEST_FRACTION,
     validation_fraction: float = VALIDATION_FRACTION,
     seed: int = 0,
+    fraction: float = 1.0,
 ) -> list[list[str]]:
     """The documents the encoder trains on, as token lists (§20.6).
 
@@ -123,7 +124,9 @@ def training_documents(
     :func:`chapter20.capstone.evaluation.heldout_sentence_pairs` tests or validates on are never
     here — cut into passages of about ``passage_tokens`` tokens at sentence boundaries.
     ``"lee"``: the 300 ``lee_background`` documents, whole (none of them is a Lee test
-    document).
+    document). ``fraction`` < 1 keeps that share of the documents, drawn by ``seed`` and in
+    their order; a smaller fraction's documents are a subset of a larger one's (the data-scaling
+    study doubles the text without changing what it already had).
     """
     if isinstance(sources, str) or not set(sources) <= set(SOURCES) or not sources:
         raise ValueError(f"sources must be a non-empty subset of {SOURCES}, got {sources!r}")
@@ -138,6 +141,13 @@ def training_documents(
             documents.extend(_passages(article, passage_tokens))
     if "lee" in sources:
         documents.extend(list(doc) for doc in lee_background() if doc)
+    fraction = check_real("fraction", fraction, finite=True)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if fraction < 1:
+        order = np.random.default_rng([seed, 1]).permutation(len(documents))
+        kept = np.sort(order[: max(1, round(fraction * len(documents)))])
+        documents = [documents[i] for i in kept]
     return documents
 
 

@@ -144,19 +144,14 @@ BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "the composed step (bf16, gradient caching, checkpointing, 8-bit) vs the plain step",
     ),
     "recipe": (
-        "chapter20.labs.nb11_studies",
+        "chapter20.labs.nb11_recipe",
         "recipe_benchmark",
         "the capstone recipe search from a random start, chosen on validation MRR",
     ),
-    "curves": (
-        "chapter20.labs.nb11_studies",
-        "curves_benchmark",
-        "the capstone from its LSA and a random start, 3 seeds: what training adds, early stop",
-    ),
-    "batch": (
-        "chapter20.labs.nb11_studies",
-        "batch_benchmark",
-        "capstone quality vs batch (32 .. all documents), equal documents and equal steps (C01)",
+    "scaling": (
+        "chapter20.labs.nb11_scaling",
+        "scaling_benchmark",
+        "what scale buys: width, batch (C01) or training text, 3 seeds, early stopping",
     ),
     "ablation": (
         "chapter20.labs.nb11_ablation",

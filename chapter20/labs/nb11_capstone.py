@@ -7,14 +7,13 @@
   (:func:`audit_table`), and per section: :func:`verdicts_by_section`,
   :func:`plot_verdicts_by_section`;
 - the encoder next to the baselines fitted on the same text, on every §20.7 figure:
-  :func:`quality_table`, :func:`plot_quality` (the goal checked from the numbers is
-  ``chapter20.capstone.evaluation.goal_check``);
+  :func:`quality_table`, :func:`plot_quality`;
 - the composed run in a temporary directory (:func:`composed_run`) and the encoder file's
   round trip (:func:`saved_and_loaded_difference`);
 - §20.8's further reading and this notebook's own references (:func:`reading_list`).
 
-The heavy studies (curves, early stopping, batch, recipe) are ``labs.nb11_studies``; the
-ablation is ``labs.nb11_ablation``.
+The scaling studies are ``labs.nb11_scaling``, the recipe search ``labs.nb11_recipe``, the
+ablation ``labs.nb11_ablation``.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from chapter20.capstone.baselines import baseline_name
 from chapter20.capstone.capstone_config import CAPSTONE_COMPOSED, CapstoneConfig
 from chapter20.capstone.evaluation import LEE_INTER_RATER
 from chapter20.capstone.run import run_capstone
@@ -176,18 +176,14 @@ def plot_verdicts_by_section(table: pd.DataFrame):
     return fig
 
 
-#: Display names of the baselines.
-_NAMES = {"tfidf": "TF-IDF", "lsi": "LSI", "doc2vec": "Doc2Vec", "bm25": "BM25"}
-
-
 def method_rows(baselines: pd.DataFrame, encoders: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The rows :func:`quality_table` and :func:`plot_quality` read: each encoder frame of
     ``encoders`` (one row per seed) under its name, then each baseline of ``baselines`` (as
-    ``chapter20.capstone.baselines.baseline_table`` returns them) as ``"TF-IDF (training
-    text)"``, LSI with its size."""
+    ``chapter20.capstone.baselines.baseline_table`` returns them) under its name and corpus,
+    e.g. ``"LSI-800 (training text)"``."""
     frames = [frame.assign(method=name) for name, frame in encoders.items()]
     named = baselines.assign(method=[
-        f"{_NAMES.get(m, m)}{'-' + str(s['topics']) if 'topics' in s else ''} ({c})"
+        f"{baseline_name(m, s)} ({c})"
         for m, s, c in zip(baselines["method"], baselines["settings"], baselines["corpus"])
     ])  # fmt: skip
     return pd.concat([*frames, named], ignore_index=True)

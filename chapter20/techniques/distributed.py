@@ -512,14 +512,19 @@ def set_epoch(loader: torch.utils.data.DataLoader, epoch: int) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def scale_lr(base_lr: float, base_batch: int, batch: int) -> float:
+def scale_lr(base_lr: float, base_batch: int, batch: int, *, rule: str = "linear") -> float:
     """Linear scaling rule (§20.4.1, claim C14): the learning rate grows with the global batch,
     ``base_lr × batch / base_batch`` (batch 512 at 1e-3 → batch 4096 at 8e-3). Use it with a
-    warm-up (:func:`warmup_schedule`): early updates at the full scaled rate diverge."""
+    warm-up (:func:`warmup_schedule`): early updates at the full scaled rate diverge.
+    ``rule="sqrt"``: ``base_lr × sqrt(batch / base_batch)``, the milder rule often used for
+    Adam, whose update size does not grow with the gradient's."""
     base_lr = check_real("base_lr", base_lr, finite=True)
     if base_lr <= 0:
         raise ValueError(f"base_lr must be > 0, got {base_lr}")
-    return base_lr * check_int("batch", batch, 1) / check_int("base_batch", base_batch, 1)
+    if rule not in ("linear", "sqrt"):
+        raise ValueError(f"rule must be 'linear' or 'sqrt', got {rule!r}")
+    ratio = check_int("batch", batch, 1) / check_int("base_batch", base_batch, 1)
+    return base_lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
 
 def warmup_schedule(

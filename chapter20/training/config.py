@@ -25,10 +25,13 @@ from chapter20.techniques.distributed import scale_lr
 from chapter20.techniques.optimizers import OPTIMIZER_KINDS
 from chapter20.techniques.precision import PRECISIONS
 
-__all__ = ["SCHEDULES", "ZERO1_KINDS", "TrainConfig"]
+__all__ = ["LR_SCALINGS", "SCHEDULES", "ZERO1_KINDS", "TrainConfig"]
 
 #: Learning-rate schedules after the warm-up.
 SCHEDULES = ("constant", "cosine")
+#: How the rate follows the batch (``chapter20.techniques.distributed.scale_lr``): in
+#: proportion (SGD's rule, C14), or by the square root (the rule often used for Adam).
+LR_SCALINGS = ("linear", "sqrt")
 #: The optimizer kinds whose state ``zero1`` shards (PyTorch's own optimizers).
 ZERO1_KINDS = ("adamw", "adamw_fused", "sgd_nesterov")
 
@@ -38,8 +41,9 @@ class TrainConfig:
     """Every switch of the composed training step (§20.6); each field is checked on creation.
 
     - optimizer and schedule (§20.3.2, §20.4.1): ``optimizer``, ``lr`` (the rate at
-      ``base_batch``, scaled linearly to the run's global batch: :attr:`peak_lr`; None: not
-      scaled), ``weight_decay`` (None: the kind's default), ``warmup_steps``, ``schedule``
+      ``base_batch``, scaled to the run's global batch by ``lr_scaling``, linearly or by the
+      square root: :attr:`peak_lr`; None: not scaled), ``weight_decay`` (None: the kind's
+      default), ``warmup_steps``, ``schedule``
       ("cosine" decays to 0 at ``total_steps``; None: the run's last step, see :meth:`for_run`),
       ``clip_norm`` (None: no clipping), ``state_32bit_tables``, ``zero1`` (the optimizer state
       sharded over the ranks, ZeRO stage 1);
@@ -68,8 +72,11 @@ class TrainConfig:
     lr: float = option(1e-3, "peak learning rate (at --base-batch, if given)")
     base_batch: int | None = option(
         None,
-        "the global batch at which --lr is the rate: other batches scale it linearly, with the "
-        "warm-up (§20.4.1; none: the rate at any batch)",
+        "the global batch at which --lr is the rate: other batches scale it as --lr-scaling "
+        "says, with the warm-up (§20.4.1; none: the rate at any batch)",
+    )
+    lr_scaling: str = option(
+        "linear", "how the rate follows the batch from --base-batch", choices=LR_SCALINGS
     )
     weight_decay: float | None = option(None, "weight decay (none: the optimizer kind's)")
     warmup_steps: int = option(0, "linear warm-up steps")
@@ -156,6 +163,8 @@ class TrainConfig:
         check_int("warmup_steps", self.warmup_steps, 0)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.lr_scaling not in LR_SCALINGS:
+            raise ValueError(f"lr_scaling must be one of {LR_SCALINGS}, got {self.lr_scaling!r}")
         if self.total_steps is not None:
             check_int("total_steps", self.total_steps, 1)
         check_optional_positive("clip_norm", self.clip_norm)
@@ -172,8 +181,9 @@ class TrainConfig:
 
     @property
     def peak_lr(self) -> float:
-        """The rate after the warm-up (§20.4.1): ``lr``, scaled linearly from ``base_batch`` to the
-        run's ``global_batch`` when ``base_batch`` is given (``lr × global_batch / base_batch``;
+        """The rate after the warm-up (§20.4.1): ``lr``, scaled from ``base_batch`` to the run's
+        ``global_batch`` by ``lr_scaling`` when ``base_batch`` is given (``lr × global_batch /
+        base_batch``, or its square root;
         ValueError if the run's batch is not known: see :meth:`for_run`)."""
         if self.base_batch is None:
             return self.lr
@@ -182,7 +192,7 @@ class TrainConfig:
                 "base_batch scales the rate to the run's global batch, which this step does not "
                 "know: build it from a run's configuration (TrainConfig.for_run)"
             )
-        return scale_lr(self.lr, self.base_batch, self.global_batch)
+        return scale_lr(self.lr, self.base_batch, self.global_batch, rule=self.lr_scaling)
 
     def _check_precision_and_batch(self) -> None:
         if self.precision != "auto" and self.precision not in PRECISIONS:
