@@ -1,9 +1,12 @@
 """§20.6 The capstone run's configuration: :class:`CapstoneConfig`, a preset of the one run
 specification.
 
-It sets the defaults of ``chapter20.training.run_config.RunConfig`` for the capstone (600 steps
-of 512 documents, the recipe's composed step, checkpoints every 50 steps) and adds what only this
-run has: the encoder and its width, evaluation, the GPU its memory plan is checked against.
+It sets the defaults of ``chapter20.training.run_config.RunConfig`` for the capstone (at most 400
+steps of 512 documents, the recipe's composed step, checkpoints every 50 steps, and the scaling
+studies' early stopping: evaluate every 25 steps, keep the best validation step) and adds what
+only this run has: the encoder, its width and start (the validation-best configuration of the
+scaling studies, ``chapter20.capstone.scaling``), evaluation, the GPU its memory plan is checked
+against.
 ``chapter20 train`` derives its options from these fields (``chapter20.core.options``).
 """
 
@@ -12,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from chapter20.capstone.recipe import MODELS, RECIPE_TRAINING, EncoderRecipe
+from chapter20.capstone.recipe import INITS, MODELS, RECIPE_TRAINING, EncoderRecipe
+from chapter20.capstone.scaling import SCALING_STEPS, SCALING_STOPPING
 from chapter20.core.checks import check_int, check_optional_int, check_positive
 from chapter20.core.options import option, preset_option
 from chapter20.training.config import TrainConfig
+from chapter20.training.early_stopping import EarlyStopping
 from chapter20.training.loop import LoopConfig
 from chapter20.training.run_config import RunConfig
 
@@ -43,23 +48,32 @@ class CapstoneConfig(RunConfig):
 
     ``output_dir`` (required) holds the checkpoints, the encoder file and the summary.
     ``model`` ("bag": the recipe's weighted bag; "transformer": 2 blocks, random start) of width
-    ``dim``, seeded by ``seed``; ``steps`` optimizer steps of ``batch`` documents (two views
-    each, global over the ranks); ``training.lr`` is the rate at ``training.base_batch``
-    documents, scaled to ``batch``; ``training.sharded_table`` splits the bag's rows over the
-    ranks. Evaluation every ``eval_every`` steps on ``eval_pairs`` held-out pairs and Lee;
-    ``plan_gpu_gb``: the GPU the memory plan is checked against.
+    ``dim``, the bag's table started by ``init``, seeded by ``seed`` (the defaults, width 1,024
+    from the LSA start, are the validation-best configuration of notebook 11's width study);
+    at most ``steps`` optimizer steps of ``batch`` documents (two views each, global over the
+    ranks), stopped by ``early_stopping`` on the validation pairs; ``training.lr`` is the rate
+    at ``training.base_batch`` documents, scaled to ``batch``; ``training.sharded_table`` splits
+    the bag's rows over the ranks. Evaluation every ``eval_every`` steps on ``eval_pairs``
+    held-out pairs, the validation pairs and Lee; ``plan_gpu_gb``: the GPU the memory plan is
+    checked against.
     """
 
     output_dir: str = preset_option(RunConfig, "output_dir")
-    steps: int = preset_option(RunConfig, "steps", 600)
+    steps: int = preset_option(RunConfig, "steps", SCALING_STEPS)
     batch: int = preset_option(RunConfig, "batch", 512)
     training: TrainConfig = preset_option(
         RunConfig, "training", default_factory=lambda: CAPSTONE_TRAINING
     )
     loop: LoopConfig = preset_option(RunConfig, "loop", default_factory=lambda: CAPSTONE_LOOP)
+    early_stopping: EarlyStopping = preset_option(
+        RunConfig, "early_stopping", default_factory=lambda: SCALING_STOPPING
+    )
     model: str = option("bag", "the encoder", choices=MODELS)
-    dim: int = option(256, "embedding width")
-    eval_every: int | None = option(100, "evaluate every N steps (none: at the end only)")
+    dim: int = option(1024, "embedding width")
+    init: str = option(
+        "lsa", "how the bag's table starts (the Transformer's is random)", choices=INITS
+    )
+    eval_every: int | None = option(25, "evaluate every N steps (none: at the end only)")
     eval_pairs: int = option(
         2_000,
         "held-out next-sentence pairs of the retrieval score, at most (the test "
@@ -71,6 +85,8 @@ class CapstoneConfig(RunConfig):
         super().__post_init__()
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
         for name in ("dim", "steps", "eval_pairs"):
             check_int(name, getattr(self, name), 1)
         check_int("batch", self.batch, 2)
@@ -89,7 +105,7 @@ class CapstoneConfig(RunConfig):
     def _recipe(self) -> EncoderRecipe:
         # cached_property writes the instance's __dict__, which a frozen dataclass allows
         if self.model == "bag":
-            return EncoderRecipe(dim=self.dim, seed=self.seed)
+            return EncoderRecipe(dim=self.dim, init=self.init, seed=self.seed)
         return EncoderRecipe(
             model="transformer", idf=False, init="random", dim=self.dim, seed=self.seed
         )

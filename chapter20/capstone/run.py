@@ -43,6 +43,7 @@ from chapter20.capstone.report import (
     plan_lines,
     summary_lines,
 )
+from chapter20.capstone.scaling import SCALING_STEPS
 from chapter20.core.device import scaled
 from chapter20.core.options import add_options, parse_config
 from chapter20.techniques.distributed import group_rank_and_size
@@ -211,8 +212,9 @@ def finished_lines(finished: FinishedRun) -> list[str]:
 
 
 def default_config() -> CapstoneConfig:
-    """The defaults of the command line: ``runs/capstone``, 600 steps × ``$CHAPTER20_SCALE``."""
-    return CapstoneConfig(output_dir="runs/capstone", steps=scaled(600))
+    """The defaults of the command line: ``runs/capstone``, at most 400 steps ×
+    ``$CHAPTER20_SCALE``."""
+    return CapstoneConfig(output_dir="runs/capstone", steps=scaled(SCALING_STEPS))
 
 
 def _output_dir_ready(config: CapstoneConfig) -> None:
