@@ -43,6 +43,8 @@ __all__ = [
     "bucket_table",
     "data_fits",
     "fit_lines",
+    "hybrid_lines",
+    "width_lines",
     "encoder_runs",
     "hybrid_table",
     "plot_curves",
@@ -378,3 +380,37 @@ def fit_lines(fits: dict[str, dict], meet: dict) -> list[str]:
         f"documents (90% interval 2^{meet['low']:.1f} to 2^{meet['high']:.1f}); an "
         "extrapolation, not a measurement"
     ]
+
+
+def width_lines(results: pd.DataFrame) -> list[str]:
+    """For each start, the widest table against the narrowest (held-out MRR at the chosen step,
+    compared within twice the larger seed standard deviation, ``core.findings.compare``)."""
+    from chapter20.capstone.scaling_readings import lever_table
+    from chapter20.core.findings import compare
+
+    table = lever_table(results, ["init", "dim"]).set_index(["init", "dim"])
+    lines = []
+    for init in ("random", "lsa"):
+        rows = table.loc[init]
+        wide, narrow = rows.loc[rows.index.max()], rows.loc[rows.index.min()]
+        noise = 2 * max(wide["mrr_std"], narrow["mrr_std"])
+        lines.append(compare(f"{init} start at width {rows.index.max():,}", wide["mrr_mean"],
+                             f"at width {rows.index.min()}", narrow["mrr_mean"], unit="MRR",
+                             spread=noise))  # fmt: skip
+    return lines
+
+
+def hybrid_lines(results: pd.DataFrame, bm25_mrr: float) -> list[str]:
+    """The fusion with the trained encoder against the tuned BM25 alone, and against the fusion
+    with the untrained encoder (held-out MRR, within twice the larger seed standard deviation;
+    BM25 draws nothing)."""
+    from chapter20.core.findings import compare
+
+    fused, start = results["hybrid_mrr"], results["start_hybrid_mrr"]
+    spread = 2 * max(fused.std(ddof=1), start.std(ddof=1))
+    return [
+        compare("the fusion with the trained encoder", fused.mean(), "the tuned BM25 alone",
+                bm25_mrr, unit="MRR", spread=2 * fused.std(ddof=1)),
+        compare("the fusion with the trained encoder", fused.mean(), "with the untrained one",
+                start.mean(), unit="MRR", spread=spread),
+    ]  # fmt: skip
