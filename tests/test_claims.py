@@ -106,6 +106,7 @@ def test_basis_of_the_rejudged_claims():
     assert basis["C01"] == "measured"  # judged on this corpus's batches (notebook 11)
     assert {"C17", "C22"} <= {k for k, v in basis.items() if v == "model"}
     assert basis["C05"] == basis["C14"] == "definition"  # fixed by their terms (C11: below)
+    assert basis["C25"] == "definition"  # a Huffman path's length is bounded by construction
     assert basis["C20"] == "measured"  # read off the catalog's own spot prices (notebook 08)
     assert basis["C23"] == "measured"  # the measured replay of the checklist (notebook 05)
     assert owner("C23") == "05_memory_efficient_optimizers"
@@ -163,7 +164,7 @@ def test_a_two_sided_claim_misses_on_both_sides_and_names_the_side():
 
 
 def test_a_failed_condition_says_so():
-    row = check("C25", 0.7, conditions={"slope": False})
+    row = check("C29", 0.7, conditions={"slope": False})
     assert row.judgement == f"{DOES_NOT_HOLD}: a condition failed" and "slope ✗" in row.note
 
 
@@ -267,22 +268,22 @@ def test_check_missing_claim_is_not_measurable_and_says_what_is_missing():
 
 def test_check_measured_claim_needs_a_value():
     with pytest.raises(ValueError, match="measured must be a number"):
-        check("C25", None)
+        check("C29", None)
 
 
 def test_check_conditions_must_all_hold():
-    assert check("C25", 0.7, conditions={"slope": True}).verdict == HOLDS
-    row = check("C25", 0.7, conditions={"slope": False, "other": True})
+    assert check("C29", 0.7, conditions={"slope": True}).verdict == HOLDS
+    row = check("C29", 0.7, conditions={"slope": False, "other": True})
     assert row.verdict == DOES_NOT_HOLD
     assert "slope ✗" in row.note and "other ✓" in row.note
-    assert check("C25", 3.0, conditions={"slope": True}).verdict == DOES_NOT_HOLD
-    assert check("C25", 0.7, conditions={"slope": np.bool_(True)}).verdict == HOLDS
+    assert check("C29", 3.0, conditions={"slope": True}).verdict == DOES_NOT_HOLD
+    assert check("C29", 0.7, conditions={"slope": np.bool_(True)}).verdict == HOLDS
 
 
 @pytest.mark.parametrize("bad", [1, "yes", None, 0.0])
 def test_check_conditions_are_computed_bools(bad):
     with pytest.raises(TypeError, match="conditions"):
-        check("C25", 0.7, conditions={"slope": bad})
+        check("C29", 0.7, conditions={"slope": bad})
 
 
 @pytest.mark.parametrize("kwarg", ["holds", "needs_gpu", "verdict"])

@@ -90,7 +90,7 @@ def _claim_inputs():
     return steps, steps_k10, paths, table
 
 
-def test_claim_evidence_judges_c25_on_counted_nodes_and_c26_on_current_rows(monkeypatch):
+def test_claim_evidence_shows_c25_on_counted_nodes_and_judges_c26_on_current_rows(monkeypatch):
     from chapter20.core.claims import check
     from chapter20.core.gpu_record import GpuFigure
     from chapter20.labs import nb09_word2vec as lab
@@ -100,7 +100,7 @@ def test_claim_evidence_judges_c25_on_counted_nodes_and_c26_on_current_rows(monk
     assert evidence["C24"]["measured"] == pytest.approx(500.0)  # min(2000 / 2, 2000 / 4)
     assert evidence["C25"]["measured"] == pytest.approx(7.0 / 9.97)
     assert evidence["C25"]["conditions"] == {"not growing with n": True}
-    assert check("C25", **evidence["C25"]).verdict == "holds"
+    assert check("C25", **evidence["C25"]).verdict == "a definition, not testable"
     assert evidence["C26"]["measured"] is None
     assert check("C26", **evidence["C26"]).verdict == "needs a GPU"
     figure = GpuFigure("q", 12.0, "x", "NVIDIA H200", "2026-12-01", "", "", "bench", "", "w@1")

@@ -226,9 +226,9 @@ def claim_evidence(
       the full softmax trained for the same time (within 0.05 when both saw the same data).
     - C25: the nodes the hierarchical softmax evaluates per pair (``paths``, from
       :func:`~chapter20.labs.nb09_step_cost.path_length_vs_vocab`) over log₂ n, the largest
-      over the vocabularies (at most 1, within 10%), with the condition that it does not grow
-      with n; the times per pair (``steps``) are in the note, not judged: they also grow with
-      cache misses, negative sampling's too.
+      over the vocabularies, and whether it grows with n: shown, since the claim is a
+      definition (a Huffman path's length is bounded by construction); the times per pair
+      (``steps``) are in the note: they also grow with cache misses, negative sampling's too.
     - C26: our trainer's words/s on CUDA over gensim's on every core of the same host: measured
       now when ``gpu`` is given, else the newest figure of the GPU record that the current
       code measured (:data:`GPU_CODE`); without one, "needs a GPU". ``cpu_ratio``: this
