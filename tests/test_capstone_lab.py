@@ -171,7 +171,7 @@ def test_a_records_provenance_puts_the_command_on_a_reproduce_line():
     from chapter20.core.study_record import provenance_line, read_study
 
     lines = provenance_line(read_study(studies.RECIPE_FILE)).splitlines()
-    assert lines[0].startswith("measured 20") and "chapter20 bench" not in lines[0]
+    assert lines[0].startswith("recorded 20") and "chapter20 bench" not in lines[0]
     assert lines[1].startswith("reproduce: chapter20 bench recipe") and len(lines) == 2
 
 
@@ -224,7 +224,7 @@ def test_a_written_study_carries_its_provenance(tmp_path):
     frame = pd.read_csv(path)
     assert set(PROVENANCE) <= set(frame.columns) and frame["x"].tolist() == [1, 2]
     line = provenance_line(frame)
-    assert line.startswith("measured 20") and line.endswith("\nreproduce: chapter20 bench x")
+    assert line.startswith("recorded 20") and line.endswith("\nreproduce: chapter20 bench x")
     with pytest.raises(ValueError, match="frame"):
         write_study(pd.DataFrame(), str(tmp_path / "e.csv"), "c")
 

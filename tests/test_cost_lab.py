@@ -80,9 +80,11 @@ def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
     )
     zones = pd.DataFrame({"saving %": [40.0, 60.0, 70.0, 95.0]})
     by_type = pd.DataFrame(index=["a", "b"])
-    assert lab.spot_saving_note(by_type, zones, 54.9, "catalog") == (
-        "2 types, 4 zones, 50% of zones within 50-90%; net of preemptions (model, section 7) "
-        "55%; catalog"
+    savings = pd.DataFrame({"saving_at_median %": [58.2, 50.0, 60.0],
+                            "net_saving_at_median %": [54.9, 44.0, 56.0]})  # fmt: skip
+    assert lab.spot_saving_note(by_type, zones, savings, "catalog") == (
+        "2 types, 4 zones, 50% of zones within 50-90%; section 7's model, one region per cloud: "
+        "58% saved at the median zone, 55% net of preemptions; catalog"
     )
     table, note = lab.mixed_precision_table(), lab.mixed_precision_note()
     assert f"vs fp32 x{table.loc['fp32', 'speed-up']:.2f} = " in note

@@ -335,8 +335,10 @@ def _tags(cell: dict) -> set[str]:
 
 
 def exercise_problems(nb: dict) -> list[str]:
-    """What keeps ``nb`` from ending with a '## Exercises' section of 2–4 exercises, each a
-    markdown cell followed by a code cell tagged ``solution`` that printed its answer."""
+    """What keeps ``nb`` from ending with a '## Exercises' section of 3–4 exercises, each a
+    markdown cell followed by a code cell tagged ``solution`` that printed its answer and starts
+    collapsed in JupyterLab (its source and outputs hidden by its metadata), so that a reader
+    predicts before seeing the answer there too, not only in the book."""
     cells = nb["cells"]
     heads = [
         (i, line.strip())
@@ -352,14 +354,17 @@ def exercise_problems(nb: dict) -> list[str]:
     problems = []
     rest = [(i, c) for i, c in enumerate(cells[start + 1 :], start + 1)]
     solutions = [(i, c) for i, c in rest if c["cell_type"] == "code" and "solution" in _tags(c)]
-    if not 2 <= len(solutions) <= 4:
-        problems.append(f"{len(solutions)} exercises with a solution (2 to 4 expected)")
+    if not 3 <= len(solutions) <= 4:
+        problems.append(f"{len(solutions)} exercises with a solution (3 to 4 expected)")
     for i, c in rest:
         if c["cell_type"] == "code" and "solution" not in _tags(c):
             problems.append(f"cell {i + 1}: a code cell among the exercises not tagged 'solution'")
     for i, c in solutions:
         if cells[i - 1]["cell_type"] != "markdown":
             problems.append(f"cell {i + 1}: a solution not right after its exercise's markdown")
+        hidden = c.get("metadata", {}).get("jupyter", {})
+        if not (hidden.get("source_hidden") and hidden.get("outputs_hidden")):
+            problems.append(f"cell {i + 1}: a solution that JupyterLab does not start collapsed")
         if not "".join(c["source"]).strip():
             problems.append(f"cell {i + 1}: an empty solution")
         elif not any(out.get("output_type") != "error" for out in c.get("outputs", [])):
@@ -371,8 +376,9 @@ def exercise_problems(nb: dict) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_ends_with_exercises(path):
-    """Issue 42, item 7: each exercise changes one knob and asks for a prediction (markdown);
-    its worked solution is the next cell, tagged ``solution`` so a rendered book can fold it."""
+    """Each exercise asks for a prediction, or for something to implement, derive or prove
+    (markdown); its worked solution is the next cell, tagged ``solution`` so a rendered book
+    folds it, and collapsed by its metadata so that JupyterLab opens it folded too."""
     problems = exercise_problems(_load(path))
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
 
@@ -381,11 +387,13 @@ def test_the_exercise_check_can_fail():
     def md(text):
         return {"cell_type": "markdown", "source": [text]}
 
-    def solution(tags=("solution",), outputs=({"output_type": "stream", "text": "4\n"},)):
+    def solution(tags=("solution",), outputs=({"output_type": "stream", "text": "4\n"},),
+                 hidden=True):  # fmt: skip
+        folded = {"jupyter": {"source_hidden": True, "outputs_hidden": True}} if hidden else {}
         return {
             "cell_type": "code",
             "source": ["print(2 + 2)"],
-            "metadata": {"tags": list(tags)},
+            "metadata": {"tags": list(tags), **folded},
             "outputs": list(outputs),
         }
 
@@ -395,9 +403,12 @@ def test_the_exercise_check_can_fail():
         solution(),
         md("2. Double it."),
         solution(),
+        md("3. Prove it."),
+        solution(),
     ]
     assert exercise_problems({"cells": good}) == []
-    assert exercise_problems({"cells": good[:3]})  # one exercise
-    assert exercise_problems({"cells": good[:4] + [solution(tags=())]})  # untagged
-    assert exercise_problems({"cells": good[:4] + [solution(outputs=())]})  # prints nothing
+    assert exercise_problems({"cells": good[:5]})  # two exercises
+    assert exercise_problems({"cells": good[:6] + [solution(hidden=False)]})  # shown in the lab
+    assert exercise_problems({"cells": good[:6] + [solution(tags=())]})  # untagged
+    assert exercise_problems({"cells": good[:6] + [solution(outputs=())]})  # prints nothing
     assert exercise_problems({"cells": good + [md("## Further reading")]})  # not last

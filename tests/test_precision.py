@@ -381,7 +381,7 @@ def test_fp16_quality_note_names_the_judged_run_and_every_arms_recall():
     expected = f"3 seeds; recall@10 {recalls}"
     assert fp16_quality_note(by_arm, judged, own_run=True) == f"this run, {expected}"
     assert fp16_quality_note(by_arm, judged, own_run=False) == (
-        f"the committed record 2026-11-30, {expected}"
+        f"recorded 2026-11-30, {expected}"
     )
 
 

@@ -236,7 +236,7 @@ def test_the_record_holds_every_run_of_the_study():
     assert (trainers.groupby("trainer").seed.nunique() == 3).all()  # three seeds each
     assert set(ranks.variant) >= {"2 ranks, combined once at the end (control)"}
     assert (ranks.rank_spread == 0).all()  # every rank ends with the same vectors
-    assert source.startswith("the committed record, measured ")
+    assert source.startswith("recorded 20")
 
 
 def test_sync_counts_count_one_sync_per_combination_of_the_copies():

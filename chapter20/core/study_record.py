@@ -70,11 +70,12 @@ def read_study(name: str) -> pd.DataFrame:
 def run_or_record(frame: pd.DataFrame, own_run: bool, name: str) -> tuple[pd.DataFrame, str]:
     """The rows a study is judged on and where they come from: ``frame`` when this run trained
     the whole study (``own_run``), else the committed record ``data/<name>``
-    (:func:`read_study`), with a line that says which."""
+    (:func:`read_study`), with a line that says which ("this run", or when and on what it was
+    recorded: :func:`provenance_line`)."""
     if own_run:
         return frame, "this run"
     record = read_study(name)
-    return record, f"the committed record, {provenance_line(record)}"
+    return record, provenance_line(record)
 
 
 def value_span(values: pd.Series) -> str:
@@ -83,13 +84,14 @@ def value_span(values: pd.Series) -> str:
 
 
 def provenance_line(frame: pd.DataFrame) -> str:
-    """Where a committed study comes from: one line with the dates, machines and loads of its
-    rows, then a ``reproduce:`` line with the command that measures it again."""
+    """Where a committed study comes from, in the reader's words: one line with the dates
+    ("recorded 2026-12-05 on ..."), machines and loads of its rows, then a ``reproduce:`` line
+    with the command that measures it again."""
     dates = sorted(set(frame["measured_on"].astype(str)))
     machines = sorted(set(frame["machine"].astype(str)))
     commands = "; ".join(dict.fromkeys(frame["command"].astype(str)))
     return (
-        f"measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} on {', '.join(machines)} "
+        f"recorded {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} on {', '.join(machines)} "
         f"(load average {value_span(frame['load_average'])}, "
         f"{frame['torch_threads'].iloc[0]} torch threads)\nreproduce: {commands}"
     )

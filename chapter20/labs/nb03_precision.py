@@ -473,7 +473,7 @@ def fp16_quality_note(by_arm: pd.DataFrame, judged: pd.DataFrame, own_run: bool)
     its seeds, and each arm's mean recall@10 (± std for fp16 and fp32) from the summary
     ``by_arm`` (``versus_reference`` indexed by arm)."""
     mean, std = by_arm["recall@10_mean"], by_arm["recall@10_std"]
-    run = "this run" if own_run else "the committed record " + str(judged["measured_on"].iloc[0])
+    run = "this run" if own_run else "recorded " + str(judged["measured_on"].iloc[0])
     return (
         f"{run}, {by_arm.loc['fp16', 'seeds']} seeds; recall@10 fp16 {mean['fp16']:.3f} ± "
         f"{std['fp16']:.3f}, fp32 {mean['fp32']:.3f} ± {std['fp32']:.3f}, "

@@ -360,7 +360,7 @@ def judged_quality(data: PairData) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         return live, judged.drop(columns="seconds"), "this run"
     record = read_study(QUALITY_STUDY)
     judged = record[record["steps"].isin((0, QUALITY["steps"]))].reset_index(drop=True)
-    return live, judged, f"the committed record, {provenance_line(record)}"
+    return live, judged, provenance_line(record)
 
 
 def quality_agreement(live: pd.DataFrame, tolerance: float = 0.004) -> tuple[float, str]:

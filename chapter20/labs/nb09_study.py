@@ -199,7 +199,7 @@ def study_rows(live: bool) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     counts = ["rank", "syncs", "sync_bytes"]  # integers, read back as floats beside NaN
     ranks = ranks.astype({c: "int64" for c in counts})
     source = (
-        f"the committed record, measured {record.measured_on.iloc[0]} on "
+        f"recorded {record.measured_on.iloc[0]} on "
         f"{record.machine.iloc[0]} (load average {value_span(record.load_average)})"
     )
     return trainers, ranks.reset_index(drop=True), source

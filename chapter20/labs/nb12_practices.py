@@ -269,7 +269,7 @@ def two_node_launch() -> tuple[pd.Series, str]:
     if size_scale() >= 2:
         return two_node_row(two_node_torchrun()).iloc[0], "this run"
     record = read_study(TWO_NODE_RECORD).iloc[0]
-    return record, f"the committed record, measured {record.measured_on} on {record.machine}"
+    return record, f"recorded {record.measured_on} on {record.machine}"
 
 
 def benchmark(
