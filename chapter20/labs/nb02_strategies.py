@@ -20,7 +20,7 @@ from chapter20.core.checks import check_int
 from chapter20.core.corpora import PairData, pair_data
 from chapter20.core.device import size_scale
 from chapter20.core.plotting import new_figure
-from chapter20.core.study_record import read_study, study_output, write_study
+from chapter20.core.study_record import provenance_line, read_study, study_output, write_study
 from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, micro_batch_info_nce
 from chapter20.training.config import TrainConfig
@@ -211,7 +211,7 @@ def live_strategies(data: PairData, steps: int = 150, short_steps: int = 20):
         return live, judged.drop(columns="seconds"), "this run", short
     record = read_study(STRATEGY_STUDY)
     judged = record[record["steps"].isin((0, steps))].reset_index(drop=True)
-    return live, judged, "the committed record", short
+    return live, judged, provenance_line(record), short
 
 
 def live_agreement(live: pd.DataFrame, tolerance: float) -> tuple[list[str], bool]:
