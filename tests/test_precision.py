@@ -380,9 +380,7 @@ def test_fp16_quality_note_names_the_judged_run_and_every_arms_recall():
     recalls = "fp16 0.190 ± 0.012, fp32 0.200 ± 0.012, control 0.100, untrained 0.050"
     expected = f"3 seeds; recall@10 {recalls}"
     assert fp16_quality_note(by_arm, judged, own_run=True) == f"this run, {expected}"
-    assert fp16_quality_note(by_arm, judged, own_run=False) == (
-        f"recorded 2026-11-30, {expected}"
-    )
+    assert fp16_quality_note(by_arm, judged, own_run=False) == (f"recorded 2026-11-30, {expected}")
 
 
 def test_learned_needs_fp32_and_fp16_above_the_untrained_encoder_beyond_the_seeds_noise():
