@@ -32,10 +32,11 @@ from chapter20.capstone.baselines import (
 from chapter20.capstone.evaluation import evaluate_scores, heldout_sentence_pairs
 from chapter20.capstone.hybrid import OVERLAP_BUCKETS, bucket_metrics
 from chapter20.capstone.scaling import HeldOutPairs, ScalingPoint, scaling_run
-from chapter20.capstone.scaling_readings import doubling_fit, run_results
+from chapter20.capstone.scaling_readings import doubling_fit, lever_table, run_results
 from chapter20.core.checks import check_int
+from chapter20.core.findings import compare
 from chapter20.core.plotting import new_panels
-from chapter20.core.study_record import study_output, value_span, write_study
+from chapter20.core.study_record import read_study, study_output, value_span, write_study
 
 __all__ = [
     "batch_claim",
@@ -191,8 +192,6 @@ def scaling_benchmark(study: str = "width", seeds: str = "0,1,2", out: str = "")
 
 def study_record(study: str) -> pd.DataFrame:
     """The committed record of ``study`` (``data/scaling_<study>.csv``)."""
-    from chapter20.core.study_record import read_study
-
     if study not in STUDIES:
         raise ValueError(f"study must be one of {STUDIES}, got {study!r}")
     return read_study(SCALING_FILES[study])
@@ -385,9 +384,6 @@ def fit_lines(fits: dict[str, dict], meet: dict) -> list[str]:
 def width_lines(results: pd.DataFrame) -> list[str]:
     """For each start, the widest table against the narrowest (held-out MRR at the chosen step,
     compared within twice the larger seed standard deviation, ``core.findings.compare``)."""
-    from chapter20.capstone.scaling_readings import lever_table
-    from chapter20.core.findings import compare
-
     table = lever_table(results, ["init", "dim"]).set_index(["init", "dim"])
     lines = []
     for init in ("random", "lsa"):
@@ -404,8 +400,6 @@ def hybrid_lines(results: pd.DataFrame, bm25_mrr: float) -> list[str]:
     """The fusion with the trained encoder against the tuned BM25 alone, and against the fusion
     with the untrained encoder (held-out MRR, within twice the larger seed standard deviation;
     BM25 draws nothing)."""
-    from chapter20.core.findings import compare
-
     fused, start = results["hybrid_mrr"], results["start_hybrid_mrr"]
     spread = 2 * max(fused.std(ddof=1), start.std(ddof=1))
     return [
