@@ -100,6 +100,34 @@ def _corpus():
     return encode_corpus(sentences, build_vocab(sentences, min_count=1))
 
 
+def _noise_sampler():
+    from chapter20.word2vec.sampling import NoiseSampler
+
+    return NoiseSampler(np.array([0.5, 0.3, 0.2]))
+
+
+def _vocab_of(texts):
+    from chapter20.vocab.vocabulary import build_vocab
+
+    return build_vocab(texts, min_count=1)
+
+
+def _epoch_reference_args():
+    from chapter20.word2vec.skipgram import SkipGram
+    from chapter20.word2vec.skipgram_config import Word2VecConfig
+
+    corpus = _corpus()
+    return {
+        "model": SkipGram("negative", [4, 4, 3], dim=4, seed=0),
+        "corpus": corpus,
+        "keep": torch.ones(3, dtype=torch.float64),
+        "config": Word2VecConfig(dim=4, epochs=2),
+        "epoch": 1,
+        "pair_generator": torch.Generator(),
+        "noise_generator": torch.Generator(),
+    }
+
+
 def _interactions():
     from chapter20.demos.recommender import Interactions
 
@@ -880,6 +908,20 @@ BASE: dict[str, typing.Callable[[], dict]] = {
     },
     "word2vec.sampling.keep_probabilities": lambda: {"counts": np.array([5, 3, 2]), "sample": 1e-3},
     "word2vec.sampling.noise_distribution": lambda: {"counts": np.array([5, 3, 2]), "power": 0.75},
+    "word2vec.sampling.draw_windows": lambda: {
+        "corpus": _corpus(),
+        "window": 2,
+        "keep": None,
+        "generator": torch.Generator(),
+    },
+    "word2vec.epoch_reference.kernel_noise": lambda: {
+        "sampler": _noise_sampler(), "seed": 3, "count": 4,
+    },
+    "word2vec.epoch_reference.train_epoch_reference": lambda: _epoch_reference_args(),
+    "word2vec.equivalence.loop_equals_trainer": lambda: {
+        "objective": "negative", "sentences": TEXTS, "vocab": _vocab_of(TEXTS),
+        "chunk": 4, "seed": 1,
+    },
     "word2vec.sampling.skipgram_pairs": lambda: {
         "corpus": _corpus(),
         "window": 2,
@@ -1220,6 +1262,10 @@ ACCEPTS: dict[str, set[str]] = {
             "vocab.word_vectors.pca_quality_curve.seed",
             "word2vec.equivalence.fused_equals_plain.seed",
             "word2vec.equivalence.reference_equals_fast.seed",
+            "word2vec.equivalence.loop_equals_trainer.seed",
+            "word2vec.epoch_reference.kernel_noise.seed",
+            "word2vec.epoch_reference.kernel_noise.count",
+            "word2vec.epoch_reference.train_epoch_reference.epoch",
             "core.id_streams.zipf_counts.s",
             "vocab.autoencoder.train_autoencoder.seed",
             "vocab.pca.pca_compress.niter",

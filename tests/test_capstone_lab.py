@@ -41,6 +41,9 @@ def test_verdicts_by_section_counts_every_claim_and_sources_are_named(tmp_path):
     capstone_lab.plot_verdicts_by_section(table)
     sources = capstone_lab.audit_sources(frame)
     assert sources.sum() == 30 and "not yet measured" in sources.index[0]
+    assert capstone_lab.audit_sources_line(frame) == (
+        "verdicts: 30 not yet measured (no run, no record)"
+    )
 
 
 def test_audit_table_lists_every_claim_in_the_chapters_section_order(tmp_path):
@@ -109,6 +112,19 @@ def _curve(values, init="random", seed=0, every=50):
             "lee_pearson": values,
         }
     )
+
+
+def test_bucket_lines_name_each_buckets_leader_against_chance():
+    buckets = np.array(["0", "0", "1-2", "3+"])
+    runs = pd.DataFrame(
+        {"mrr_overlap_0": [0.02, 0.04], "mrr_overlap_1-2": [0.1, 0.1], "mrr_overlap_3+": [0.5, 0.5]}
+    )
+    lexical = {"lexical": np.eye(4)}  # every positive ranked first: MRR 1 in every bucket
+    lines = scaling_lab.bucket_lines(runs, lexical, buckets, chance=0.01)
+    assert lines[0] == "0 shared: lexical leads; MRR over chance: encoder 3.0×, lexical 100.0×"
+    assert len(lines) == 3 and all("lexical leads" in line for line in lines)
+    with pytest.raises(ValueError, match="chance"):
+        scaling_lab.bucket_lines(runs, lexical, buckets, chance=0.0)
 
 
 def test_early_stopping_follows_the_stated_rule():

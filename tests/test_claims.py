@@ -2,6 +2,7 @@
 claims, verdicts, logs and the audit."""
 
 import dataclasses
+import html
 import json
 import math
 import re
@@ -385,15 +386,29 @@ def test_claims_log_text_and_table(tmp_path):
     log = ClaimsLog("00_overview", directory=tmp_path)
     log.check("C11", 3.3, note="measured on a toy model")
     log.check("C04", 64e9)
-    text = log.to_text()
-    lines = text.splitlines()
-    assert lines[0].startswith("C04 [holds]")  # sorted by id
-    assert f"C11 [{DOES_NOT_HOLD}: {LARGER}]" in text
-    assert "measured on a toy model" in text
-    assert "claimed ≈ 3 × parameter memory; measured 3.3 × parameter memory" in text
-    frame = log.table()
-    assert list(frame["id"]) == ["C04", "C11"]
-    assert "source" not in frame.columns
+    assert log.rows["C11"].note.startswith("measured on a toy model")  # kept in the log
+    table = log.table()
+    text = repr(table)
+    assert text.startswith("C04 · ")  # sorted by id
+    assert f"{DOES_NOT_HOLD}: {LARGER} · claimed ≈ 3 × parameter memory" in text
+    assert "measured 3.3 × parameter memory" in text
+    frame = table.frame()
+    assert list(frame.columns) == ["claim", "claimed", "measured", "verdict", "judged on"]
+    assert [claim[:3] for claim in frame["claim"]] == ["C04", "C11"]
+    assert frame.loc[1, "verdict"] == f"{DOES_NOT_HOLD}: {LARGER}"
+    assert "measured on a toy model" not in repr(table)  # notes stay in the log
+    assert "[" not in frame.loc[0, "judged on"]  # the range test moved to "claimed"
+    assert "±10%" in frame.loc[0, "claimed"]
+
+
+def test_claims_table_html_escapes_and_cuts_nothing(tmp_path):
+    """The HTML the book shows holds every character of each cell, escaped."""
+    log = ClaimsLog("00_overview", directory=tmp_path)
+    row = log.check("C04", 64e9)
+    page = log.table()._repr_html_()
+    assert page.count("<tr>") == 2  # the header and one claim
+    assert html.escape(row.claim) in page and "…" not in page
+    assert "<td>holds</td>" in page
 
 
 @pytest.mark.parametrize("source", ["a/b", "a\\b", ""])
@@ -539,5 +554,5 @@ def test_every_criterion_prints_in_one_short_line(tmp_path):
         assert len(claim.criterion) <= 150 and "\n" not in claim.criterion, claim.id
     log = ClaimsLog("00_overview", directory=tmp_path)
     log.check("C04", 64e9)
-    criteria = [line for line in log.to_text().splitlines() if "criterion:" in line]
+    criteria = [line for line in repr(log.table()).splitlines() if "judged on:" in line]
     assert len(criteria) == 1 and len(criteria[0]) <= 200

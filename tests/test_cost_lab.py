@@ -20,6 +20,13 @@ def test_the_chapters_prices_and_l12_on_its_menu_and_beyond():
     reruns = lab.cheapest_config_by_menu()
     assert reruns.loc["L12's three types (aws us-east-1)", "choice"] == "8 x g5.xlarge"
     assert (reruns["$/h"] <= reruns["$/h"].iloc[0]).all()  # a wider menu is never dearer
+    assert list(reruns["$/h"]) == sorted(reruns["$/h"], reverse=True)  # every GPU: cheapest
+    excluded = lab.excluded_gpus()
+    trainable = reruns.loc["the whole catalog, trainable GPUs"]
+    assert trainable["GPU"] not in excluded.index
+    cheaper = excluded[excluded["$/h"] < trainable["$/h"]]  # what the restriction costs
+    assert reruns.loc["the whole catalog, every GPU", "GPU"] in cheaper.index
+    assert excluded["why excluded"].str.len().gt(0).all()
 
 
 def test_spot_and_its_history_tables():
@@ -31,6 +38,10 @@ def test_spot_and_its_history_tables():
         assert (stability[column] >= stability["lowest %"] - 1e-9).all()
         assert (stability[column] <= stability["highest %"] + 1e-9).all()
     assert stability.loc["p4d.24xlarge", "daily versions"] > 300
+    lines = lab.stability_lines(stability)
+    assert len(lines) == len(stability) and lines[0].startswith(f"{stability.index[0]}: ")
+    summary = lab.catalog_summary()
+    assert "zones with a spot price" in summary and "skypilot-catalog" in summary
 
 
 def test_c17_scales_with_the_workload_and_crosses_the_claimed_range():
@@ -75,8 +86,7 @@ def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
             return "8 x g5.xlarge"
 
     assert lab.catalog_choice_note(Choice()) == (
-        "8 x g5.xlarge; the whole catalog's answer: "
-        + lab.cheapest_config_by_menu().loc["the whole catalog", "choice"]
+        "8 x g5.xlarge; L12's three types pick 8 x g5.xlarge at $8.048/h"
     )
     zones = pd.DataFrame({"saving %": [40.0, 60.0, 70.0, 95.0]})
     by_type = pd.DataFrame(index=["a", "b"])

@@ -105,6 +105,19 @@ def test_ends_with_a_claims_check(path):
     )
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_claims_check_is_one_compact_table(path):
+    """Issue 55, item 2: a notebook that logs claims shows them as one compact table, the
+    last expression of a cell (``log.table()``: claim, claimed, measured, verdict, judged on),
+    never the long text form with its notes."""
+    cells = [c for c in _load(path)["cells"] if c["cell_type"] == "code"]
+    sources = ["".join(c["source"]) for c in cells]
+    assert not any(".to_text()" in source for source in sources), f"{path.name}: to_text()"
+    if any("ClaimsLog(" in source for source in sources):
+        last_lines = [source.strip().splitlines()[-1] for source in sources if source.strip()]
+        assert "log.table()" in last_lines, f"{path.name}: no cell ends with log.table()"
+
+
 # A verdict is computed by chapter20.core.claims from a measured value and the claim's criterion,
 # never typed (issue 18): no verdict keyword, no verdict string, no literal True/False in a check.
 _TYPED = re.compile(
@@ -135,7 +148,8 @@ def test_no_notebook_types_a_verdict(path):
             assert literal is None, f"{path.name}: a literal {literal.group(0)} in {text[:80]!r}"
 
 
-_VERDICT_LINE = re.compile(r"^(C\d\d) \[", re.M)
+#: A row of a notebook's claims table (``ClaimsTable``'s text form): "C04 · A batch of ...".
+_VERDICT_LINE = re.compile(r"^(C\d\d) · ", re.M)
 
 
 def test_each_claim_is_judged_by_its_owner_notebook_only():
@@ -153,7 +167,8 @@ def test_each_claim_is_judged_by_its_owner_notebook_only():
                     f"{path.name} logs {claim_id}, owned by {claims[claim_id].notebook}"
                 )
             for out in cell["outputs"]:
-                for claim_id in _VERDICT_LINE.findall("".join(out.get("text", ""))):
+                shown = out.get("text", "") or out.get("data", {}).get("text/plain", "")
+                for claim_id in _VERDICT_LINE.findall("".join(shown)):
                     printed.setdefault(claim_id, set()).add(path.stem)
     for claim_id, claim in claims.items():
         if (ROOT / "notebooks" / f"{claim.notebook}.ipynb").exists():

@@ -326,7 +326,7 @@ def test_zero_results_read_the_ranks_state_against_w_and_the_planner(group):
 def test_two_node_launch_reads_its_committed_record(monkeypatch):
     monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
     row, source = practices.two_node_launch()
-    assert source.startswith("recorded 20")
+    assert source.startswith("recorded 20") and "\nreproduce: chapter20 bench practices" in source
     assert row.world_size == 2 and row.backend == "gloo"
     assert row.command_shown.startswith("torchrun --nnodes=2 --node_rank=0")
     summary = {"world_size": 2, "backend": "gloo", "first_loss": 5.0, "final_loss": 4.0}

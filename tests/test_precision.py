@@ -364,6 +364,35 @@ def test_c06_reads_only_a_gpu_row_of_the_current_code(monkeypatch):
     assert (row.verdict, row.direction) == ("holds", "larger than claimed")
 
 
+def test_recorded_gpu_speeds_are_dated_lines_of_the_gpu_record(monkeypatch, tmp_path):
+    """Notebook 03's GPU figures: the training step's speed-ups from the throughput record, then
+    one line per matrix-multiply row that ``bench precision`` wrote, each with its GPU and date;
+    a row of another command or another quantity is left out."""
+    import pandas as pd
+
+    import chapter20.labs.nb03_precision as lab
+    from chapter20.core.gpu_record import COLUMNS, read_gpu_measurements
+
+    rows = [
+        ("2026-12-01", "NVIDIA H100", "chapter20 bench precision",
+         lab.matmul_quantity(4096, "fp16"), "5.5"),
+        ("2026-12-01", "NVIDIA H100", "chapter20 bench precision", "step ms, fp16", "3.0"),
+        ("2026-12-01", "NVIDIA H100", "chapter20 bench other",
+         "matmul 512x512 speed-up vs fp32, bf16", "9.0"),
+    ]  # fmt: skip
+    frame = pd.DataFrame([dict.fromkeys(COLUMNS, "") | dict(zip(
+        ("date", "device", "command", "quantity", "value"), row)) for row in rows])  # fmt: skip
+    path = tmp_path / "gpu.csv"
+    frame.to_csv(path, index=False)
+    monkeypatch.setattr(lab, "read_gpu_measurements", lambda: read_gpu_measurements(path))
+    lines = lab.recorded_gpu_speeds()
+    assert lines[0].startswith(f"{lab.H200_MEASUREMENT.gpu}, {lab.H200_MEASUREMENT.date}: ")
+    step = lab.H200_MEASUREMENT.speedup("bf16", "fp32", 1024)
+    assert f"bf16 {step:.2f}x the speed of fp32" in lines[0]
+    assert lines[1:] == ["NVIDIA H100, 2026-12-01: one 4096 x 4096 matrix multiply, fp16 5.50x "
+                         "the speed of fp32"]  # fmt: skip
+
+
 def test_fp16_quality_note_names_the_judged_run_and_every_arms_recall():
     """Notebook 03's C27 note (its cell's output is not compared by nbval): the committed record
     with its date when the notebook's run was too short, this run otherwise, and each arm's mean

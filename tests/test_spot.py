@@ -683,8 +683,30 @@ def test_checked_fault_matrix_checks_its_live_rows_against_the_record(tmp_path, 
     live = [name for name, how in faults.FAULTS if how in ("damage", "disk")]
     monkeypatch.setattr(faults, "LIVE_FAULTS", tuple(live))
     monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
-    table, line = faults.checked_fault_matrix(tmp_path)
-    assert line.startswith(f"{len(live)} of {len(live)} faults injected now give the recorded")
-    assert "✓" in line
-    assert sorted(table.loc[table["run"] == "this run", "fault"]) == sorted(live)
+    table, text = faults.checked_fault_matrix(tmp_path)
+    first, recorded = text.splitlines()[:2]
+    n = len(live)
+    assert first == (
+        f"live, injected in this run: {n} faults, {n} end as required, "
+        f"{n} with the outcome recorded for them ✓"
+    )
+    assert recorded.startswith(f"the other {len(faults.FAULTS) - n} rows: recorded ")
+    assert text.splitlines()[-1].startswith("reproduce: ")
+    assert sorted(table.loc[table["run"] == "live", "fault"]) == sorted(live)
+    assert set(table["run"]) == {"live", "recorded"}
     assert len(table) == len(faults.FAULTS)
+
+
+def test_checked_fault_matrix_marks_a_live_row_that_fails(tmp_path, monkeypatch):
+    import chapter20.labs.nb07_faults as faults
+
+    monkeypatch.setattr(faults, "LIVE_FAULTS", ("newest corrupt, keep_last=1",))
+    monkeypatch.delenv("CHAPTER20_SCALE", raising=False)
+    failed = faults.fault_matrix(tmp_path / "real", faults.LIVE_FAULTS).assign(
+        **{"as required": "✗"}
+    )
+    monkeypatch.setattr(faults, "fault_matrix", lambda directory, chosen: failed)
+    table, text = faults.checked_fault_matrix(tmp_path)
+    assert text.startswith("live, injected in this run: 1 faults, 0 end as required, 1 with")
+    assert text.splitlines()[0].endswith("✗")
+    assert table.set_index("fault").loc["newest corrupt, keep_last=1", "as required"] == "✗"

@@ -183,6 +183,11 @@ def test_projection_step_findings_compare_pca_with_each_raw_variant_within_the_r
     assert bag.startswith("pca_precomputed step: indistinguishable from embedding_bag")
     assert bag.endswith("within the spread of 0.5 ms")  # the larger range, embedding_bag's
     assert sparse.startswith("pca_precomputed step: 2.00× faster than embedding_bag_sparse")
+    # the fit pays back against the fastest raw variant (embedding_bag, 0.05 ms a step saved)
+    *_, payback = records_lab.projection_step_findings(bench, fit_seconds=0.5)
+    assert payback == "the PCA fit (0.5 s) is paid back against embedding_bag after 10,000 steps"
+    slower = bench.assign(step_ms=[4.0, 1.05, 2.0, 2.0])  # no step saved: never paid back
+    assert records_lab.projection_step_findings(slower, 0.5)[-1].endswith("never")
 
 
 def test_bpe_merge_proof_agrees_with_tokenizers(bpe_small, lee_split):

@@ -42,6 +42,7 @@ prints the 30 owners' latest rows.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import tempfile
@@ -276,13 +277,49 @@ def judged_in(claim_id: str) -> str:
     return f"{claim_id} is {verb} in notebook {number} ({topic.replace('_', ' ').capitalize()})"
 
 
-_DISPLAY_COLUMNS = ["id", "section", "claim", "expected", "measured", "verdict", "note"]
+class ClaimsTable:
+    """A notebook's claims check as one compact table: each claim in its words, the claimed and
+    the measured value, the verdict and the criterion it was judged on (the notes stay in the
+    log). Jupyter and the book show it as HTML, nothing cut; ``repr`` is the same table as text."""
 
+    COLUMNS = ("claim", "claimed", "measured", "verdict", "judged on")
 
-def table(rows: list[ClaimRow], columns: list[str] | None = None) -> pd.DataFrame:
-    """Claim rows as a DataFrame for display (default columns: no source, no timestamp)."""
-    frame = pd.DataFrame([asdict(r) for r in rows], columns=list(ClaimRow.__dataclass_fields__))
-    return frame[columns or _DISPLAY_COLUMNS]
+    def __init__(self, rows: list[ClaimRow]):
+        self.rows = sorted(rows, key=lambda r: r.id)
+
+    def cells(self, row: ClaimRow) -> tuple[str, ...]:
+        """One row's five cells, in the order of :attr:`COLUMNS`."""
+        value = "modelled " if row.basis == "model" else ""  # a model's figure, not a measurement
+        # A row's criterion ends with its range test in brackets, tolerance included.
+        criterion, _, comparison = " ".join(row.criterion.split()).rpartition(" [")
+        claimed = comparison.removesuffix("]") or row.expected
+        return (f"{row.id} · {row.claim}", claimed, value + row.measured, row.judgement,
+                criterion)  # fmt: skip
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame, one row per claim."""
+        return pd.DataFrame([self.cells(r) for r in self.rows], columns=list(self.COLUMNS))
+
+    def __repr__(self) -> str:
+        blocks = []
+        for row in self.rows:
+            claim, claimed, measured, verdict, criterion = self.cells(row)
+            blocks.append(
+                f"{claim}\n    {verdict} · claimed {claimed}, measured {measured}"
+                + (f"\n    judged on: {criterion}" if criterion else "")
+            )
+        return "\n".join(blocks)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.COLUMNS)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in self.cells(r)) + "</tr>"
+            for r in self.rows
+        )
+        return (
+            f'<table class="claims-check"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
 
 
 class ClaimsLog:
@@ -330,21 +367,9 @@ class ClaimsLog:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def table(self) -> pd.DataFrame:
-        return table(sorted(self.rows.values(), key=lambda r: r.id))
-
-    def to_text(self) -> str:
-        """The Claims check as plain text (what a notebook prints, checked by nbval)."""
-        lines = []
-        for r in sorted(self.rows.values(), key=lambda r: r.id):
-            lines.append(f"{r.id} [{r.judgement}] {r.claim}")
-            value = "modelled" if r.basis == "model" else "measured"  # a model's figure
-            lines.append(f"    claimed {r.expected}; {value} {r.measured}")
-            if r.criterion:  # one line: data/claims.csv keeps each criterion short
-                lines.append(f"    criterion: {' '.join(r.criterion.split())}")
-            if r.note:
-                lines.append(f"    {r.note}")
-        return "\n".join(lines)
+    def table(self) -> ClaimsTable:
+        """The claims checked so far, as the compact table a notebook ends with."""
+        return ClaimsTable(list(self.rows.values()))
 
 
 def recorded_rows(directory: Path | None = None) -> list[ClaimRow]:

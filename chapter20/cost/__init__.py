@@ -7,6 +7,8 @@
   with its cited source (§20.5);
 - ``selection``: configurations of catalog instance types and the instance selector of listing
   L12, corrected (§20.5.1);
+- ``trainable``: which of the catalog's GPUs PyTorch's CUDA build can train on (each compute
+  capability cited), and why the others are left out (§20.5.1);
 - ``estimates``: a workload and its throughput, the scaling efficiency, time and cost to train on
   demand and on spot, the cost breakdown (§20.5, §20.5.2);
 - ``fleet_choices``: every fleet (instance type × count, on demand or spot) over the catalog,

@@ -45,7 +45,7 @@ def launch(argv: list[str], *, nproc: int, max_restarts: int) -> None:
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", run_id=str(uuid.uuid4()),
         max_restarts=max_restarts,  # torchrun --max-restarts
         monitor_interval=0.05,  # how often the agent looks for a dead worker (s)
-        start_method="fork",  # workers forked from this process: no fresh imports
+        start_method="fork",  # workers share the agent's imported modules
     )  # fmt: skip
     elastic_launch(config, _worker)(argv)
 

@@ -9,6 +9,7 @@ harmful variant as the positive control, claim C27).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +26,7 @@ from chapter20.core.gpu_record import (
     code_version,
     current_gpu_figure,
     current_gpu_ratio,
+    read_gpu_measurements,
 )
 from chapter20.core.measure import CATEGORIES, format_bytes, time_interleaved, timing_columns
 from chapter20.core.models import TransformerEncoder
@@ -55,6 +57,7 @@ __all__ = [
     "fp16_matmul_speedup",
     "step_seconds_quantity",
     "mixed_precision_speedup",
+    "recorded_gpu_speeds",
     "LIVE_STEPS",
     "LIVE_LOSS",
     "LIVE_ARMS",
@@ -256,6 +259,30 @@ def mixed_precision_speedup(
     )
     beside = "" if tf32 is None else f"; over fp32 with TF32 allowed: x{tf32[0]:.2f}"
     return speedup, bf16.device, f"GPU record: {bf16.provenance}, code {bf16.code}{beside}"
+
+
+def recorded_gpu_speeds(record: ThroughputRecord = H200_MEASUREMENT) -> list[str]:
+    """§20.2.2: the GPU figures recorded for notebook 03's two speed claims, one line each in
+    plain words with its GPU and date — ``record``'s training step of notebook 08's workload at
+    1,024 pairs (bf16 against fp32, and against fp32 with TF32), then every matrix-multiply
+    speed-up that ``chapter20 bench precision`` wrote to the GPU record."""
+    over = {base: record.speedup("bf16", base, 1024) for base in ("fp32", "tf32")}
+    lines = [
+        f"{record.gpu}, {record.date}: one training step of notebook 08's workload at 1,024 "
+        f"pairs, bf16 {over['fp32']:.2f}x the speed of fp32, {over['tf32']:.2f}x that of fp32 "
+        "with TF32"
+    ]
+    frame = read_gpu_measurements()
+    rows = frame[frame["command"].str.contains("bench precision", regex=False)]
+    for row in rows.itertuples():
+        found = re.fullmatch(r"matmul (\d+)x\d+ speed-up vs fp32.*, (\w+)", row.quantity)
+        if found is not None:
+            size, precision = found.groups()
+            lines.append(
+                f"{row.device}, {row.date}: one {size} x {size} matrix multiply, {precision} "
+                f"{row.value:.2f}x the speed of fp32"
+            )
+    return lines
 
 
 def memory_by_precision(batch: int = 64, seq_len: int = 64, precisions=None) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from chapter20.core.checks import check_int
-from chapter20.core.claims import judged_in
+from chapter20.core.claims import get_claim, judged_in
 from chapter20.core.corpora import PairData, pair_data
 from chapter20.core.device import size_scale
 from chapter20.core.findings import compare, compare_times
@@ -287,18 +287,20 @@ def checklist_notes(
 
 
 def replay_ratios(replay: pd.DataFrame) -> str:
-    """Notebook 05's claims check: the ratios of :func:`checklist_replay` that other notebooks
-    judge (C11 weights + Adam state over weights, AdamW keeping Adam's two moments; C09 bf16
-    over fp32; C10 without over with checkpointing), each with the notebook that owns its
-    verdict."""
+    """Notebook 05 section 4: the ratios of :func:`checklist_replay` that other notebooks judge
+    (C11 weights + Adam state over weights, AdamW keeping Adam's two moments; C09 bf16 over
+    fp32; C10 without over with checkpointing), one line each, with the claim in its words and
+    the notebook that owns its verdict."""
     chain = replay[replay["in_chain"]].set_index("step")["peak_bytes"]
     first = replay.iloc[0]
     state = (first["parameters"] + first["optimizer_state"]) / first["parameters"]
-    return (
-        f"\nreplay: (weights + Adam state) / weights x{state:.2f} ({judged_in('C11')}); "
-        f"bf16 / fp32 peak x{chain.iloc[1] / chain.iloc[0]:.3f} ({judged_in('C09')}); "
-        f"step peak without / with checkpointing x{chain.iloc[1] / chain.iloc[2]:.2f} "
-        f"({judged_in('C10')})"
+    ratios = (
+        ("C11", f"(weights + Adam state) / weights x{state:.2f}"),
+        ("C09", f"bf16 / fp32 peak x{chain.iloc[1] / chain.iloc[0]:.3f}"),
+        ("C10", f"step peak without / with checkpointing x{chain.iloc[1] / chain.iloc[2]:.2f}"),
+    )
+    return "\n".join(
+        f'{ratio} ({judged_in(claim)}: "{get_claim(claim).claim}")' for claim, ratio in ratios
     )
 
 

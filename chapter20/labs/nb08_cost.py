@@ -18,7 +18,13 @@ import torch
 from chapter20.core.checks import check_int, check_positive
 from chapter20.core.claims import check
 from chapter20.core.gpu_record import code_version, current_gpu_ratio
-from chapter20.cost.catalog import load_catalog, load_snapshot, spot_discounts
+from chapter20.cost.catalog import (
+    load_catalog,
+    load_snapshot,
+    load_sources,
+    snapshot_label,
+    spot_discounts,
+)
 from chapter20.cost.estimates import (
     EMBEDDING_WORKLOAD,
     H200_MEASUREMENT,
@@ -31,6 +37,7 @@ from chapter20.cost.estimates import (
 from chapter20.cost.fleet_choices import cheapest_fleet
 from chapter20.cost.hardware import PRECISIONS, load_gpu_datasheets
 from chapter20.cost.selection import CHAPTER_PRICES, cheapest_config
+from chapter20.cost.trainable import trainable_catalog, trainable_gpu_models
 
 __all__ = [
     "benchmark",
@@ -40,7 +47,10 @@ __all__ = [
     "current_speedup",
     "datasheet_table",
     "discount_stability",
+    "stability_lines",
+    "catalog_summary",
     "cheapest_config_by_menu",
+    "excluded_gpus",
     "mixed_precision_table",
     "spot_by_type",
     "catalog_choice_note",
@@ -84,22 +94,19 @@ def chapter_prices() -> tuple[pd.DataFrame, float, bool]:
 
 
 def cheapest_config_by_menu(target_gpus: int = 8, budget_per_hour: float = 50.0) -> pd.DataFrame:
-    """C19: L12's selection (cheapest ``target_gpus`` GPUs within ``budget_per_hour``) rerun
-    on the catalog: on L12's three types in us-east-1, on every AWS GPU type there, on the
-    whole catalog, and on the whole catalog with the GPU memory the workload plans (>= 16 GiB)."""
+    """C19: L12's selection (the cheapest ``target_gpus`` GPUs within ``budget_per_hour``) on
+    three menus: L12's own three types (aws us-east-1, what the chapter did), the whole catalog
+    on the GPUs this package can train on (``cost.trainable_catalog``: what C19 is judged on),
+    and the whole catalog with every GPU, trainable or not."""
     catalog = load_catalog()
-    aws = catalog[catalog["cloud"] == "aws"]
     menus = {
-        "L12's three types (aws us-east-1)": dict(
-            catalog=aws[aws["instance"].isin(CHAPTER_PRICES)]
-        ),
-        "every AWS GPU type (us-east-1)": dict(catalog=aws),
-        "the whole catalog": dict(catalog=catalog),
-        "the whole catalog, >= 16 GiB per GPU": dict(catalog=catalog, min_gpu_memory_gib=16),
+        "L12's three types (aws us-east-1)": catalog[catalog["instance"].isin(CHAPTER_PRICES)],
+        "the whole catalog, trainable GPUs": trainable_catalog(catalog),
+        "the whole catalog, every GPU": catalog,
     }
     records = []
-    for menu, kwargs in menus.items():
-        choice = cheapest_config(target_gpus, budget_per_hour, **kwargs)
+    for menu, frame in menus.items():
+        choice = cheapest_config(target_gpus, budget_per_hour, catalog=frame)
         records.append(
             {
                 "menu": menu,
@@ -107,9 +114,35 @@ def cheapest_config_by_menu(target_gpus: int = 8, budget_per_hour: float = 50.0)
                 "GPU": choice.gpu_model,
                 "$/h": round(choice.price_per_hour, 4),
                 "cloud": choice.cloud,
+                "prices of": choice.snapshot_date,
             }
         )
     return pd.DataFrame(records).set_index("menu")
+
+
+def excluded_gpus(target_gpus: int = 8, budget_per_hour: float = 50.0) -> pd.DataFrame:
+    """C19: the GPU models the trainable menu leaves out (``cost.trainable_gpu_models``), each
+    with the cheapest configuration of ``target_gpus`` of it within ``budget_per_hour`` (None
+    where none fits), its compute capability and why it is excluded, cheapest first."""
+    catalog = load_catalog()
+    models = trainable_gpu_models(catalog)
+    records = []
+    for model, row in models[~models["trainable"]].iterrows():
+        try:
+            choice = cheapest_config(target_gpus, budget_per_hour, gpu_model=model, catalog=catalog)
+            name, price = f"{choice.n_instances} x {choice.instance}", choice.price_per_hour
+        except ValueError:  # nothing of this GPU fits the budget
+            name, price = None, None
+        records.append(
+            {
+                "GPU": model,
+                "would give": name,
+                "$/h": price,
+                "compute capability": row["compute_capability"] or "—",
+                "why excluded": row["reason"],
+            }
+        )
+    return pd.DataFrame(records).sort_values("$/h").set_index("GPU")
 
 
 def spot_by_type(snapshot: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -141,6 +174,9 @@ def discount_stability(history: pd.DataFrame) -> pd.DataFrame:
     for (cloud, instance), group in history.groupby(["cloud", "instance"], sort=False):
         group = group.dropna(subset=["spot_median_per_hour"])
         saving = 100 * (1 - group["spot_median_per_hour"] / group["on_demand_per_hour"])
+        moves = saving.diff().abs()  # from one daily version to the next, in points
+        first = saving[group["date"] < group["date"].min() + month]
+        last = saving[group["date"] > group["date"].max() - month]
         records.append(
             {
                 "cloud": cloud,
@@ -152,14 +188,49 @@ def discount_stability(history: pd.DataFrame) -> pd.DataFrame:
                 "saving median %": saving.median(),
                 "lowest %": saving.min(),
                 "highest %": saving.max(),
-                "largest move between versions, points": saving.diff().abs().max(),
+                "largest move between versions, points": moves.max(),
                 "versions within 5 points of the median %": 100
                 * ((saving - saving.median()).abs() <= 5).mean(),
-                "first 30 days %": saving[group["date"] < group["date"].min() + month].median(),
-                "last 30 days %": saving[group["date"] > group["date"].max() - month].median(),
+                "first 30 days %": first.median(),
+                "last 30 days %": last.median(),
             }
         )
     return pd.DataFrame(records).set_index("instance")
+
+
+def stability_lines(stability: pd.DataFrame) -> list[str]:
+    """One sentence per instance type of :func:`discount_stability`: the band its median zone
+    saved in, over how many daily versions and days, how often within 5 points of its median,
+    its first and last 30 days, and whether its on-demand price changed."""
+    lines = []
+    for name, row in stability.iterrows():
+        n_prices = row["on-demand prices"]
+        changes = "unchanged" if n_prices == 1 else f"{n_prices} different prices"
+        within = row["versions within 5 points of the median %"]
+        lines.append(
+            f"{name}: the median zone saved {row['lowest %']:.0f}-{row['highest %']:.0f}% in "
+            f"{row['daily versions']} daily versions, {row['first day']} to {row['last day']} "
+            f"(within 5 points of its median {row['saving median %']:.0f}% in {within:.0f}% of "
+            f"them); first 30 days {row['first 30 days %']:.0f}%, last 30 days "
+            f"{row['last 30 days %']:.0f}%; on-demand {changes}"
+        )
+    return lines
+
+
+def catalog_summary() -> str:
+    """Section 1 of notebook 08: where each cloud's catalog file comes from (its path, commit
+    date, rows read and kept as GPU rows), then the rows, GPU instance types per cloud, regions
+    and zones with a spot price of the snapshot, and the catalog's label and source."""
+    sources, snapshot = load_sources(), load_snapshot()
+    table = sources[["source", "path", "commit_date", "rows_read", "rows_kept"]]
+    types = snapshot.groupby("cloud")["instance"].nunique()
+    return (
+        f"{table.to_string(index=False)}\n\n{len(snapshot)} rows; GPU instance types: "
+        f"{', '.join(f'{cloud} {n}' for cloud, n in types.items())}; "
+        f"{snapshot['region'].nunique()} regions, "
+        f"{snapshot['spot_per_hour'].notna().sum()} zones with a spot price\n"
+        f"{snapshot_label()}; source: github.com/skypilot-org/skypilot-catalog"
+    )
 
 
 def datasheet_table() -> pd.DataFrame:
@@ -183,8 +254,8 @@ def current_speedup(baseline: str = "fp32", batch: int = 1024) -> float | None:
 def mixed_precision_table(record: ThroughputRecord = H200_MEASUREMENT, batch: int = 1024):
     """C21 on both fp32 baselines: the speed-up of bf16 over plain fp32 (PyTorch's default,
     no TF32) and over fp32 with TF32 matrix multiplies, from the GPU record, the cost each
-    saves (1 − 1/speed-up). Shown, never judged: these rows carry no code version, so by the
-    one GPU rule no verdict reads them (:func:`current_speedup` is what C21 is judged on)."""
+    saves (1 − 1/speed-up). Shown, never judged: these rows carry no code version
+    (:func:`current_speedup` is what C21 is judged on)."""
     records = []
     for baseline in ("fp32", "tf32"):
         speedup = record.speedup("bf16", baseline, batch)
@@ -261,11 +332,11 @@ def compute_share_over_scenarios(
 
 
 def catalog_choice_note(choice) -> str:
-    """Claim C19's note in notebook 08's claims check: L12's pick ``choice`` (a
-    ``cheapest_config`` result) described, beside the whole catalog's answer of
-    :func:`cheapest_config_by_menu`."""
-    answer = cheapest_config_by_menu().loc["the whole catalog", "choice"]
-    return f"{choice.describe()}; the whole catalog's answer: {answer}"
+    """Claim C19's note in notebook 08's claims check: the whole catalog's trainable choice
+    ``choice`` (a ``cheapest_config`` result) described, beside what L12's own three types
+    pick (:func:`cheapest_config_by_menu`)."""
+    l12 = cheapest_config_by_menu().iloc[0]
+    return f"{choice.describe()}; L12's three types pick {l12['choice']} at ${l12['$/h']:.3f}/h"
 
 
 def spot_saving_note(
@@ -295,7 +366,7 @@ def mixed_precision_note(
     table = mixed_precision_table(record)
     fp32, tf32 = table.loc["fp32"], table.loc["tf32"]
     shown = (
-        f"GPU record {record.date} (rows without a code version, shown, not judged): "
+        f"GPU record {record.date}: "
         f"vs fp32 x{fp32['speed-up']:.2f} = {fp32['cost saved %']:.0f}%, "
         f"vs TF32 x{tf32['speed-up']:.2f} = {tf32['cost saved %']:.0f}%"
     )

@@ -327,13 +327,12 @@ GPU_ROW_NAMES = {
 def gpu_record_rows() -> pd.DataFrame:
     """Notebook 09, section 6: the GPU record's word2vec rows for display, each quantity under
     its one name (:data:`GPU_ROW_NAMES`, negative sampling throughout), values with thousands
-    separators and no spurious decimals, and the code version each row was measured by."""
+    separators and no spurious decimals."""
     record = read_gpu_measurements()
     rows = record[record.command.str.contains("word2vec-gpu", regex=False)].copy()
     rows["quantity"] = rows.quantity.map(lambda q: GPU_ROW_NAMES.get(q, q))
     rows["value"] = rows.value.map(lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}")
-    rows["code version"] = rows.code.fillna("").replace("", "not recorded")
-    columns = ["date", "device", "quantity", "value", "unit", "code version"]
+    columns = ["date", "device", "quantity", "value", "unit"]
     return rows[columns].reset_index(drop=True)
 
 

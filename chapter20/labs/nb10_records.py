@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from chapter20.core.checks import check_int
+from chapter20.core.checks import check_int, check_optional_positive
 from chapter20.core.findings import compare
 from chapter20.core.plotting import new_figure, new_panels
 from chapter20.core.study_record import study_output, write_study
@@ -97,17 +97,27 @@ def autoencoder_summary(record: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return table, lines
 
 
-def projection_step_findings(bench: pd.DataFrame) -> list[str]:
+def projection_step_findings(bench: pd.DataFrame, fit_seconds: float | None = None) -> list[str]:
     """Notebook 10, section 4 (C28): ``pca_precomputed``'s step time next to each raw-input
     variant's in :func:`sparse_projection_benchmark`'s table, indistinguishable within the larger
-    of the two min-max ranges: one line each, printed by ``core.findings.compare``."""
+    of the two min-max ranges: one line each, printed by ``core.findings.compare``. With
+    ``fit_seconds`` (the PCA fit's time), a last line says after how many steps the time saved
+    against the fastest raw variant pays the fit back, or that it never does."""
+    fit_seconds = check_optional_positive("fit_seconds", fit_seconds)
     timed = bench.set_index("variant")
     ranges, pca = timed.step_ms_max - timed.step_ms_min, timed.loc["pca_precomputed"]
-    return [
-        compare("pca_precomputed step", pca.step_ms, raw, timed.step_ms[raw], quantity="time",
-                unit="ms", spread=max(ranges[raw], ranges["pca_precomputed"]))
-        for raw in ("dense_linear", "embedding_bag", "embedding_bag_sparse")
+    raw = ("dense_linear", "embedding_bag", "embedding_bag_sparse")
+    lines = [
+        compare("pca_precomputed step", pca.step_ms, name, timed.step_ms[name], quantity="time",
+                unit="ms", spread=max(ranges[name], ranges["pca_precomputed"]))
+        for name in raw
     ]  # fmt: skip
+    if fit_seconds is not None:
+        fastest = timed.step_ms[list(raw)].idxmin()
+        saved = (timed.step_ms[fastest] - pca.step_ms) / 1e3
+        after = f"after {fit_seconds / saved:,.0f} steps" if saved > 0 else "never"
+        lines.append(f"the PCA fit ({fit_seconds:.1f} s) is paid back against {fastest} {after}")
+    return lines
 
 
 def plot_projection(table: pd.DataFrame):

@@ -43,6 +43,7 @@ __all__ = [
     "READING_LISTS",
     "TAKEAWAYS_FILE",
     "audit_sources",
+    "audit_sources_line",
     "audit_table",
     "composed_run",
     "composed_training",
@@ -125,6 +126,15 @@ def audit_sources(frame: pd.DataFrame) -> pd.Series:
     the committed record ("recorded <date> on <machine>"), or none yet."""
     shown = frame["shown"].replace("", "not yet measured (no run, no record)")
     return shown.value_counts(sort=False).rename("claims")
+
+
+def audit_sources_line(frame: pd.DataFrame) -> str:
+    """:func:`audit_sources` in one line, for the reader: how many verdicts come from this run
+    of the notebooks and how many from the record (with its date and machine)."""
+    counts = audit_sources(frame)
+    return "verdicts: " + "; ".join(
+        f"{n} {'from ' if source == 'this run' else ''}{source}" for source, n in counts.items()
+    )
 
 
 def _in_chapter_order(frame: pd.DataFrame) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from chapter20.core.study_record import read_study, study_output, value_span, wr
 __all__ = [
     "batch_claim",
     "batch_results",
+    "bucket_lines",
     "bucket_table",
     "data_fits",
     "fit_lines",
@@ -281,21 +282,52 @@ def plot_data(results: pd.DataFrame, baselines: pd.DataFrame, fits: dict[str, di
     return fig
 
 
+def _bucket_mrr(results: pd.DataFrame, lexical: dict[str, np.ndarray], buckets: np.ndarray):
+    """Held-out MRR per bucket of :data:`OVERLAP_BUCKETS`: the encoder's mean and std over its
+    seeds, and each lexical method's figure, as numbers (one dict per bucket)."""
+    rows = []
+    for bucket in OVERLAP_BUCKETS:
+        values = results[f"mrr_overlap_{bucket}"]
+        rows.append({"bucket": bucket, "pairs": int((buckets == bucket).sum()),
+                     "encoder": (values.mean(), values.std(ddof=1))})  # fmt: skip
+    for name, scores in lexical.items():
+        for row, figures in zip(rows, bucket_metrics(scores, buckets)):
+            row[name] = figures["mrr"]
+    return rows
+
+
 def bucket_table(results: pd.DataFrame, lexical: dict[str, np.ndarray], buckets: np.ndarray):
     """Held-out MRR per word-overlap bucket: the encoder's runs (mean ± std over seeds, at their
     chosen step, from the record) beside each lexical method's ``lexical`` score matrix scored
     now on the same test pairs (``chapter20.capstone.hybrid.bucket_metrics``), with the pairs
     in each bucket."""
     rows = []
-    for bucket in OVERLAP_BUCKETS:
-        values = results[f"mrr_overlap_{bucket}"]
-        row = {"shared content words": bucket, "pairs": int((buckets == bucket).sum()),
-               "encoder": f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"}  # fmt: skip
-        rows.append(row)
-    for name, scores in lexical.items():
-        for row, figures in zip(rows, bucket_metrics(scores, buckets)):
-            row[name] = f"{figures['mrr']:.3f}"
+    for row in _bucket_mrr(results, lexical, buckets):
+        mean, std = row.pop("encoder")
+        shown = {
+            name: f"{value:.3f}" for name, value in row.items() if name not in ("bucket", "pairs")
+        }
+        rows.append({"shared content words": row["bucket"], "pairs": row["pairs"],
+                     "encoder": f"{mean:.3f} ± {std:.3f}", **shown})  # fmt: skip
     return pd.DataFrame(rows).set_index("shared content words")
+
+
+def bucket_lines(
+    results: pd.DataFrame, lexical: dict[str, np.ndarray], buckets: np.ndarray, chance: float
+) -> list[str]:
+    """One line per bucket of :func:`bucket_table`: which method has the highest held-out MRR
+    there, and each method's MRR as a multiple of ``chance`` (a random ranking's MRR against
+    every candidate, the same in every bucket)."""
+    if not chance > 0:
+        raise ValueError(f"chance must be a positive MRR, got {chance!r}")
+    lines = []
+    for row in _bucket_mrr(results, lexical, buckets):
+        figures = {name: value for name, value in row.items() if name not in ("bucket", "pairs")}
+        figures["encoder"] = figures["encoder"][0]
+        leader = max(figures, key=figures.get)
+        times = ", ".join(f"{name} {value / chance:.1f}×" for name, value in figures.items())
+        lines.append(f"{row['bucket']} shared: {leader} leads; MRR over chance: {times}")
+    return lines
 
 
 def hybrid_table(results: pd.DataFrame, bm25_figures: dict) -> pd.DataFrame:

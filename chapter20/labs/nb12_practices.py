@@ -21,7 +21,7 @@ from chapter20.core.id_streams import uniform_ids
 from chapter20.core.measure import time_interleaved
 from chapter20.core.models import BagOfEmbeddingsEncoder
 from chapter20.core.seed_statistics import median_and_range, timing_spread_ms
-from chapter20.core.study_record import read_study, study_output, write_study
+from chapter20.core.study_record import provenance_line, read_study, study_output, write_study
 from chapter20.demos.ddp_run import DemoConfig
 from chapter20.demos.node_launch import two_node_torchrun
 from chapter20.labs.common import LOCAL_GROUP_TIMEOUT_S as TIMEOUT_S
@@ -265,11 +265,12 @@ def two_node_row(nodes: dict) -> pd.DataFrame:
 def two_node_launch() -> tuple[pd.Series, str]:
     """§20.4 the two-node launch of notebook 12: run now when ``CHAPTER20_SCALE`` >= 2, else
     the committed record ``data/two_node_launch.csv`` (starting two torchrun agents and their
-    workers takes the longest of the notebook). Returns the row and where it comes from."""
+    workers takes the longest of the notebook). Returns the row and where it comes from ("this
+    run", or ``provenance_line``'s when, where and how to reproduce it)."""
     if size_scale() >= 2:
         return two_node_row(two_node_torchrun()).iloc[0], "this run"
-    record = read_study(TWO_NODE_RECORD).iloc[0]
-    return record, f"recorded {record.measured_on} on {record.machine}"
+    record = read_study(TWO_NODE_RECORD)
+    return record.iloc[0], provenance_line(record)
 
 
 def benchmark(

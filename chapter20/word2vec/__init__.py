@@ -36,8 +36,10 @@ The modules, bottom up:
   gensim's way);
 - ``skipgram_training``: :func:`train_word2vec`, the training loop and its Hogwild workers, and
   :func:`untrained_vectors`, the vectors a run starts from;
+- ``epoch_reference``: one epoch of that loop as plain Python loops around the few-line
+  updates (:func:`train_epoch_reference`), with the C loop's noise draw in Python;
 - ``equivalence``: the fast paths (the C loop, the batched step) against the plain step and the
-  few-line references, pair after pair;
+  few-line references, pair after pair, and the Python epoch against the trainer's;
 - ``data_parallel``: :func:`train_word2vec_data_parallel`, ranks of a process group that each
   train a copy on their share of the corpus and combine the copies every part of an epoch;
 - ``gensim_reference``: gensim's trainer and tree, with the same configuration, as the

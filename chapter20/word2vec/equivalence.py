@@ -25,6 +25,7 @@ import torch
 
 from chapter20.core.checks import check_int, check_real
 from chapter20.core.id_streams import zipf_counts
+from chapter20.word2vec.epoch_reference import train_epoch_reference
 from chapter20.word2vec.fused import load_kernels
 from chapter20.word2vec.huffman import build_huffman_tree
 from chapter20.word2vec.objectives import (
@@ -39,7 +40,14 @@ from chapter20.word2vec.pair_updates import (
     softmax_pair_step,
 )
 from chapter20.word2vec.skipgram import SkipGram, step_pair_by_pair
-from chapter20.word2vec.skipgram_training import _torch_threads
+from chapter20.word2vec.skipgram_config import Word2VecConfig
+from chapter20.word2vec.skipgram_training import (
+    _encoded_corpus,
+    _model,
+    _torch_threads,
+    _train,
+    run_seeds,
+)
 
 __all__ = [
     "huffman_proof",
@@ -47,6 +55,7 @@ __all__ = [
     "gradient_proof",
     "fused_equals_plain",
     "reference_equals_fast",
+    "loop_equals_trainer",
 ]
 
 
@@ -201,6 +210,33 @@ def reference_equals_fast(
             loss = kernel(outputs, inputs, lr, torch.Generator().manual_seed(1))
         tables = _max_diff((model.input_vectors, model.output_vectors), (w_in, w_out))
         return tables, abs(loss - reference) / abs(reference)
+
+
+def loop_equals_trainer(
+    objective: str, sentences, vocab, *, chunk: int = 512, seed: int = 1
+) -> tuple[float, float, int, int] | None:
+    """One epoch of :func:`~chapter20.word2vec.epoch_reference.train_epoch_reference` (Python
+    loops) against one epoch of ``train_word2vec``'s own loop (note, topic 1): the fused C path,
+    one worker, one torch thread, ``chunk`` pairs per call (several calls: the learning rate
+    decays between them), ``seed``'s initial weights and generators for both, on
+    ``sentences`` with ``vocab``. Returns ``(max |Δ| of the tables, |Δ| of the summed loss
+    relative to it, pairs of the reference, pairs of the trainer)``, or None where the C loop
+    cannot run (the full softmax; no C compiler, where training takes the batched step)."""
+    config = Word2VecConfig(
+        objective=objective, epochs=1, batch_size=check_int("chunk", chunk, 1), seed=seed,
+        workers=1, threads=1, fused=True, progress=False,
+    )  # fmt: skip
+    if objective == "softmax" or load_kernels() is None:  # no C loop for these
+        return None
+    seeds, cpu = run_seeds(config.seed, 0), torch.device("cpu")
+    corpus, keep = _encoded_corpus(sentences, vocab, config.sample, cpu)
+    trained, twin = (_model(config, vocab, seeds[0], cpu, None) for _ in range(2))
+    stats = _train(trained, corpus, keep, config, seeds)
+    generators = [torch.Generator().manual_seed(s) for s in seeds[1:]]
+    with _torch_threads(1):
+        loss, pairs = train_epoch_reference(twin, corpus, keep, config, 0, *generators)
+    tables = _max_diff((trained._w_in, trained._w_out), (twin._w_in, twin._w_out))
+    return tables, abs(stats.epoch_loss[0] * stats.pairs - loss) / abs(loss), pairs, stats.pairs
 
 
 def _reference_steps(model: SkipGram, w_in, w_out, pairs, lr) -> list[float]:

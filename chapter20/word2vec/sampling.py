@@ -18,6 +18,7 @@ from chapter20.word2vec.corpus import EncodedCorpus
 
 __all__ = [
     "NoiseSampler",
+    "draw_windows",
     "keep_probabilities",
     "noise_distribution",
     "skipgram_pairs",
@@ -41,9 +42,19 @@ def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
     return np.minimum(1.0, (np.sqrt(counts / threshold) + 1) * threshold / counts)
 
 
-def _draw_windows(corpus, window, keep, generator):
-    """Subsample, draw every kept word's reach, and mark its valid context slots: returns the
-    kept ids, ``valid [n, 2 * window]`` (slot ``c`` is offset ``offsets[c]``) and ``offsets``."""
+def draw_windows(
+    corpus: EncodedCorpus,
+    window: int,
+    keep: torch.Tensor | None,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The random part of an epoch (note, topic 1): subsample (one uniform draw per word, kept
+    below ``keep[id]``; ``None``: no draw, all kept), draw every kept word's reach
+    ``b ~ U{1..window}``, and mark its valid context slots. Returns the kept ids,
+    ``valid [n, 2 * window]`` (slot ``c`` is offset ``offsets[c]``, valid where
+    ``|offsets[c]| <= b`` and both words lie in one sentence) and ``offsets``. Both
+    :func:`skipgram_pairs` and :func:`skipgram_windows` read their epoch from it, so they hold
+    the same pairs for the same generator state."""
     window = check_int("window", window, 1)
     ids, sentence = corpus.ids, corpus.sentence
     device = ids.device
@@ -83,7 +94,7 @@ def skipgram_pairs(
     then ``j``); ``kept`` is the number of kept words (gensim's "effective words").
     Deterministic for the state of ``generator``.
     """
-    ids, valid, offsets = _draw_windows(corpus, window, keep, generator)
+    ids, valid, offsets = draw_windows(corpus, window, keep, generator)
     rows, cols = valid.nonzero(as_tuple=True)
     return (
         ids.index_select(0, rows + offsets.index_select(0, cols)),
@@ -107,7 +118,7 @@ def skipgram_windows(
     :func:`skipgram_pairs` returns (tested); ``pairs`` counts them.
     """
     pad = check_int("pad", pad, 0)
-    ids, valid, offsets = _draw_windows(corpus, window, keep, generator)
+    ids, valid, offsets = draw_windows(corpus, window, keep, generator)
     rows = valid.any(1).nonzero().squeeze(1)
     valid = valid.index_select(0, rows)
     positions = (rows.unsqueeze(1) + offsets.unsqueeze(0)).clamp_(0, max(len(ids) - 1, 0))
