@@ -100,6 +100,37 @@ def test_quality_table_means_spreads_and_undefined_figures():
     capstone_lab.plot_quality(_quality_rows())
 
 
+def test_goal_lines_judge_the_encoder_against_bm25_and_the_best_lsi_by_the_seed_noise():
+    encoder = pd.DataFrame({"mrr": [0.10, 0.11, 0.12], "lee_pearson": [0.60, 0.62, 0.64]})
+    baselines = pd.DataFrame({
+        "method": ["bm25", "bm25", "lsi", "lsi"],
+        "corpus": ["training text", "lee_background", "training text", "lee_background"],
+        "settings": [{"bm25_k1": 0.6, "bm25_b": 0.75}, {}, {"lsi_topics": 800},
+                     {"lsi_topics": 200}],
+        "mrr": [0.115, 0.5, 0.1, 0.1], "lee_pearson": [np.nan, np.nan, 0.50, 0.61],
+    })  # fmt: skip
+    retrieval, lee = capstone_lab.goal_lines(encoder, "the encoder", baselines)
+    assert retrieval.startswith("held-out MRR: BM25 (k1 0.6, b 0.75) (training text), 0.115,")
+    assert retrieval.endswith("within the seed noise (twice the larger seed SD, 0.020)")
+    assert lee.startswith("Lee r: the encoder, 0.620 ± 0.020, is higher than LSI-200")
+    assert "within the seed noise" in lee
+    far = encoder.assign(lee_pearson=[0.90, 0.91, 0.92])
+    assert "beyond the seed noise" in capstone_lab.goal_lines(far, "the encoder", baselines)[1]
+    with pytest.raises(ValueError, match="tuned BM25"):
+        capstone_lab.goal_lines(encoder, "the encoder", baselines[baselines["method"] == "lsi"])
+
+
+def test_the_composed_run_is_named_by_the_step_it_kept():
+    def label(best):
+        return capstone_lab.composed_run_label({"steps": 10, "early_stopping": {"best_step": best}})
+
+    assert label(0) == "encoder, composed run, 10 steps (kept its start)"
+    assert label(5) == "encoder, composed run, 10 steps (kept step 5)"
+    assert capstone_lab.composed_run_label({"steps": 3, "early_stopping": None}).endswith(
+        "(its last step)"
+    )
+
+
 def _curve(values, init="random", seed=0, every=50):
     return pd.DataFrame(
         {

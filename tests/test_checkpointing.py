@@ -299,3 +299,28 @@ def test_predicted_time_ratio_is_four_thirds_for_full_recomputation():
     ratios = {label: predicted_time_ratio(label) for label, _, _ in POLICY_CASES}
     assert ratios["none"] == ratios["selective"] == 1.0
     assert ratios["every_layer"] == ratios["listing L7"] == pytest.approx(4 / 3)
+
+
+def test_step_flops_count_the_recomputation_and_selective_reruns_no_matmul():
+    from chapter20.labs.nb04_activation_checkpointing import step_flops
+
+    rerun = step_flops(4, batch=2, seq_len=16).set_index("policy")
+    assert rerun.loc["none", "vs_none"] == 1.0
+    # The counter sees the forward pass a checkpoint reruns inside backward: the counts grow.
+    assert rerun.loc["every_layer", "flops"] > rerun.loc["none", "flops"]
+    full = rerun["recomputed_forwards"].drop(["none", "selective"])
+    # Early stop skips each segment's last linear layer: a little less than one forward.
+    assert ((full > 0.5) & (full < 1.0)).all()
+    # The selective policy's matmul and attention outputs are replayed, not recomputed.
+    assert rerun.loc["selective", "flops"] == rerun.loc["none", "flops"]
+    whole = step_flops(4, batch=2, seq_len=16, early_stop=False).set_index("policy")
+    full = whole["recomputed_forwards"].drop(["none", "selective"])
+    assert full.to_numpy() == pytest.approx(1.0, abs=0.01)
+
+
+def test_the_cpu_attention_kernel_is_counted_as_two_batched_matmuls():
+    from chapter20.labs.nb04_activation_checkpointing import _counted_flops
+
+    q = torch.randn(1, 2, 8, 4)  # batch 1, 2 heads, 8 tokens, 4 dims a head
+    flops = _counted_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    assert flops == 2 * (2 * 2 * 8 * 4 * 8)  # q·kᵀ and scores·v, 2 FLOPs a multiply-add

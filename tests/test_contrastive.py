@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import torch
 
@@ -270,3 +271,27 @@ def test_strategy_runs_name_the_untrained_encoder_and_refuse_unknown_methods():
     assert untrained.steps == 0 and untrained.negatives == 0
     with pytest.raises(ValueError, match="method must be one of"):
         train_pairs(data, "huge batch")
+
+
+def test_a_single_seed_prints_no_spread_no_gap_and_no_judgement():
+    from chapter20.core.seed_statistics import versus_reference
+    from chapter20.labs.nb02_strategies import beyond_seed_noise, seed_table
+
+    runs = pd.DataFrame(
+        {
+            "method": ["large batch"] * 3 + ["small batch"] * 3 + ["gradient caching"],
+            "recall@10": [0.10, 0.11, 0.09, 0.05, 0.06, 0.04, 0.12],
+        }
+    )
+    summary = versus_reference(
+        runs, by="method", reference="large batch", column="recall@10", chance=0.01
+    )
+    table = seed_table(summary).set_index("method")
+    assert table.loc["gradient caching", ["recall@10_std", "gap"]].tolist() == ["—", "—"]
+    assert table.loc["small batch", "gap"] == "-0.5000"
+    assert table.loc["large batch", "recall@10_std"] == "0.0100"
+    assert beyond_seed_noise(summary, "large batch", "small batch") is True
+    assert beyond_seed_noise(summary, "small batch", "large batch") is False
+    assert beyond_seed_noise(summary, "gradient caching", "small batch") is None
+    with pytest.raises(ValueError, match="better must be one of"):
+        beyond_seed_noise(summary, "huge batch", "small batch")

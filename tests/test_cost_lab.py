@@ -101,6 +101,14 @@ def test_the_notes_of_c19_c20_and_c21_name_what_they_describe():
     assert f"vs TF32 x{table.loc['tf32', 'speed-up']:.2f} = " in note
     assert note.endswith("no GPU row with a recorded code version yet")
     assert lab.mixed_precision_note(current=2.0).endswith("the current code's rows: x2.00")
+    assert lab.timed_step_line(None) == (
+        "timed on a GPU with the training step shown here: not yet, so the claim of 40–60% "
+        "saved needs a GPU"
+    )
+    assert lab.timed_step_line(2.0) == (
+        "timed on a GPU with the training step shown here: bf16 x2.00 over fp32, "
+        "50% of the cost saved"
+    )
 
 
 def test_named_extreme_names_every_tie_and_wall_time_shows_minutes():

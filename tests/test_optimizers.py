@@ -336,3 +336,19 @@ def test_quantise_dynamic_round_trips_the_codes_levels_exactly():
     codes, absmax = quantise_dynamic(values, code, 256)
     assert codes.dtype == torch.uint8 and absmax.shape == (4,)
     assert torch.allclose(dequantise_dynamic(codes, absmax, code, 256), values, atol=1e-6)
+
+
+def test_beside_record_puts_each_live_row_under_its_recorded_row():
+    from chapter20.core.study_record import read_study
+    from chapter20.labs.nb05_optimizers import QUALITY_STUDY, beside_record
+
+    record = read_study(QUALITY_STUDY)
+    columns = ["optimizer", "seed", "steps", "final_loss", "recall@1", "recall@10"]
+    live = record[(record["seed"] == 0) & (record["steps"] == 30)][columns]
+    live = live.assign(**{"recall@10": live["recall@10"] + 0.01})  # a live run that moved
+    shown = beside_record(live)
+    assert list(shown["run"]) == ["recorded", "this run"]
+    gap = shown["recall@10"].iloc[1] - shown["recall@10"].iloc[0]
+    assert gap == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="one row"):
+        beside_record(live.assign(steps=31))

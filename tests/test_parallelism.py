@@ -6,6 +6,8 @@ rounding: 1e-6 absolute on gradients of order 1e-2. ZeRO-1 runs the same AdamW u
 same gradients, only on another rank, so it is compared bitwise.
 """
 
+from types import SimpleNamespace
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
@@ -178,6 +180,23 @@ def test_overlap_findings_read_the_blocking_hook():
     assert len(lines) == 3 and lines[-1].startswith("blocking hook")
     assert "slower" in lines[-1] or "×" in lines[-1]
     assert lines[0].startswith("buckets of 1 MiB: communication hidden behind the backward: 50%")
+
+
+def test_the_blocking_variant_is_named_by_the_buckets_ddp_chose():
+    default = SimpleNamespace(bucket_bytes_cap=25 * 2**20, bucket_bytes_cap_default=True)
+    first = torch.distributed._DEFAULT_FIRST_BUCKET_BYTES / 2**20
+    assert lab.blocking_label(default) == (
+        f"blocking hook (25 MiB buckets, the first {first:g} MiB: DDP's default)"
+    )
+    chosen = SimpleNamespace(bucket_bytes_cap=4 * 2**20, bucket_bytes_cap_default=False)
+    assert lab.blocking_label(chosen) == "blocking hook (4 MiB buckets)"
+    frame = pd.DataFrame({
+        "variant": ["buckets of 1000 MiB", lab.blocking_label(default),
+                    "no_sync (no communication)"],
+        "step_ms": [12.0, 30.0, 8.0], "range_ms": [0.5, 0.5, 0.5],
+    })  # fmt: skip
+    (line,) = lab.overlap_findings(frame)
+    assert line.startswith(lab.blocking_label(default) + ", each bucket waited for")
 
 
 def test_overlap_findings_print_no_hidden_share_for_indistinguishable_times():

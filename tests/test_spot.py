@@ -688,7 +688,7 @@ def test_checked_fault_matrix_checks_its_live_rows_against_the_record(tmp_path, 
     n = len(live)
     assert first == (
         f"live, injected in this run: {n} faults, {n} end as required, "
-        f"{n} with the outcome recorded for them ✓"
+        f"{n} match the outcome on record ✓"
     )
     assert recorded.startswith(f"the other {len(faults.FAULTS) - n} rows: recorded ")
     assert text.splitlines()[-1].startswith("reproduce: ")
@@ -707,6 +707,6 @@ def test_checked_fault_matrix_marks_a_live_row_that_fails(tmp_path, monkeypatch)
     )
     monkeypatch.setattr(faults, "fault_matrix", lambda directory, chosen: failed)
     table, text = faults.checked_fault_matrix(tmp_path)
-    assert text.startswith("live, injected in this run: 1 faults, 0 end as required, 1 with")
+    assert text.startswith("live, injected in this run: 1 faults, 0 end as required, 1 match")
     assert text.splitlines()[0].endswith("✗")
     assert table.set_index("fault").loc["newest corrupt, keep_last=1", "as required"] == "✗"

@@ -109,6 +109,21 @@ def test_claim_evidence_shows_c25_on_counted_nodes_and_judges_c26_on_current_row
     assert c26["measured"] == 12.0 and check("C26", **c26).verdict == "holds"
 
 
+def test_gpu_record_text_shows_rows_of_another_trainer_version_apart_from_current_ones():
+    from chapter20.labs import nb09_word2vec as lab
+
+    rows = lab.gpu_record_rows()
+    assert not rows.current.any()  # the committed rows predate the trainer section 2 proves
+    assert set(rows.quantity) <= set(lab.GPU_ROW_NAMES.values())
+    text = lab.gpu_record_text(rows)
+    assert text.splitlines()[0].endswith("proves: shown, not judged")
+    assert "run A" not in text and "run B" not in text
+    rows.loc[rows.index[-1], ["current", "date"]] = True, "2027-01-01"
+    last = lab.gpu_record_text(rows).splitlines()[-2:]
+    assert last[0].startswith("recorded 2027-01-01 on ") and last[0].endswith("claims check")
+    assert last[1].strip().startswith(rows.quantity.iloc[-1])
+
+
 def test_speed_findings_compare_each_of_ours_with_gensim_of_its_objective():
     from chapter20.labs.nb09_word2vec import speed_findings
 

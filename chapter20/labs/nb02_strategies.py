@@ -20,6 +20,7 @@ from chapter20.core.checks import check_int
 from chapter20.core.corpora import PairData, pair_data
 from chapter20.core.device import size_scale
 from chapter20.core.plotting import new_figure
+from chapter20.core.seed_statistics import beyond_noise
 from chapter20.core.study_record import provenance_line, read_study, study_output, write_study
 from chapter20.labs.common import UNTRAINED
 from chapter20.techniques.contrastive import DEFAULT_TEMPERATURE, micro_batch_info_nce
@@ -38,6 +39,8 @@ __all__ = [
     "strategy_benchmark",
     "live_strategies",
     "live_agreement",
+    "seed_table",
+    "beyond_seed_noise",
     "plot_recalls",
 ]
 
@@ -233,6 +236,35 @@ def live_agreement(live: pd.DataFrame, tolerance: float) -> tuple[list[str], boo
     off = max((rows[f"recall@{k} live"] - rows[f"recall@{k} record"]).abs().max() for k in (1, 10))
     lines.append(f"largest |Δ recall| {off:.4f} (tolerance {tolerance:.4f})")
     return lines, bool(off <= tolerance)
+
+
+def seed_table(summary: pd.DataFrame, column: str = "recall@10") -> pd.DataFrame:
+    """``summary`` (``seed_statistics.versus_reference`` by method) as notebook 02 prints it:
+    method, seeds, mean, standard deviation and ``gap`` to 4 places, the last two as text, and
+    "—" for a method run with fewer than two seeds: one run has no spread, and its gap is that
+    seed's draw, not a difference between methods (§20.2.1)."""
+    spread, mean = f"{column}_std", f"{column}_mean"
+    out = summary[["method", "seeds", mean, spread, "gap"]].copy()
+    out[mean] = out[mean].round(4)
+    single = out["seeds"] < 2
+    for name in (spread, "gap"):
+        out[name] = ["—" if one else f"{v:.4f}" for v, one in zip(out[name], single, strict=True)]
+    return out
+
+
+def beyond_seed_noise(
+    summary: pd.DataFrame, better: str, worse: str, column: str = "recall@10"
+) -> bool | None:
+    """``seed_statistics.beyond_noise`` of two methods of ``summary`` (by method), or None
+    where either was run with fewer than two seeds: without a spread there is no noise to be
+    beyond, so no judgement (§20.2.1)."""
+    seeds = summary.set_index("method")["seeds"]
+    for name, value in (("better", better), ("worse", worse)):
+        if value not in seeds.index:
+            raise ValueError(f"{name} must be one of {list(seeds.index)}, got {value!r}")
+    if min(seeds[better], seeds[worse]) < 2:
+        return None
+    return beyond_noise(summary, better, worse, by="method", column=column)
 
 
 def plot_recalls(frame: pd.DataFrame):

@@ -16,6 +16,8 @@ import matplotlib.ticker
 import pandas as pd
 import torch
 from torch import nn
+from torch.utils.checkpoint import set_checkpoint_early_stop
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from chapter20.core.device import get_device, size_scale
 from chapter20.core.findings import compare, compare_times
@@ -53,6 +55,7 @@ __all__ = [
     "plot_policy_map",
     "depth_table",
     "step_report",
+    "step_flops",
     "versus_none",
     "timing_table",
     "time_findings",
@@ -208,6 +211,61 @@ def step_report(
     frame["activations_vs_none"] = frame["activations"] / none["activations"]
     if timing:
         frame["time_vs_none"] = frame["seconds"] / none["seconds"]
+    return frame
+
+
+def _cpu_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(query, key, value)
+
+
+def _cpu_attention_backward(grad, query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_backward_flop_count(grad, query, key, value)
+
+
+#: FLOP formulas for the CPU's fused attention kernels, which ``FlopCounterMode`` does not know:
+#: the same counts as for the GPU's (two batched matrix multiplies forward, four backward).
+_CPU_ATTENTION_FLOPS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
+}
+
+
+def _counted_flops(run) -> int:
+    with FlopCounterMode(display=False, custom_mapping=_CPU_ATTENTION_FLOPS) as counter:
+        run()
+    return counter.get_total_flops()
+
+
+def step_flops(
+    layers: int = 8,
+    *,
+    batch: int = 8,
+    seq_len: int = 64,
+    cases=POLICY_CASES,
+    early_stop: bool = True,
+) -> pd.DataFrame:
+    """Floating-point operations of one InfoNCE step's forward + backward under each policy of
+    ``cases`` (section 3 of notebook 04), counted by ``torch.utils.flop_counter.FlopCounterMode``:
+    matrix multiplies and attention, where a step's FLOPs are (pointwise operations count 0).
+    The count sees every operator that runs, so the forward pass a checkpoint reruns inside
+    backward is counted, and the selective policy's saved outputs, replayed from its cache, are
+    not. Columns: ``flops``, ``vs_none`` and ``recomputed_forwards`` (the FLOPs above no
+    checkpointing, in forward passes of the plain model). Shapes alone decide the counts, so
+    they are the same on every machine. ``early_stop=False`` makes a checkpoint rerun its whole
+    segment instead of stopping once backward has every tensor it needs."""
+    base = make_encoder(layers)
+    ids = encoder_ids(batch, seq_len, 1_000)
+    forward = _counted_flops(lambda: info_nce(base(ids), base(ids.flip(0))))
+    records = []
+    for label, policy, k in cases:
+        model = checkpointed(base, policy, k)
+        with set_checkpoint_early_stop(early_stop):
+            flops = _counted_flops(lambda m=model: info_nce(m(ids), m(ids.flip(0))).backward())
+        records.append({"policy": label, "flops": flops})
+    frame = pd.DataFrame(records)
+    none = frame["flops"].iloc[0]
+    frame["vs_none"] = frame["flops"] / none
+    frame["recomputed_forwards"] = (frame["flops"] - none) / forward
     return frame
 
 

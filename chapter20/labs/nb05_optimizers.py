@@ -63,6 +63,7 @@ __all__ = [
     "MEMORY_STUDY",
     "judged_quality",
     "quality_agreement",
+    "beside_record",
     "learned_lines",
     "plot_quality",
     "quality_benchmark",
@@ -380,6 +381,22 @@ def quality_agreement(live: pd.DataFrame, tolerance: float = 0.004) -> tuple[flo
         f"live run vs the record's rows of the same seed and steps: max |Δ recall| = {gap:.4f} "
         + (f"(tolerance {tolerance}) {mark}"),
     )
+
+
+def beside_record(live: pd.DataFrame) -> pd.DataFrame:
+    """Each row of ``live`` (:func:`judged_quality`) under the committed record's row of the
+    same optimizer, seed and steps, a ``run`` column saying which is which ("recorded", "this
+    run"): the rows :func:`quality_agreement` compares, side by side. ValueError when the record
+    holds no such row."""
+    keys = ["optimizer", "seed", "steps"]
+    record = read_study(QUALITY_STUDY)[list(live.columns)]
+    rows = []
+    for _, row in live.iterrows():
+        match = record[(record[keys] == row[keys]).all(axis=1)]
+        if len(match) != 1:
+            raise ValueError(f"the record must hold one row for {row[keys].to_dict()}")
+        rows += [{"run": "recorded", **match.iloc[0]}, {"run": "this run", **row}]
+    return pd.DataFrame(rows)
 
 
 def learned_lines(summary: pd.DataFrame) -> list[str]:

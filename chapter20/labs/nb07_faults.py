@@ -150,7 +150,7 @@ def checked_fault_matrix(directory: str | Path) -> tuple[pd.DataFrame, str]:
     committed record (``data/fault_matrix.csv``), every row live when
     ``CHAPTER20_SCALE`` >= 2. Returns the table (a column ``run``: ``live`` or ``recorded``) and
     what the reader needs to tell them apart: how many live faults end as required (✓ only when
-    every live row does, with the outcome its recorded row gives), then, where rows are read
+    every live row does and matches the outcome on record for it), then, where rows are read
     from the record, when and on what they were recorded. A recorded row is shown, not checked."""
     everything = size_scale() >= 2
     live = fault_matrix(directory, None if everything else LIVE_FAULTS)
@@ -159,7 +159,7 @@ def checked_fault_matrix(directory: str | Path) -> tuple[pd.DataFrame, str]:
     held = int((live["as required"] == "✓").sum())
     mark = "✓" if held == agree == len(live) else "✗"
     lines = [f"live, injected in this run: {len(live)} faults, {held} end as required, "
-             f"{agree} with the outcome recorded for them {mark}"]  # fmt: skip
+             f"{agree} match the outcome on record {mark}"]  # fmt: skip
     table = record.reset_index()[["fault", "outcome", "as required"]].assign(run="recorded")
     table = table.set_index("fault")
     table.loc[live["fault"], ["outcome", "as required"]] = live.set_index("fault").values

@@ -52,6 +52,7 @@ __all__ = [
     "cheapest_config_by_menu",
     "excluded_gpus",
     "mixed_precision_table",
+    "timed_step_line",
     "spot_by_type",
     "catalog_choice_note",
     "spot_saving_note",
@@ -249,6 +250,17 @@ def current_speedup(baseline: str = "fp32", batch: int = 1024) -> float | None:
     quantity = "step seconds, {}, " + f"{batch} pairs"
     ratio = current_gpu_ratio(quantity.format(baseline), quantity.format("bf16"), THROUGHPUT_CODE)
     return None if ratio is None else ratio[0]
+
+
+def timed_step_line(current: float | None, baseline: str = "fp32") -> str:
+    """The line under notebook 08's mixed-precision table: whether the training step the
+    notebook shows has been timed on a GPU, and if so its bf16 speed-up over ``baseline`` and
+    the cost that saves (``current``: :func:`current_speedup`, None when it has not been)."""
+    head = "timed on a GPU with the training step shown here: "
+    if current is None:
+        return head + "not yet, so the claim of 40–60% saved needs a GPU"
+    saving = 100 * mixed_precision_saving(current)
+    return head + f"bf16 x{current:.2f} over {baseline}, {saving:.0f}% of the cost saved"
 
 
 def mixed_precision_table(record: ThroughputRecord = H200_MEASUREMENT, batch: int = 1024):

@@ -7,9 +7,11 @@
   (:func:`audit_table`), and per section: :func:`verdicts_by_section`,
   :func:`plot_verdicts_by_section`;
 - the encoder next to the baselines fitted on the same text, on every §20.7 figure:
-  :func:`quality_table`, :func:`plot_quality`;
+  :func:`quality_table`, :func:`plot_quality`, and the goal judged against the seed noise
+  (:func:`goal_lines`);
 - the composed run in a temporary directory (:func:`composed_run`) and the encoder file's
-  round trip (:func:`saved_and_loaded_difference`);
+  round trip (:func:`saved_and_loaded_difference`), named by the step it kept
+  (:func:`composed_run_label`);
 - §20.8's further reading and this notebook's own references (:func:`reading_list`).
 
 The scaling studies are ``labs.nb11_scaling``, the recipe search ``labs.nb11_recipe``, the
@@ -33,6 +35,7 @@ from chapter20.core.claim_criteria import section_order
 from chapter20.core.claims import NOT_YET_MEASURED, VERDICTS, audit, verdict_with_direction
 from chapter20.core.paths import data_file
 from chapter20.core.plotting import new_figure, new_panels
+from chapter20.core.seed_statistics import beyond_noise, summarize_seeds
 from chapter20.training.config import TrainConfig
 from chapter20.training.driver import FinishedRun
 from chapter20.training.encoder_file import load_encoder
@@ -46,7 +49,9 @@ __all__ = [
     "audit_sources_line",
     "audit_table",
     "composed_run",
+    "composed_run_label",
     "composed_training",
+    "goal_lines",
     "method_rows",
     "plot_quality",
     "plot_verdicts_by_section",
@@ -197,6 +202,53 @@ def method_rows(baselines: pd.DataFrame, encoders: dict[str, pd.DataFrame]) -> p
         for m, s, c in zip(baselines["method"], baselines["settings"], baselines["corpus"])
     ])  # fmt: skip
     return pd.concat([*frames, named], ignore_index=True)
+
+
+def _figure(values: pd.Series) -> str:
+    mean = values.mean()
+    return f"{mean:.3f}" + (f" ± {values.std(ddof=1):.3f}" if len(values) > 1 else "")
+
+
+def goal_lines(encoder: pd.DataFrame, name: str, baselines: pd.DataFrame) -> list[str]:
+    """Section 3's goal, judged: the encoder (``encoder``: one row per seed, called ``name``)
+    against the tuned BM25 of its own training text on held-out MRR, and against the LSI of
+    ``baselines`` with the highest Lee r (the strongest LSI, whichever corpus) on Lee r. Each
+    line says which is higher and whether by more than the seed noise, twice the larger
+    standard deviation over seeds (``core.seed_statistics.beyond_noise``; a baseline that
+    draws nothing, or has one row, has a standard deviation of 0)."""
+    bm25 = baselines[(baselines["method"] == "bm25") & (baselines["corpus"] == "training text")]
+    lsi = baselines[baselines["method"] == "lsi"]
+    if bm25.empty or lsi.empty:
+        raise ValueError("baselines must hold the tuned BM25 of the training text and an LSI")
+    lsi = lsi[lsi["lee_pearson"] == lsi["lee_pearson"].max()]
+    lines = []
+    for column, label, rows in (("mrr", "held-out MRR", bm25), ("lee_pearson", "Lee r", lsi)):
+        first = rows.iloc[0]
+        other = f"{baseline_name(first['method'], first['settings'])} ({first['corpus']})"
+        both = pd.concat([encoder.assign(who=name), rows.assign(who=other)], ignore_index=True)
+        summary = summarize_seeds(both, by="who", columns=(column,)).set_index("who")
+        means = summary[f"{column}_mean"]
+        higher, lower = (name, other) if means[name] >= means[other] else (other, name)
+        beyond = beyond_noise(summary.reset_index(), higher, lower, by="who", column=column)
+        noise = 2 * summary[f"{column}_std"].max()
+        figures = {who: _figure(both.loc[both["who"] == who, column]) for who in (name, other)}
+        lines.append(
+            f"{label}: {higher}, {figures[higher]}, is higher than {lower}, {figures[lower]}: "
+            f"{'beyond' if beyond else 'within'} the seed noise (twice the larger seed SD, "
+            f"{noise:.3f})"
+        )
+    return lines
+
+
+def composed_run_label(summary: dict) -> str:
+    """The quality table's name for a run of :func:`composed_run`: its steps and the step whose
+    weights early stopping kept (``"kept its start"`` when that is step 0, so the row is read
+    as the untrained encoder it is)."""
+    best = (summary.get("early_stopping") or {}).get("best_step")
+    kept = (
+        "its last step" if best is None else "kept its start" if best == 0 else f"kept step {best}"
+    )
+    return f"encoder, composed run, {summary['steps']} steps ({kept})"
 
 
 def quality_table(rows: pd.DataFrame) -> pd.DataFrame:

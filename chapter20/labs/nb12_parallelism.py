@@ -10,6 +10,7 @@ AdamW implementations, the input pipeline, two nodes) is ``chapter20.labs.nb12_p
 from __future__ import annotations
 
 import contextlib
+import textwrap
 import time
 from dataclasses import replace
 
@@ -57,6 +58,8 @@ __all__ = [
     "zero_on_rank",
     "measure_zero",
     "OVERLAP_MODEL",
+    "BLOCKING",
+    "blocking_label",
     "overlap_on_rank",
     "measure_overlap",
     "hidden_measurable",
@@ -278,6 +281,22 @@ def zero_results(results: list[dict], global_batch: int) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 OVERLAP_MODEL = {"vocab_size": 1_000, "width": 512, "depth": 8, "classes": 16}
+#: The start of the blocking-hook variant's name in :func:`measure_overlap`'s table; the rest
+#: (:func:`blocking_label`) names the buckets it ran on.
+BLOCKING = "blocking hook"
+
+
+def blocking_label(ddp: nn.parallel.DistributedDataParallel) -> str:
+    """The blocking-hook variant's name with the bucket sizes of ``ddp``, read from the wrapped
+    model: its cap (``bucket_bytes_cap``) and, when no ``bucket_cap_mb`` was given, the smaller
+    first bucket DDP makes then (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``), so the
+    row's bucket count can be checked against the gradient's size."""
+    cap = ddp.bucket_bytes_cap / 2**20
+    default = bool(getattr(ddp, "bucket_bytes_cap_default", False))
+    first = getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", None) if default else None
+    sizes = f"{cap:g} MiB buckets" + (f", the first {first / 2**20:g} MiB" if first else "")
+    origin = ": DDP's default" if default else ""
+    return f"{BLOCKING} ({sizes}{origin})"
 
 
 def overlap_on_rank(
@@ -314,8 +333,8 @@ def overlap_on_rank(
     for cap in bucket_caps_mb:
         ddp, logs[f"buckets of {cap:g} MiB"] = wrapped(cap)
         variants[f"buckets of {cap:g} MiB"] = step(ddp)
-    ddp, logs["blocking hook"] = wrapped(None, blocking=True)
-    variants["blocking hook"] = step(ddp)
+    ddp, log = wrapped(None, blocking=True)  # DDP's default buckets
+    logs[blocking_label(ddp)], variants[blocking_label(ddp)] = log, step(ddp)
     quiet, _ = wrapped(None)
     variants["no_sync (no communication)"] = step(quiet, sync=False)
 
@@ -385,7 +404,7 @@ def overlap_results(results: list[dict], bucket_caps_mb: tuple[float, ...]):
             row.update(
                 buckets=len(buckets),
                 hidden_measured=hidden,
-                hidden_model=0.0 if name == "blocking hook" else model["hidden_fraction"],
+                hidden_model=0.0 if name.startswith(BLOCKING) else model["hidden_fraction"],
                 comm_model_ms=1e3 * model["comm_seconds"],
             )
         records.append(row)
@@ -410,7 +429,7 @@ def _step_comparisons(frame: pd.DataFrame) -> tuple[str, dict[str, str]]:
     buckets = [n for n in steps.index if n.startswith("buckets of")]
     reference = max(buckets, key=lambda n: float(n.split()[2]))
     lines = {}
-    for name in [*buckets, "blocking hook"]:
+    for name in [*buckets, *(n for n in steps.index if n.startswith(BLOCKING))]:
         if name == reference or name not in steps.index:
             continue
         spread = max(steps.loc[name, "range_ms"], steps.loc[reference, "range_ms"])
@@ -440,9 +459,9 @@ def overlap_findings(frame: pd.DataFrame) -> list[str]:
     quiet = steps.loc["no_sync (no communication)", "step_ms"]
     lines = []
     for name, line in comparisons.items():
-        if name == "blocking hook":  # waits for each bucket inside the backward: no overlap
-            name = "blocking hook (each bucket waited for inside the backward, nothing overlaps)"
-            lines.append(name + line.removeprefix("blocking hook"))
+        if name.startswith(BLOCKING):  # waits for each bucket inside the backward: no overlap
+            waits = ", each bucket waited for inside the backward (nothing overlaps)"
+            lines.append(name + waits + line.removeprefix(name))
         elif "indistinguishable" not in line:
             lines.append(share(f"{name}: communication hidden behind the backward",
                                after - steps.loc[name, "step_ms"], after - quiet,
@@ -510,7 +529,8 @@ def plot_overlap(frame: pd.DataFrame):
                 va="bottom", fontsize=7, rotation=90)  # fmt: skip
     ax.set_xlim(-0.7, len(rows) - 0.3)
     ax.bar(x + 0.2, rows["hidden_model"], 0.4, label="alpha-beta model (free comm engine)")
-    ax.set_xticks(x, rows["variant"], rotation=15, fontsize=8)
+    labels = ["\n".join(textwrap.wrap(name, 24)) for name in rows["variant"]]  # long names
+    ax.set_xticks(x, labels, rotation=15, fontsize=8)
     ax.axhline(0, color="#8C8C8C", linewidth=0.8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
