@@ -53,6 +53,7 @@ def test_sparse_rows_train_as_their_dense_rows():
         ({"k": 2, "epochs": 0}, ValueError, "epochs"),
         ({"k": 2, "lr": 0.0}, ValueError, "lr"),
         ({"k": 2, "batch_size": 1.5}, TypeError, "batch_size"),
+        ({"k": 2, "on_epoch": 3}, TypeError, "on_epoch"),
     ],
 )
 def test_bad_input_is_rejected_with_the_argument_named(kwargs, error, argument):
@@ -71,3 +72,19 @@ def test_training_is_seeded_and_gives_back_the_callers_generators():
     assert torch.equal(first.encoder.weight, again.encoder.weight)  # bitwise for a seed
     assert torch.equal(torch.get_rng_state(), before[0]) and random.getstate() == before[1]
     assert np.array_equal(np.random.get_state()[1], before[2])
+
+
+def test_the_copy_after_each_epoch_is_the_run_of_that_many_epochs():
+    """One run scores a grid of epoch counts: the frozen copy ``on_epoch`` gets after epoch e
+    is bitwise what ``epochs=e`` returns, and later epochs do not change it."""
+    x = _low_rank(n=64, d=12)
+    kept = []
+    last = train_autoencoder(x, 3, epochs=4, batch_size=16, seed=2, on_epoch=kept.append)
+    assert [len(result.epoch_loss) for result in kept] == [1, 2, 3, 4]
+    for epochs in (1, 3):
+        alone = train_autoencoder(x, 3, epochs=epochs, batch_size=16, seed=2)
+        assert torch.equal(kept[epochs - 1].encoder.weight, alone.encoder.weight)
+        assert torch.equal(kept[epochs - 1].decoder.weight, alone.decoder.weight)
+        assert kept[epochs - 1].epoch_loss == alone.epoch_loss
+    assert torch.equal(kept[-1].encoder.weight, last.encoder.weight)
+    assert not any(p.requires_grad for p in kept[0].encoder.parameters())

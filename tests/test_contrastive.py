@@ -273,6 +273,19 @@ def test_strategy_runs_name_the_untrained_encoder_and_refuse_unknown_methods():
         train_pairs(data, "huge batch")
 
 
+def test_every_strategy_sees_the_same_training_pairs():
+    from chapter20.core.corpora import PairData
+    from chapter20.labs.nb02_strategies import STRATEGIES, run_table, train_pairs
+
+    gen = torch.Generator().manual_seed(0)
+    data = PairData(*torch.randint(1, 50, (4, 40, 6), generator=gen), vocab_size=50)
+    runs = [train_pairs(data, m, batch=8, micro=4, steps=3, dim=8) for m in STRATEGIES]
+    table = run_table(runs).set_index("method")
+    assert table["pairs seen"].tolist() == [24] * len(STRATEGIES)
+    assert table.loc["small batch", "steps"] == 6  # twice the steps of half the pairs
+    assert table.loc["large batch", "steps"] == 3
+
+
 def test_a_single_seed_prints_no_spread_no_gap_and_no_judgement():
     from chapter20.core.seed_statistics import versus_reference
     from chapter20.labs.nb02_strategies import beyond_seed_noise, seed_table

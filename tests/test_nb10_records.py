@@ -39,18 +39,43 @@ def test_the_committed_records_hold_every_size_and_three_seeds_of_both_methods()
     assert bpe["requested_size"].tolist() == list(records.BPE_SIZES)
     assert "reproduce: chapter20 bench bpe-sizes" in provenance_line(bpe)
     versus = read_study(vocab_lab.AUTOENCODER_FILE)
-    assert versus.groupby("method").size().tolist() == [len(vocab_lab.AUTOENCODER_SEEDS)] * 2
-    assert "reproduce: chapter20 bench autoencoder" in provenance_line(versus)
+    seeds, epochs = vocab_lab.AUTOENCODER_SEEDS, vocab_lab.AUTOENCODER_EPOCHS
+    assert versus.groupby("method").size().tolist() == [len(seeds)] * (1 + len(epochs))
+    assert sorted(versus.epochs.dropna().astype(int).unique()) == list(epochs)
+    held_out = versus.dropna(subset=["heldout_error"])  # PCA and the chosen count, every seed
+    assert held_out.method.value_counts().tolist() == [len(seeds)] * 2
+    grid = ",".join(map(str, epochs))
+    assert f"reproduce: chapter20 bench autoencoder --seeds 0,1,2 --epochs {grid}" in (
+        provenance_line(versus)
+    )
 
 
 def test_autoencoder_summary_compares_the_seed_means_against_their_noise():
-    record = pd.DataFrame(
-        {"method": ["PCA", "autoencoder, 1 epoch"] * 3, "seed": [0, 0, 1, 1, 2, 2],
-         "heldout_error": [0.70, 0.80, 0.70, 0.81, 0.70, 0.79],
-         "test_accuracy": [0.50, 0.50, 0.51, 0.50, 0.50, 0.51],
+    record = _grid_record()
+    table, lines = records.autoencoder_summary(record)
+    assert list(table.index) == ["PCA", "autoencoder, 3 epochs"]  # the count not chosen is out
+    assert table.loc["autoencoder, 3 epochs", ("heldout_error", "mean")] == pytest.approx(0.80)
+    assert len(lines) == 2 and "higher" in lines[0] and "indistinguishable" in lines[1]
+
+
+def _grid_record():
+    """PCA, an autoencoder at 1 epoch (validation only) and at 3 (chosen), seeds 0-2."""
+    nan = float("nan")
+    return pd.DataFrame(
+        {"method": ["PCA", "autoencoder, 1 epoch", "autoencoder, 3 epochs"] * 3,
+         "epochs": [nan, 1, 3] * 3, "chosen": [nan, False, True] * 3,
+         "seed": [0, 0, 0, 1, 1, 1, 2, 2, 2],
+         "validation_error": [nan, 0.9, 0.8, nan, 0.91, 0.81, nan, 0.89, 0.79],
+         "validation_accuracy": [nan, 0.3, 0.5, nan, 0.31, 0.49, nan, 0.3, 0.5],
+         "heldout_error": [0.70, nan, 0.80, 0.70, nan, 0.81, 0.70, nan, 0.79],
+         "test_accuracy": [0.50, nan, 0.50, 0.51, nan, 0.50, 0.50, nan, 0.51],
          }
     )  # fmt: skip
-    table, lines = records.autoencoder_summary(record)
-    assert list(table.index) == ["PCA", "autoencoder, 1 epoch"]
-    assert table.loc["autoencoder, 1 epoch", ("heldout_error", "mean")] == pytest.approx(0.80)
-    assert len(lines) == 2 and "higher" in lines[0] and "indistinguishable" in lines[1]
+
+
+def test_autoencoder_grid_shows_the_validation_scores_and_the_choice():
+    table, line = records.autoencoder_grid(_grid_record())
+    assert list(table.index) == [1, 3] and table[("chosen", "")].tolist() == [False, True]
+    assert table.loc[3, ("validation_error", "mean")] == pytest.approx(0.80)
+    assert line.startswith("chosen on validation: 3 epochs") and "largest count tried" in line
+    assert line.endswith("peaks at 3 epochs")

@@ -205,6 +205,24 @@ def test_autoencoder_vs_pca_reports_both_codes(bag_of_words):
     assert table.encoder_bytes["autoencoder, 2 epochs"] == (300 * 20 + 20) * 4
 
 
+def test_autoencoder_study_chooses_its_epochs_on_validation_rows_only(bag_of_words):
+    data_, compressed = bag_of_words
+    frame = vocab_lab.autoencoder_study((0, 1), (1, 3), data=data_, compressed=compressed,
+                                        device="cpu")  # fmt: skip
+    grid = frame[frame.method != "PCA"]
+    assert sorted(set(grid.epochs)) == [1, 3] and len(grid) == 4 and (frame.k == 20).all()
+    chosen = grid.groupby("epochs").validation_error.mean().idxmin()
+    assert (grid.chosen == (grid.epochs == chosen)).all()
+    # Held-out figures for PCA and the chosen count only: the others are never scored on them.
+    held_out = frame.dropna(subset=["heldout_error"])
+    assert set(held_out.method) == {"PCA", grid[grid.chosen].method.iloc[0]}
+    assert len(held_out) == 4 and held_out.test_accuracy.between(0, 1).all()
+    # The validation rows are a share of the training rows, disjoint from the rest.
+    split = vocab_lab._validation_split(data_, vocab_lab.VALIDATION_FRACTION)
+    assert split.train.shape[0] + split.test.shape[0] == data_.train.shape[0]
+    assert split.test.shape[0] == round(vocab_lab.VALIDATION_FRACTION * data_.train.shape[0])
+
+
 def test_subword_quality_gap_evidence_needs_every_model_to_have_learned():
     """ "Learned" is the rule of every notebook: above the same model untrained, beyond the seed
     spread; a size that stayed at its start fails C30's condition, whatever its Δρ."""

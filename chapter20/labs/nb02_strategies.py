@@ -5,8 +5,9 @@ encoder untrained, and a positive control (the large batch at τ = 1), scored by
 
 The three-seed study is the committed record ``data/batch_strategies.csv``
 (:func:`strategy_benchmark`, ``chapter20 bench batch-strategies``); the notebook reruns seed 0
-live (the record also holds its 20-step runs, which the notebook repeats) and checks it against
-its rows (:func:`live_strategies`).
+live (the record also holds its runs on 20 large batches' worth of pairs, which the notebook
+repeats) and checks it against its rows (:func:`live_strategies`). Every strategy sees the same
+training pairs: the small batch takes ``batch / micro`` times the steps of the others.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = [
     "STRATEGIES",
     "CONTROL",
     "CONTROL_TEMPERATURE",
+    "BATCH",
+    "MICRO",
     "train_pairs",
     "compare_batch_strategies",
     "run_table",
@@ -52,8 +55,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TrainingRun:
-    """One training strategy: effective batch (in micro-batches or chunks of ``micro``),
-    negatives per query, steps, seed, seconds, held-out recalls, loss per step, final weights."""
+    """One training strategy: effective batch (pairs per step, in micro-batches or chunks of
+    ``micro``), negatives per query, steps, seed, seconds, held-out recalls, loss per step,
+    final weights."""
 
     method: str
     effective_batch: int
@@ -73,14 +77,17 @@ STRATEGIES = ("small batch", "naive accumulation", "gradient caching", "large ba
 #: uniform and the negatives barely push — a change held-out recall must be able to detect.
 CONTROL = "large batch, τ = 1 (control)"
 CONTROL_TEMPERATURE = 1.0
+#: Pairs per step of the large batch (and of naive accumulation and gradient caching), and of
+#: the small batch, which is also their micro-batch or chunk.
+BATCH, MICRO = 256, 32
 
 
 def train_pairs(
     data: PairData,
     method: str,
     *,
-    batch: int = 256,
-    micro: int = 32,
+    batch: int = BATCH,
+    micro: int = MICRO,
     steps: int = 150,
     lr: float = 3e-3,
     dim: int = 128,
@@ -92,9 +99,10 @@ def train_pairs(
     ``small batch`` (``micro`` pairs per step), ``naive accumulation`` (``batch`` pairs per step
     in micro-batches of ``micro``, each with its own negatives), ``gradient caching`` (``batch``
     pairs, chunks of ``micro``), ``large batch`` (``batch`` pairs at once). Same seed, data
-    order, number of optimizer ``steps`` and Adam learning rate for all, so the small batch
-    sees ``batch / micro`` times fewer examples; the last three see the same examples, and
-    gradient caching takes the same steps as the large batch. Returns the held-out recalls."""
+    order and Adam learning rate for all, and the same ``steps * batch`` training examples:
+    ``steps`` steps of ``batch`` pairs, the small batch ``steps * batch // micro`` steps of
+    ``micro`` (more, smaller updates); gradient caching takes the same steps as the large
+    batch. Returns the held-out recalls."""
     if method not in (UNTRAINED, *STRATEGIES, CONTROL):
         allowed = (UNTRAINED, *STRATEGIES, CONTROL)
         raise ValueError(f"method must be one of {allowed}, got {method!r}")
@@ -107,6 +115,7 @@ def train_pairs(
     elif method == "gradient caching":
         config = replace(config, chunk_size=micro)
     step_size = micro if method == "small batch" else batch
+    steps = steps * batch // step_size  # every strategy sees the same steps * batch pairs
     steps = 0 if method == UNTRAINED else steps  # the same encoder before its first step
     run = heldout_run(
         PairRunConfig(steps=steps, batch=step_size, seed=seed, vocab=data.vocab_size, dim=dim,
@@ -158,7 +167,8 @@ def compare_batch_strategies(
 
 def run_table(runs: list[TrainingRun]) -> pd.DataFrame:
     """A row per run of :func:`train_pairs`: method, seed, effective batch, negatives per
-    query, steps, held-out recall@1 and @10, seconds."""
+    query, steps, training pairs seen (steps × pairs per step), held-out recall@1 and @10,
+    seconds."""
     return pd.DataFrame(
         [
             {
@@ -169,6 +179,7 @@ def run_table(runs: list[TrainingRun]) -> pd.DataFrame:
                 else f"{r.effective_batch} (micro {r.micro})",
                 "negatives / query": r.negatives,
                 "steps": r.steps,
+                "pairs seen": r.steps * r.effective_batch,
                 "recall@1": r.recall[1],
                 "recall@10": r.recall[10],
                 "seconds": r.seconds,
@@ -185,9 +196,10 @@ STRATEGY_STUDY = "batch_strategies.csv"
 
 def strategy_benchmark(steps: int = 150, short_steps: int = 20, out: str = "") -> None:
     """``chapter20 bench batch-strategies``: :func:`compare_batch_strategies` with the untrained
-    encoder and the control, seeds 0–2, ``steps`` Adam steps each (§20.2.1), and seed 0 of every
-    strategy trained ``short_steps`` steps (the rows notebook 02 reruns live and checks); with
-    ``out`` written as the record ``data/batch_strategies.csv`` (quality only: no times)."""
+    encoder and the control, seeds 0–2, on ``steps`` large batches' worth of pairs each (the
+    small batch takes 8× the steps; §20.2.1), and seed 0 of every strategy on ``short_steps``
+    large batches' worth (the rows notebook 02 reruns live and checks); with ``out`` written as
+    the record ``data/batch_strategies.csv`` (quality only: no times)."""
     steps, short_steps = check_int("steps", steps, 1), check_int("short_steps", short_steps, 1)
     data = pair_data()
     frame, _ = compare_batch_strategies(data, steps=steps, untrained=True)
@@ -201,19 +213,20 @@ def strategy_benchmark(steps: int = 150, short_steps: int = 20, out: str = "") -
 
 def live_strategies(data: PairData, steps: int = 150, short_steps: int = 20):
     """Notebook 02's live part of the strategy study (§20.2.1): ``(live, judged, source,
-    short)``. ``short``: seed 0 of every strategy trained ``short_steps`` steps (weights
-    compared); ``live``: their table with seed 0 of the untrained encoder, the rows checked
-    against the record's rows of the same method, seed and steps; ``judged``: the study at
-    ``steps`` steps (every strategy, the untrained encoder and the control, 3 seeds) from the
-    committed record :data:`STRATEGY_STUDY`, or, with ``CHAPTER20_SCALE`` >= 2, run here;
-    ``source`` says which. ``live`` has the columns of the record (times dropped)."""
+    short)``. ``short``: seed 0 of every strategy trained on ``short_steps`` large batches'
+    worth of pairs (weights compared; the small batch takes 8× the steps); ``live``: their
+    table with seed 0 of the untrained encoder, the rows checked against the record's rows of
+    the same method, seed and steps; ``judged``: the study on ``steps`` large batches' worth
+    (every strategy, the untrained encoder and the control, 3 seeds) from the committed record
+    :data:`STRATEGY_STUDY`, or, with ``CHAPTER20_SCALE`` >= 2, run here; ``source`` says
+    which. ``live`` has the columns of the record (times dropped)."""
     short = [train_pairs(data, method, steps=short_steps) for method in STRATEGIES]
     live = run_table([train_pairs(data, UNTRAINED), *short]).drop(columns="seconds")
     if size_scale() >= 2:
         judged, _ = compare_batch_strategies(data, steps=steps, untrained=True)
         return live, judged.drop(columns="seconds"), "this run", short
     record = read_study(STRATEGY_STUDY)
-    judged = record[record["steps"].isin((0, steps))].reset_index(drop=True)
+    judged = record[record["pairs seen"].isin((0, steps * BATCH))].reset_index(drop=True)
     return live, judged, provenance_line(record), short
 
 

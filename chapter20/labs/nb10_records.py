@@ -1,11 +1,12 @@
 """Notebook 10, sections 3 and 4 (note, topic 3): the BPE table and the autoencoder against PCA
 as committed records.
 
-Training four BPE vocabularies, and an autoencoder plus two article classifiers per seed, take
-longer than the notebook's share of a minute. ``chapter20 bench bpe-sizes`` writes
-:data:`BPE_FILE` (counts and rates: the same on every machine) and ``chapter20 bench
-autoencoder`` writes ``nb10_vocab.AUTOENCODER_FILE`` (3 seeds: the autoencoder's initialisation
-and the classifier's batches), read by :func:`autoencoder_summary`. The notebook computes one
+Training four BPE vocabularies, and an autoencoder for 30 epochs plus several article
+classifiers per seed, take minutes. ``chapter20 bench bpe-sizes`` writes :data:`BPE_FILE`
+(counts and rates: the same on every machine) and ``chapter20 bench autoencoder`` writes
+``nb10_vocab.AUTOENCODER_FILE`` (3 seeds: the autoencoder's initialisation and the classifier's
+batches; its epoch count chosen on validation rows), read by :func:`autoencoder_grid` and
+:func:`autoencoder_summary`. The notebook computes one
 row of each again: :func:`bpe_row_check` (one vocabulary size) and ``nb10_vocab.pca_row_check``
 (PCA's row of seed 0). ``CHAPTER20_SCALE`` >= 2 measures everything live. The figures of the
 sparse-input section (:func:`plot_projection`, :func:`plot_explained_variance`) and
@@ -29,6 +30,7 @@ from chapter20.vocab.pca import PCAResult
 __all__ = [
     "BPE_FILE",
     "BPE_SIZES",
+    "autoencoder_grid",
     "autoencoder_summary",
     "bpe_benchmark",
     "bpe_row_check",
@@ -77,12 +79,34 @@ def bpe_benchmark(sizes: tuple[int, ...] = BPE_SIZES, out: str = ""):
         print("written:", write_study(frame, study_output(out), command))
 
 
+def autoencoder_grid(record: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The autoencoder's epoch counts as the record scored them on the validation rows: per
+    count, mean and standard deviation over the seeds of ``validation_error`` and
+    ``validation_accuracy`` and whether it was ``chosen`` (the lowest mean validation error),
+    and one line naming the choice, where the validation accuracy peaks, and whether the
+    choice is the largest count tried."""
+    grid = record.dropna(subset=["validation_error"]).astype({"epochs": int})
+    groups = grid.groupby("epochs")
+    table = groups[["validation_error", "validation_accuracy"]].agg(["mean", "std"])
+    table[("chosen", "")] = groups["chosen"].first().astype(str).eq("True")
+    chosen = int(table.index[table[("chosen", "")]][0])
+    peak = int(table[("validation_accuracy", "mean")].idxmax())
+    edge = "the largest count tried" if chosen == table.index.max() else "inside the grid"
+    line = (
+        f"chosen on validation: {chosen} epochs (lowest mean validation error; {edge}); "
+        f"the mean validation accuracy peaks at {peak} epochs"
+    )
+    return table, line
+
+
 def autoencoder_summary(record: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The autoencoder record read per method: mean and standard deviation over the seeds of the
-    held-out reconstruction error and the held-out accuracy, and one line per figure
-    comparing the autoencoder with PCA (``core.findings.compare``; indistinguishable within twice
-    the larger seed standard deviation)."""
+    """The autoencoder record's held-out rows (PCA's and the chosen epoch count's) read per
+    method: mean and standard deviation over the seeds of the held-out reconstruction error
+    and the held-out accuracy, and one line per figure comparing the autoencoder with PCA
+    (``core.findings.compare``; indistinguishable within twice the larger seed standard
+    deviation)."""
     figures = ("heldout_error", "heldout_accuracy")
+    record = record.dropna(subset=["heldout_error"])
     groups = record.rename(columns={"test_accuracy": "heldout_accuracy"}).groupby(
         "method", sort=False
     )

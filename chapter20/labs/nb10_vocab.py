@@ -35,7 +35,7 @@ from chapter20.core.measure import (
 )
 from chapter20.core.study_record import study_output, write_study
 from chapter20.techniques.optimizers import sparse_optimizers
-from chapter20.vocab.autoencoder import train_autoencoder
+from chapter20.vocab.autoencoder import AutoencoderResult, train_autoencoder
 from chapter20.vocab.bag_of_words import (
     LAYER_WIDTH,
     STEP_BATCH,
@@ -52,9 +52,12 @@ from chapter20.vocab.bag_of_words import (
 from chapter20.vocab.sparse_input import VARIANTS, BagOfWordsBatches, ProjectionModel
 
 __all__ = [
+    "AUTOENCODER_EPOCHS",
     "AUTOENCODER_FILE",
     "AUTOENCODER_SEEDS",
+    "VALIDATION_FRACTION",
     "autoencoder_benchmark",
+    "autoencoder_epoch_grid",
     "autoencoder_study",
     "autoencoder_vs_pca",
     "pca_row_check",
@@ -337,17 +340,129 @@ AUTOENCODER_FILE = "autoencoder_vs_pca.csv"
 AUTOENCODER_SEEDS = (0, 1, 2)
 
 
+#: The autoencoder's epoch counts tried on the validation rows (one run of the largest).
+AUTOENCODER_EPOCHS = (1, 3, 10, 30)
+#: The share of the training rows held back to choose the autoencoder's epochs.
+VALIDATION_FRACTION = 0.1
+
+
+def _validation_split(data: BagOfWordsData, fraction: float) -> BagOfWordsData:
+    """``data``'s training rows split at random (seed 0, the same split for every seed):
+    ``1 - fraction`` of them as ``train``, the rest as ``test`` (the validation rows). The
+    held-out ``data.test`` is not read."""
+    n = data.train.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    n_val = round(fraction * n)
+    if not 1 <= n_val < n:
+        raise ValueError(f"fraction={fraction} leaves no training or no validation row")
+    val, fit = order[:n_val].sort().values, order[n_val:].sort().values
+    rows = data.train.coalesce()
+    return BagOfWordsData(
+        data.vocab, rows.index_select(0, fit).coalesce(), rows.index_select(0, val).coalesce(),
+        data.train_labels[fit], data.train_labels[val], data.n_classes,
+    )  # fmt: skip
+
+
+def _code_scores(data: BagOfWordsData, compressed: CompressedInput, ae: AutoencoderResult,
+                 seed: int, device) -> dict[str, float]:  # fmt: skip
+    """``ae`` scored on ``data.test``: its relative reconstruction error, and the accuracy of
+    :func:`projection_accuracy`'s classifier (1 epoch, ``seed``) trained on the codes of
+    ``data.train``, reading each code as a ``pca_precomputed`` row."""
+    codes = CompressedInput(compressed.pca, ae.fit_seconds, ae.transform(data.train),
+                            ae.transform(data.test))  # fmt: skip
+    accuracy = projection_accuracy(data, codes, variants=("pca_precomputed",), epochs=1,
+                                   seed=seed, device=device)  # fmt: skip
+    return {"error": ae.reconstruction_error(data.test),
+            "accuracy": float(accuracy.test_accuracy.iloc[0]),
+            "chance": float(accuracy.chance_accuracy.iloc[0])}  # fmt: skip
+
+
+def autoencoder_epoch_grid(
+    data: BagOfWordsData,
+    compressed: CompressedInput,
+    epochs: Sequence[int] = AUTOENCODER_EPOCHS,
+    *,
+    seed: int = 0,
+    fraction: float = VALIDATION_FRACTION,
+    device: torch.device | str | None = None,
+) -> tuple[pd.DataFrame, dict[int, AutoencoderResult]]:
+    """The autoencoder's epochs scored on validation rows, never on ``data.test``: one run of
+    ``max(epochs)`` epochs (seeded by ``seed``) on the training rows less a share ``fraction``
+    held back, a copy kept after each count in ``epochs`` (the same as a run of that many
+    epochs: ``train_autoencoder``'s ``on_epoch``) and scored on the held-back rows: the
+    reconstruction error (``validation_error``) and the accuracy of the classifier trained
+    on the other rows' codes (``validation_accuracy``). Returns the table, one row per count,
+    and the kept autoencoders by count."""
+    wanted = sorted({check_int("epochs", e, 1) for e in epochs})
+    split = _validation_split(data, float(fraction))
+    kept: dict[int, AutoencoderResult] = {}
+
+    def keep(result: AutoencoderResult) -> None:
+        if len(result.epoch_loss) in wanted:
+            kept[len(result.epoch_loss)] = result
+
+    train_autoencoder(split.train, compressed.pca.k, epochs=wanted[-1], seed=seed, on_epoch=keep)
+    rows = []
+    for count in wanted:
+        scores = _code_scores(split, compressed, kept[count], seed, device)
+        rows.append({"epochs": count, "validation_error": scores["error"],
+                     "validation_accuracy": scores["accuracy"]})  # fmt: skip
+    return pd.DataFrame(rows), kept
+
+
+_STUDY_COLUMNS = [
+    "method", "epochs", "chosen", "seed", "k", "encoder_bytes", "validation_error",
+    "validation_accuracy", "heldout_error", "test_accuracy", "chance_accuracy",
+]  # fmt: skip
+
+
+def _epochs_name(epochs: int) -> str:
+    return f"autoencoder, {epochs} epoch{'s' * (epochs > 1)}"
+
+
 def autoencoder_study(
-    seeds: Sequence[int] = AUTOENCODER_SEEDS, epochs: int = 1, *, data=None, compressed=None
+    seeds: Sequence[int] = AUTOENCODER_SEEDS,
+    epochs: Sequence[int] = AUTOENCODER_EPOCHS,
+    *,
+    data=None,
+    compressed=None,
+    device: torch.device | str | None = None,
 ) -> pd.DataFrame:
-    """``autoencoder_vs_pca`` for each of ``seeds`` on the 10,000-word bag-of-words rows
-    compressed to 300 dimensions: one row per method and seed, errors, accuracies and bytes (the
-    seconds, which depend on the machine's load, are left out)."""
+    """PCA against the autoencoder at its best epoch count, on the 10,000-word bag-of-words rows
+    compressed to 300 dimensions. Per seed, :func:`autoencoder_epoch_grid` scores ``epochs`` on
+    validation rows; the count with the lowest validation error averaged over the seeds is
+    chosen (``chosen``), and only its autoencoders are scored on the held-out rows
+    (``heldout_error``, ``test_accuracy``), beside PCA's (fitted on all training rows). One row
+    per method and seed: PCA's, and one per epoch count, with held-out figures on the chosen
+    count only (else NaN); no seconds (they depend on the machine's load)."""
     data = bag_of_words_data(10_000) if data is None else data
     compressed = compress_bag_of_words(data, 300) if compressed is None else compressed
-    frames = [autoencoder_vs_pca(data, compressed, epochs=epochs, seed=check_int("seeds", s, 0))
-              .reset_index().drop(columns="fit_s").assign(seed=s) for s in seeds]  # fmt: skip
-    return pd.concat(frames, ignore_index=True)
+    seeds = [check_int("seeds", s, 0) for s in seeds]
+    runs = {s: autoencoder_epoch_grid(data, compressed, epochs, seed=s, device=device)
+            for s in seeds}  # fmt: skip
+    grid = pd.concat([table.assign(seed=s) for s, (table, _) in runs.items()])
+    chosen = int(grid.groupby("epochs").validation_error.mean().idxmin())
+    pca_error = compressed.pca.reconstruction_error(data.test)
+    rows = []
+    for seed in seeds:
+        pca = projection_accuracy(data, compressed, variants=("pca_precomputed",), epochs=1,
+                                  seed=seed, device=device).iloc[0]  # fmt: skip
+        rows.append({"method": "PCA", "seed": seed,
+                     "encoder_bytes": compressed.pca.projection_bytes,
+                     "heldout_error": pca_error, "test_accuracy": pca.test_accuracy,
+                     "chance_accuracy": pca.chance_accuracy})  # fmt: skip
+        held_out = _code_scores(data, compressed, runs[seed][1][chosen], seed, device)
+        for row in grid[grid.seed == seed].itertuples(index=False):
+            best = row.epochs == chosen
+            rows.append({"method": _epochs_name(row.epochs), "seed": seed, "epochs": row.epochs,
+                         "chosen": best, "encoder_bytes": runs[seed][1][chosen].encoder_bytes,
+                         "validation_error": row.validation_error,
+                         "validation_accuracy": row.validation_accuracy,
+                         "heldout_error": held_out["error"] if best else np.nan,
+                         "test_accuracy": held_out["accuracy"] if best else np.nan,
+                         "chance_accuracy": held_out["chance"]})  # fmt: skip
+    frame = pd.DataFrame(rows).assign(k=compressed.pca.k)
+    return frame.astype({"epochs": "Int64"})[_STUDY_COLUMNS]
 
 
 def pca_row_check(record: pd.DataFrame, data, compressed, heldout_accuracy: float | None = None):
@@ -386,7 +501,9 @@ def benchmark() -> None:
 
 
 def autoencoder_benchmark(
-    seeds: tuple[int, ...] = AUTOENCODER_SEEDS, epochs: int = 1, out: str = ""
+    seeds: tuple[int, ...] = AUTOENCODER_SEEDS,
+    epochs: tuple[int, ...] = AUTOENCODER_EPOCHS,
+    out: str = "",
 ):
     """``chapter20 bench autoencoder``: :func:`autoencoder_study`, printed; with ``out`` written
     as ``data/autoencoder_vs_pca.csv`` reads."""
@@ -394,6 +511,7 @@ def autoencoder_benchmark(
     print(frame.round(4).to_string(index=False))
     if study_output(out):
         command = (
-            f"chapter20 bench autoencoder --seeds {','.join(map(str, seeds))} --epochs {epochs}"
+            f"chapter20 bench autoencoder --seeds {','.join(map(str, seeds))} "
+            f"--epochs {','.join(map(str, epochs))}"
         )
         print("written:", write_study(frame, study_output(out), command))

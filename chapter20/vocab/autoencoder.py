@@ -13,7 +13,9 @@ below it. Notebook 10 measures the error, what a classifier reads from the codes
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,13 +112,17 @@ def train_autoencoder(
     batch_size: int = 256,
     lr: float = 1e-3,
     seed: int = 0,
+    on_epoch: Callable[[AutoencoderResult], None] | None = None,
 ) -> AutoencoderResult:
     """Train an autoencoder to ``k`` dimensions on the rows of ``x`` (dense, or sparse and
     never densified beyond one batch; note, topic 3): ``epochs`` passes in a seeded random
     order, ``batch_size`` rows per Adam step (``lr``), loss the mean squared error of the
     dense reconstruction. The decoder starts at the rows' mean (the best constant, weights
     zero), so the first steps learn structure, not the average. Deterministic for ``seed`` on
-    the CPU. ``k`` in ``1..d``, else ``ValueError``."""
+    the CPU. ``k`` in ``1..d``, else ``ValueError``. ``on_epoch``, when given, receives after
+    every epoch a frozen copy of the autoencoder so far (its ``epoch_loss`` has one entry per
+    epoch done): the copy after ``e`` epochs is what ``epochs=e`` returns, the seeded order of
+    every epoch being the same, so one run scores a grid of epoch counts."""
     x, sparse = _as_matrix(x, "x")
     n, d = x.shape
     k = check_int("k", k, 1)
@@ -125,6 +131,8 @@ def train_autoencoder(
     epochs = check_int("epochs", epochs, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_real("lr", lr, minimum=0, exclusive=True, finite=True)
+    if on_epoch is not None and not callable(on_epoch):
+        raise TypeError(f"on_epoch must be callable or None, got {type(on_epoch).__name__}")
     generator = torch.Generator().manual_seed(check_int("seed", seed, 0, maximum=2**32 - 1))
     mean = (torch.sparse.sum(x, dim=0).to_dense() if sparse else x.sum(0)) / n
     with seeded(seed):  # nn.Linear's initialisation, seeded, the caller's generators kept
@@ -147,7 +155,15 @@ def train_autoencoder(
             optimizer.step()
             total += float(loss.detach()) * len(rows)
         losses.append(total / n)
+        if on_epoch is not None:
+            frozen = [_frozen(copy.deepcopy(m)) for m in (encoder, decoder)]
+            on_epoch(AutoencoderResult(*frozen, mean, time.perf_counter() - start, tuple(losses)))
     seconds = time.perf_counter() - start
-    for module in (encoder, decoder):
-        module.requires_grad_(False)
-    return AutoencoderResult(encoder, decoder, mean, seconds, tuple(losses))
+    return AutoencoderResult(_frozen(encoder), _frozen(decoder), mean, seconds, tuple(losses))
+
+
+def _frozen(module: nn.Linear) -> nn.Linear:
+    """``module`` with its gradients dropped and no longer required (trained, read only)."""
+    for parameter in module.parameters():
+        parameter.grad = None
+    return module.requires_grad_(False)
