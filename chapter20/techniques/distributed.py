@@ -49,7 +49,6 @@ __all__ = [
     "any_rank",
     "free_port",
     "preloaded_process_context",
-    "start_rank_server",
     "run_local_group",
     "jobs_on_rank",
     "run_in_one_group",
@@ -133,18 +132,6 @@ def preloaded_process_context():
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(list(_RANK_PRELOAD))  # read when the server first starts
     return context
-
-
-def start_rank_server() -> None:
-    """Start now the server the local group's ranks fork from (:func:`run_local_group`, §20.4:
-    one process that imports torch and the training stack once, seconds of CPU). It starts in
-    the background and this returns at once, so its start overlaps what the caller does before
-    the first group (on a fresh machine, parsing the Wikipedia sample) instead of following it.
-    Nothing to do where the platform has no fork server."""
-    from multiprocessing import forkserver
-
-    if preloaded_process_context().get_start_method() == "forkserver":
-        forkserver.ensure_running()
 
 
 def _worker(
